@@ -1,0 +1,26 @@
+# mxnet-gc: `make install` builds .venv/ with everything; `make test` installs, then runs the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: install test bench clean
+
+# Reinstalls when the requirements, setup.py or the C++ sources change.
+$(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip setuptools wheel
+	$(PIP) install --quiet -c constraints.txt -r requirements.txt
+	$(PIP) install --quiet --no-build-isolation -c constraints.txt -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(PY) -m pytest -q tests
+
+bench: install
+	$(PY) tools/bench_codecs.py
+
+clean:
+	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so

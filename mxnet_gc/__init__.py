@@ -1,0 +1,17 @@
+"""mxnet-gc: gradient compression for Apache MXNet 1.9.1 distributed training.
+
+``import mxnet_gc`` loads the C++ codec operators into MXNet (mx.nd.mxgc_*) and exposes the codecs:
+
+    codec = mxnet_gc.codecs.create({'type': '4bit', 'thresholds': [t1, ..., t7]})
+    payload = codec.encode(grad, residual)   # residual updated in place
+    codec.decode(payload, out)
+"""
+from ._library import get_num_threads, kernel_isa, load as _load, set_num_threads
+
+_load()
+
+from . import codecs  # noqa: E402  (needs the operators loaded above)
+from .codecs import ThresholdGroup  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["codecs", "ThresholdGroup", "set_num_threads", "get_num_threads", "kernel_isa"]

@@ -1,0 +1,57 @@
+"""Loads the C++ library (libmxnet_gc.so) into MXNet, so its operators appear as mx.nd.mxgc_*.
+
+A missing library, or one built from other sources than src_cpp/ now holds, is refused with an
+ImportError that says how to rebuild.
+"""
+import ctypes
+import os
+
+import mxnet as mx
+
+from . import _build_id
+
+LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmxnet_gc.so")
+REBUILD = "run `make install` in the mxnet-gc source tree (or `pip install --no-build-isolation -e .`)"
+
+_handle = None
+
+
+def load():
+    """Checks and loads the library once per process; returns its ctypes handle."""
+    global _handle
+    if _handle is not None:
+        return _handle
+    if not os.path.exists(LIBRARY_PATH):
+        raise ImportError("mxnet_gc: the C++ library %s is not built; %s" % (LIBRARY_PATH, REBUILD))
+    handle = ctypes.CDLL(LIBRARY_PATH)
+    handle.mxgc_build_id.restype = ctypes.c_char_p
+    handle.mxgc_kernel_isa.restype = ctypes.c_char_p
+    built_from = handle.mxgc_build_id().decode()
+    if os.path.isdir(_build_id.SRC_DIR):
+        expected = _build_id.source_hash()
+        if built_from != expected:
+            raise ImportError("mxnet_gc: %s is stale (built from sources %s, src_cpp/ and setup.py are now %s); "
+                              "%s" % (LIBRARY_PATH, built_from, expected, REBUILD))
+    mx.library.load(LIBRARY_PATH, verbose=False)
+    _handle = handle
+    return handle
+
+
+def set_num_threads(n):
+    """Threads the codec kernels use (default: MXNET_GC_NUM_THREADS, OMP_NUM_THREADS or all cores).
+
+    n = 0 restores the default.
+    """
+    if not isinstance(n, int) or n < 0:
+        raise ValueError("num_threads must be an int >= 0, got %r" % (n,))
+    load().mxgc_set_num_threads(n)
+
+
+def get_num_threads():
+    """Threads the codec kernels use."""
+    return load().mxgc_get_num_threads()
+
+
+def kernel_isa():
+    """The instruction-set level of the kernels chosen for this CPU ('x86-64-v4', 'x86-64-v3', 'baseline')."""
+    return load().mxgc_kernel_isa().decode()

@@ -1,0 +1,68 @@
+"""What every codec offers, and the checks on the arrays it is given.
+
+A codec turns one float32 gradient (with its per-worker residual, for error feedback) into a payload,
+a float32 NDArray whose bytes are the codec's wire format, and turns a payload back into values.
+Codecs know nothing of transports; transports know nothing of codec internals.
+"""
+import numpy as np
+import mxnet as mx
+
+
+class Codec:
+    """Interface of a gradient codec.  Subclasses set ``type`` and implement the four methods."""
+
+    type = None
+
+    def config(self):
+        """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""
+        raise NotImplementedError
+
+    def payload_size(self, n):
+        """Number of float32 words in the payload of an n-value gradient."""
+        raise NotImplementedError
+
+    def encode(self, grad, residual, out=None):
+        """Compresses ``grad`` with error feedback, updating ``residual`` in place; returns the payload.
+
+        ``out``, if given, is a float32 NDArray of ``payload_size(grad.size)`` words to write into.
+        """
+        raise NotImplementedError
+
+    def decode(self, payload, out):
+        """Writes the dequantized values of ``payload`` into ``out``; returns ``out``."""
+        raise NotImplementedError
+
+    def decode_add(self, payload, acc):
+        """Adds the dequantized values of ``payload`` to ``acc`` in place; returns ``acc``."""
+        raise NotImplementedError
+
+    def __eq__(self, other):
+        return isinstance(other, Codec) and self.config() == other.config()
+
+    def __hash__(self):
+        return hash(repr(sorted(self.config().items())))
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, self.config())
+
+
+def check_dense_float32(name, array):
+    """Raises TypeError unless ``array`` is a dense float32 NDArray on the CPU."""
+    if not isinstance(array, mx.nd.NDArray):
+        raise TypeError("%s must be an mxnet NDArray, got %s" % (name, type(array).__name__))
+    if array.stype != "default":
+        raise TypeError("%s must be a dense NDArray, got storage type %r" % (name, array.stype))
+    if array.dtype != np.float32:
+        raise TypeError("%s must be float32, got %s (cast float16 gradients with .astype('float32'))"
+                        % (name, np.dtype(array.dtype).name))
+    if array.context.device_type != "cpu":
+        raise TypeError("%s must be on the CPU, got %s" % (name, array.context))
+
+
+def check_payload(codec, payload, n):
+    """Raises ValueError unless ``payload`` is a float32 vector of the size ``codec`` gives n values."""
+    check_dense_float32("payload", payload)
+    want = codec.payload_size(n)
+    if payload.shape != (want,):
+        raise ValueError("%s payload for %d values must have shape (%d,), got %s"
+                         % (codec.type, n, want, payload.shape))

@@ -1,0 +1,38 @@
+"""The codec registry: a ``type`` name maps to a codec class; ``create(params)`` builds one.
+
+A codec class registers itself with ``@register``; its constructor takes the params dict minus
+``type`` and raises ValueError naming any bad or unknown field.
+"""
+_CODECS = {}
+
+
+def register(cls):
+    """Class decorator: makes ``cls`` available under ``cls.type``."""
+    if cls.type in _CODECS:
+        raise ValueError("codec type %r is registered twice" % cls.type)
+    _CODECS[cls.type] = cls
+    return cls
+
+
+def available():
+    """Sorted list of registered codec type names."""
+    return sorted(_CODECS)
+
+
+def create(params):
+    """Builds a codec from a config such as ``{'type': '4bit', 'thresholds': [...]}``.
+
+    A codec instance is returned as it is.
+    """
+    from .base import Codec
+
+    if isinstance(params, Codec):
+        return params
+    if not isinstance(params, dict):
+        raise ValueError("codec params must be a dict with a 'type' key, got %r" % (params,))
+    if "type" not in params:
+        raise ValueError("codec params need a 'type' (one of %s), got %r" % (", ".join(available()), params))
+    kind = params["type"]
+    if kind not in _CODECS:
+        raise ValueError("unknown codec type %r; supported types: %s" % (kind, ", ".join(available())))
+    return _CODECS[kind](**{k: v for k, v in params.items() if k != "type"})

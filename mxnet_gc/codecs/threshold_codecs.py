@@ -1,0 +1,105 @@
+"""The '2bit' and '4bit' codecs: threshold quantization with error feedback (SPEC sections 1-2).
+
+Per value: a = residual + grad; m = number of levels t_k with |a| >= t_k; the value is sent as
+sign(a) * t_m (0 when m = 0) and residual = a - sign(a) * t_m.  '2bit' is MXNet 1.9.1's codec, bit
+for bit (one level, 16 values per float32 word); '4bit' has up to 7 levels (8 values per word).
+The wire formats are in docs/wire_format.md; the kernels in src_cpp/.
+
+Non-finite sums (a NaN or +-inf gradient, or a residual + gradient that overflows) are dropped: the
+value is sent as 0 and the residual keeps its previous value, so one bad step does not poison later
+ones.  (MXNet's own 2bit keeps NaN/inf in the residual from then on.)
+"""
+import math
+import numbers
+
+import mxnet as mx
+import numpy as np
+
+from .base import Codec, check_dense_float32, check_payload
+from .registry import register
+from .threshold_group import ThresholdGroup, default_group
+
+
+class ThresholdCodec(Codec):
+    """Shared implementation: ``bits`` per value, quantized to the levels of ``group``."""
+
+    bits = None
+
+    def __init__(self, group):
+        self.group = group
+        self._levels = group.attr()
+        self._encode = getattr(mx.nd, "mxgc_%dbit_encode" % self.bits)
+        self._decode = getattr(mx.nd, "mxgc_%dbit_decode" % self.bits)
+        self._decode_add = getattr(mx.nd, "mxgc_%dbit_decode_add" % self.bits)
+
+    def payload_size(self, n):
+        per_word = 32 // self.bits
+        return (n + per_word - 1) // per_word
+
+    def encode(self, grad, residual, out=None):
+        check_dense_float32("gradient", grad)
+        check_dense_float32("residual", residual)
+        if grad.shape != residual.shape:
+            raise ValueError("gradient shape %s and residual shape %s differ" % (grad.shape, residual.shape))
+        if grad is residual:
+            raise ValueError("the residual must be a separate array from the gradient")
+        if grad.size == 0:
+            raise ValueError("cannot encode an empty gradient")
+        if out is None:
+            return self._encode(grad, residual, levels=self._levels)
+        check_payload(self, out, grad.size)
+        return self._encode(grad, residual, levels=self._levels, out=out)
+
+    def decode(self, payload, out):
+        check_dense_float32("out", out)
+        check_payload(self, payload, out.size)
+        return self._decode(payload, levels=self._levels, shape=",".join(map(str, out.shape)), out=out)
+
+    def decode_add(self, payload, acc):
+        check_dense_float32("acc", acc)
+        check_payload(self, payload, acc.size)
+        return self._decode_add(payload, acc, levels=self._levels, out=acc)
+
+
+@register
+class TwoBitCodec(ThresholdCodec):
+    """MXNet 1.9.1's 2bit: values at or beyond +-threshold are sent as +-threshold, 16 per word."""
+
+    type = "2bit"
+    bits = 2
+
+    def __init__(self, threshold=0.5):
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+            raise ValueError("2bit: 'threshold' must be a number, got %r" % (threshold,))
+        t32 = float(np.float32(threshold))
+        if not math.isfinite(t32) or t32 <= 0:
+            raise ValueError("2bit: 'threshold' must be positive and finite in float32, got %r" % (threshold,))
+        super().__init__(ThresholdGroup([t32], field="threshold"))
+        self.threshold = t32
+
+    def config(self):
+        return {"type": self.type, "threshold": self.threshold}
+
+
+@register
+class FourBitCodec(ThresholdCodec):
+    """4bit multi-threshold: up to 7 levels per sign, 8 values per word.
+
+    ``thresholds`` is a list of 1 to 7 strictly increasing positive levels, a ThresholdGroup, or the
+    name of a default group ('small', 'medium', 'large'; see threshold_group.py).
+    """
+
+    type = "4bit"
+    bits = 4
+
+    def __init__(self, thresholds="medium"):
+        if isinstance(thresholds, str):
+            group = default_group(thresholds)
+        elif isinstance(thresholds, ThresholdGroup):
+            group = thresholds
+        else:
+            group = ThresholdGroup(thresholds, field="4bit: 'thresholds'")
+        super().__init__(group)
+
+    def config(self):
+        return {"type": self.type, "thresholds": list(self.group.levels)}

@@ -1,0 +1,86 @@
+"""Threshold groups: the ordered levels t1 < ... < tk (1 <= k <= 7) of the 4bit codec.
+
+Three named default groups, one per class of layer by gradient scale.  Each is a geometric ladder
+t_k = base * 2**(k-1), k = 1..7, covering a 64x range of magnitudes above its base:
+
+    small   base 1e-4   (1e-4 ... 6.4e-3)
+    medium  base 1e-3   (1e-3 ... 6.4e-2)
+    large   base 1e-2   (1e-2 ... 0.64)
+
+These are provisional values chosen to span typical gradient magnitudes of image classifiers; the
+per-layer group selection (docs/threshold_groups.md, once measured) replaces them with ladders tuned
+on real gradients.
+"""
+import numbers
+import math
+
+import numpy as np
+
+MAX_LEVELS = 7
+
+
+class ThresholdGroup:
+    """An immutable ladder of 1 to 7 float32 levels, finite, positive and strictly increasing."""
+
+    def __init__(self, levels, name=None, field="thresholds"):
+        self.name = name
+        self.levels = _validate_levels(levels, field)
+
+    @classmethod
+    def geometric(cls, base, ratio=2.0, count=MAX_LEVELS, name=None):
+        """base * ratio**k for k = 0 .. count-1."""
+        return cls([base * ratio ** k for k in range(count)], name=name)
+
+    def attr(self):
+        """The levels as the operators' 'levels' attribute: exact float32 values, comma-separated."""
+        return ",".join(repr(t) for t in self.levels)
+
+    def __len__(self):
+        return len(self.levels)
+
+    def __iter__(self):
+        return iter(self.levels)
+
+    def __eq__(self, other):
+        return isinstance(other, ThresholdGroup) and self.levels == other.levels
+
+    def __hash__(self):
+        return hash(self.levels)
+
+    def __repr__(self):
+        named = ", name=%r" % self.name if self.name else ""
+        return "ThresholdGroup([%s]%s)" % (", ".join("%.6g" % t for t in self.levels), named)
+
+
+def _validate_levels(levels, field):
+    if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
+        raise ValueError("%s must be a list of 1 to %d numbers, got %r" % (field, MAX_LEVELS, levels))
+    levels = list(levels)
+    if not 1 <= len(levels) <= MAX_LEVELS:
+        raise ValueError("%s must have 1 to %d levels, got %d" % (field, MAX_LEVELS, len(levels)))
+    out = []
+    for k, t in enumerate(levels):
+        if isinstance(t, bool) or not isinstance(t, numbers.Real):
+            raise ValueError("%s[%d] must be a number, got %r" % (field, k, t))
+        t32 = float(np.float32(t))
+        if not math.isfinite(t32) or t32 <= 0:
+            raise ValueError("%s[%d] must be positive and finite in float32, got %r" % (field, k, t))
+        if out and t32 <= out[-1]:
+            raise ValueError("%s must be strictly increasing (in float32), but %s[%d] = %r follows %r"
+                             % (field, field, k, t, out[-1]))
+        out.append(t32)
+    return tuple(out)
+
+
+DEFAULT_GROUPS = {
+    "small": ThresholdGroup.geometric(1e-4, name="small"),
+    "medium": ThresholdGroup.geometric(1e-3, name="medium"),
+    "large": ThresholdGroup.geometric(1e-2, name="large"),
+}
+
+
+def default_group(name):
+    """One of the named default groups: 'small', 'medium' or 'large'."""
+    if name not in DEFAULT_GROUPS:
+        raise ValueError("unknown threshold group %r; named groups: %s" % (name, ", ".join(DEFAULT_GROUPS)))
+    return DEFAULT_GROUPS[name]

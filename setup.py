@@ -1,0 +1,82 @@
+"""Builds mxnet_gc: the Python package plus src_cpp/ compiled into mxnet_gc/libmxnet_gc.so.
+
+The library is an MXNet custom-operator library: it is compiled against the headers and lib_api.cc
+that the installed mxnet wheel ships, so mxnet must be installed first and the build must see it
+(pip install --no-build-isolation).  The quantizer kernels are compiled once per x86-64 level
+(baseline, v3 = AVX2, v4 = AVX-512) and the best one is chosen at load time.
+"""
+import concurrent.futures
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+CXXFLAGS = ["-O3", "-fno-trapping-math", "-std=c++17", "-fopenmp", "-fPIC", "-Wall"]
+X86_LEVELS = {"x86_64_v3": "-march=x86-64-v3", "x86_64_v4": "-march=x86-64-v4"}
+
+
+def _build_id():
+    spec = importlib.util.spec_from_file_location("_build_id", os.path.join(ROOT, "mxnet_gc", "_build_id.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.source_hash(ROOT)
+
+
+def _mxnet_dir():
+    try:
+        import mxnet  # noqa: F401  (only its location is needed)
+    except ImportError as e:
+        sys.exit("mxnet_gc: building needs mxnet==1.9.1 installed first, and pip's "
+                 "--no-build-isolation so the build can see it (see README.md): %s" % e)
+    return os.path.dirname(mxnet.__file__)
+
+
+class BuildMXNetLibrary(build_ext):
+    """Compiles src_cpp/ with g++ into the MXNet custom-operator library."""
+
+    def get_ext_filename(self, ext_name):
+        return os.path.join(*ext_name.split(".")) + ".so"
+
+    def build_extension(self, ext):
+        mx_dir = _mxnet_dir()
+        src = os.path.join(ROOT, "src_cpp")
+        tmp = os.path.join(self.build_temp, "mxnet_gc")
+        os.makedirs(tmp, exist_ok=True)
+        includes = ["-I" + src, "-I" + os.path.join(mx_dir, "include")]
+        multi_isa = platform.machine() in ("x86_64", "AMD64")
+        levels = {"baseline": []}
+        if multi_isa:
+            levels.update({name: [flag] for name, flag in X86_LEVELS.items()})
+        units = [("quantizer_kernels.cc", "kernels_%s.o" % name, ["-DMXGC_ISA=" + name] + flags)
+                 for name, flags in levels.items()]
+        units.append(("dispatch.cc", "dispatch.o", ["-DMXGC_MULTI_ISA"] if multi_isa else []))
+        units.append(("mxnet_ops.cc", "mxnet_ops.o", ['-DMXGC_BUILD_ID="%s"' % _build_id()]))
+        commands = [["g++", *CXXFLAGS, *includes, *flags, "-c", os.path.join(src, source), "-o",
+                     os.path.join(tmp, obj)] for source, obj, flags in units]
+        # MXNet's half of the library interface, compiled as shipped (its own warnings are not ours).
+        commands.append(["g++", "-O2", "-std=c++17", "-fPIC", "-I" + os.path.join(mx_dir, "include"), "-c",
+                         os.path.join(mx_dir, "src", "lib_api.cc"), "-o", os.path.join(tmp, "lib_api.o")])
+        objects = [command[-1] for command in commands]
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            list(pool.map(subprocess.check_call, commands))
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        subprocess.check_call(["g++", "-shared", "-fopenmp", *objects, "-o", target])
+
+
+setup(
+    name="mxnet-gc",
+    version="0.1.0",
+    description="Gradient compression (4bit multi-threshold, sparsification, LGC) for MXNet 1.9.1 "
+                "distributed training",
+    packages=find_packages(include=["mxnet_gc", "mxnet_gc.*"]),
+    ext_modules=[Extension("mxnet_gc.libmxnet_gc", sources=[])],
+    cmdclass={"build_ext": BuildMXNetLibrary},
+    python_requires=">=3.8",
+    install_requires=["mxnet==1.9.1", "numpy<1.24"],
+)

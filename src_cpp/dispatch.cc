@@ -1,0 +1,79 @@
+// Picks the quantizer kernels built for the best instruction-set level this CPU supports, and holds the
+// kernels' thread count.  The kernels are compiled once per level (see setup.py); on CPUs other than
+// x86-64 only the baseline copy exists.
+#include <omp.h>
+
+#include <cstdlib>
+#include <initializer_list>
+
+#include "threshold_quantizer.h"
+
+namespace mxgc {
+
+#define MXGC_DECLARE_ISA(ISA)                                                                          \
+  namespace ISA {                                                                                      \
+  void encode(int, const float*, float*, void*, int64_t, const float*, int);                           \
+  void decode(int, const void*, const float*, float*, int64_t, const float*, int);                     \
+  }
+MXGC_DECLARE_ISA(baseline)
+#ifdef MXGC_MULTI_ISA
+MXGC_DECLARE_ISA(x86_64_v3)
+MXGC_DECLARE_ISA(x86_64_v4)
+#endif
+
+namespace {
+
+struct Kernels {
+  decltype(&baseline::encode) encode;
+  decltype(&baseline::decode) decode;
+  const char* isa;
+};
+
+Kernels pick_kernels() {
+#ifdef MXGC_MULTI_ISA
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return {x86_64_v4::encode, x86_64_v4::decode, "x86-64-v4"};
+  if (__builtin_cpu_supports("x86-64-v3")) return {x86_64_v3::encode, x86_64_v3::decode, "x86-64-v3"};
+#endif
+  return {baseline::encode, baseline::decode, "baseline"};
+}
+
+const Kernels kKernels = pick_kernels();
+
+// MXNET_GC_NUM_THREADS, else OMP_NUM_THREADS, else the number of cores.  (Not omp_get_max_threads():
+// MXNet sets its own threads' OpenMP default to 1.)
+int default_threads() {
+  for (const char* var : {"MXNET_GC_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* env = std::getenv(var);
+    const int n = env ? std::atoi(env) : 0;
+    if (n > 0) return n;
+  }
+  return omp_get_num_procs();
+}
+
+int g_num_threads = default_threads();
+
+}  // namespace
+
+int num_threads() { return g_num_threads; }
+
+void encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
+            int num_levels) {
+  kKernels.encode(bits, grad, residual, payload, n, levels, num_levels);
+}
+
+void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
+            int num_levels) {
+  kKernels.decode(bits, payload, acc, out, n, levels, num_levels);
+}
+
+}  // namespace mxgc
+
+extern "C" {
+
+// For Python (mxnet_gc.set_num_threads / kernel_info); n < 1 restores the default.
+void mxgc_set_num_threads(int n) { mxgc::g_num_threads = n > 0 ? n : mxgc::default_threads(); }
+int mxgc_get_num_threads() { return mxgc::num_threads(); }
+const char* mxgc_kernel_isa() { return mxgc::kKernels.isa; }
+
+}  // extern "C"

@@ -1,0 +1,258 @@
+// The threshold quantizers as MXNet custom operators (lib_api.h), so they run on MXNet's engine:
+// asynchronous, ordered by the engine's read/write dependencies, the residual mutated in place.
+//
+//   mxgc_{2,4}bit_encode(grad, residual; levels)     -> payload   (residual is updated in place)
+//   mxgc_{2,4}bit_decode(payload; levels, shape)     -> values
+//   mxgc_{2,4}bit_decode_add(payload, acc; levels)   -> acc + values   (call with out=acc to accumulate)
+//
+// levels: comma-separated float32 thresholds, strictly increasing (2bit: exactly one).
+// shape: comma-separated dimensions of the decoded array.
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mxnet/lib_api.h"
+#include "threshold_quantizer.h"
+
+using mxnet::ext::MXReturnValue;
+using mxnet::ext::MXTensor;
+using mxnet::ext::OpResource;
+using mxnet::ext::MX_FAIL;
+using mxnet::ext::MX_SUCCESS;
+using Attrs = std::unordered_map<std::string, std::string>;
+using Shapes = std::vector<std::vector<unsigned int>>;
+
+namespace {
+
+constexpr int kFloat32 = mxnet::ext::kFloat32;
+
+// Comma-separated numbers of an attribute; false if it is missing or a field does not parse.
+template <typename T, typename Parse>
+bool parse_list(const Attrs& attrs, const char* key, Parse parse, std::vector<T>* out) {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) return false;
+  const char* p = it->second.c_str();
+  out->clear();
+  while (*p) {
+    char* end = nullptr;
+    errno = 0;
+    const T v = parse(p, &end);
+    if (end == p || errno) return false;
+    out->push_back(v);
+    p = end;
+    while (*p == ',' || *p == ' ' || *p == '(' || *p == ')') ++p;
+  }
+  return true;
+}
+
+template <int BITS>
+bool parse_levels(const Attrs& attrs, std::vector<float>* levels) {
+  const char* codec = BITS == 2 ? "2bit" : "4bit";
+  if (!parse_list<float>(attrs, "levels", [](const char* s, char** e) { return std::strtof(s, e); },
+                         levels)) {
+    MX_ERROR_MSG << "mxnet_gc " << codec << ": attribute 'levels' missing or not a list of numbers";
+    return false;
+  }
+  const size_t max_levels = BITS == 2 ? 1 : mxgc::kMaxLevels;
+  if (levels->empty() || levels->size() > max_levels) {
+    MX_ERROR_MSG << "mxnet_gc " << codec << ": needs 1 to " << max_levels << " levels, got "
+                 << levels->size();
+    return false;
+  }
+  for (size_t k = 0; k < levels->size(); ++k) {
+    const float t = (*levels)[k];
+    if (!(t > 0.0f) || !std::isfinite(t) || (k > 0 && !(t > (*levels)[k - 1]))) {
+      MX_ERROR_MSG << "mxnet_gc " << codec
+                   << ": levels must be finite, positive and strictly increasing (level " << k + 1
+                   << " is " << t << ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool parse_shape(const Attrs& attrs, std::vector<unsigned int>* shape) {
+  std::vector<long> dims;
+  if (!parse_list<long>(attrs, "shape", [](const char* s, char** e) { return std::strtol(s, e, 10); },
+                        &dims) ||
+      dims.empty()) {
+    MX_ERROR_MSG << "mxnet_gc decode: attribute 'shape' missing or not a list of dimensions";
+    return false;
+  }
+  shape->clear();
+  for (long d : dims) {
+    if (d < 0) {
+      MX_ERROR_MSG << "mxnet_gc decode: negative dimension " << d;
+      return false;
+    }
+    shape->push_back(static_cast<unsigned int>(d));
+  }
+  return true;
+}
+
+int64_t numel(const std::vector<unsigned int>& shape) {
+  int64_t n = 1;
+  for (unsigned int d : shape) n *= d;
+  return n;
+}
+
+// Every input must be float32 (the payload is float32 words as in MXNet's 2bit); outputs are float32.
+MXReturnValue all_float32(const Attrs&, std::vector<int>* in, std::vector<int>* out) {
+  for (size_t i = 0; i < in->size(); ++i) {
+    if ((*in)[i] != kFloat32) {
+      MX_ERROR_MSG << "mxnet_gc: input " << i << " must be float32 (dtype code 0), got dtype code "
+                   << (*in)[i];
+      return MX_FAIL;
+    }
+  }
+  (*out)[0] = kFloat32;
+  return MX_SUCCESS;
+}
+
+// ---- encode ----
+
+template <int BITS>
+MXReturnValue encode_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  std::vector<float> levels;
+  if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
+  *num_in = 2;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+template <int BITS>
+MXReturnValue encode_shape(const Attrs&, Shapes* in, Shapes* out) {
+  if ((*in)[0] != (*in)[1]) {
+    MX_ERROR_MSG << "mxnet_gc encode: gradient and residual must have the same shape";
+    return MX_FAIL;
+  }
+  (*out)[0] = {static_cast<unsigned int>(mxgc::payload_words(BITS, numel((*in)[0])))};
+  return MX_SUCCESS;
+}
+
+MXReturnValue residual_is_mutated(const Attrs&, std::vector<int>* indices) {
+  indices->push_back(1);
+  return MX_SUCCESS;
+}
+
+template <int BITS>
+MXReturnValue encode_forward(const Attrs& attrs, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
+                             const OpResource&) {
+  std::vector<float> levels;
+  if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
+  mxgc::encode(BITS, (*in)[0].data<float>(), (*in)[1].data<float>(), (*out)[0].data_ptr,
+               (*in)[0].size(), levels.data(), static_cast<int>(levels.size()));
+  return MX_SUCCESS;
+}
+
+// ---- decode into a fresh array ----
+
+template <int BITS>
+MXReturnValue decode_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  std::vector<float> levels;
+  std::vector<unsigned int> shape;
+  if (!parse_levels<BITS>(attrs, &levels) || !parse_shape(attrs, &shape)) return MX_FAIL;
+  *num_in = 1;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+// The payload must hold exactly words(n) float32 words for the n values it decodes to.
+template <int BITS>
+bool check_payload(const std::vector<unsigned int>& payload_shape, int64_t n) {
+  const int64_t want = mxgc::payload_words(BITS, n);
+  if (payload_shape.size() != 1 || payload_shape[0] != want) {
+    MX_ERROR_MSG << "mxnet_gc " << BITS << "bit decode: payload has " << numel(payload_shape)
+                 << " float32 words, expected " << want << " for " << n << " values";
+    return false;
+  }
+  return true;
+}
+
+template <int BITS>
+MXReturnValue decode_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+  std::vector<unsigned int> shape;
+  if (!parse_shape(attrs, &shape) || !check_payload<BITS>((*in)[0], numel(shape))) return MX_FAIL;
+  (*out)[0] = shape;
+  return MX_SUCCESS;
+}
+
+template <int BITS>
+MXReturnValue decode_forward(const Attrs& attrs, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
+                             const OpResource&) {
+  std::vector<float> levels;
+  if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
+  mxgc::decode(BITS, (*in)[0].data_ptr, nullptr, (*out)[0].data<float>(), (*out)[0].size(), levels.data(),
+               static_cast<int>(levels.size()));
+  return MX_SUCCESS;
+}
+
+// ---- decode and add ----
+
+template <int BITS>
+MXReturnValue decode_add_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  std::vector<float> levels;
+  if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
+  *num_in = 2;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+template <int BITS>
+MXReturnValue decode_add_shape(const Attrs&, Shapes* in, Shapes* out) {
+  if (!check_payload<BITS>((*in)[0], numel((*in)[1]))) return MX_FAIL;
+  (*out)[0] = (*in)[1];
+  return MX_SUCCESS;
+}
+
+template <int BITS>
+MXReturnValue decode_add_forward(const Attrs& attrs, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
+                                 const OpResource&) {
+  std::vector<float> levels;
+  if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
+  mxgc::decode(BITS, (*in)[0].data_ptr, (*in)[1].data<float>(), (*out)[0].data<float>(), (*out)[0].size(),
+               levels.data(), static_cast<int>(levels.size()));
+  return MX_SUCCESS;
+}
+
+}  // namespace
+
+#define MXGC_REGISTER_CODEC(BITS)                                                                 \
+  REGISTER_OP(mxgc_##BITS##bit_encode)                                                            \
+      .setParseAttrs(encode_attrs<BITS>)                                                          \
+      .setInferType(all_float32)                                                                  \
+      .setInferShape(encode_shape<BITS>)                                                          \
+      .setMutateInputs(residual_is_mutated)                                                       \
+      .setForward(encode_forward<BITS>, "cpu");                                                   \
+  REGISTER_OP(mxgc_##BITS##bit_decode)                                                            \
+      .setParseAttrs(decode_attrs<BITS>)                                                          \
+      .setInferType(all_float32)                                                                  \
+      .setInferShape(decode_shape<BITS>)                                                          \
+      .setForward(decode_forward<BITS>, "cpu");                                                   \
+  REGISTER_OP(mxgc_##BITS##bit_decode_add)                                                        \
+      .setParseAttrs(decode_add_attrs<BITS>)                                                      \
+      .setInferType(all_float32)                                                                  \
+      .setInferShape(decode_add_shape<BITS>)                                                      \
+      .setForward(decode_add_forward<BITS>, "cpu");
+
+MXGC_REGISTER_CODEC(2)
+MXGC_REGISTER_CODEC(4)
+
+#ifndef MXGC_BUILD_ID
+#define MXGC_BUILD_ID "unknown"
+#endif
+
+extern "C" {
+
+// Hash of the sources this library was built from; mxnet_gc compares it to detect a stale build.
+const char* mxgc_build_id() { return MXGC_BUILD_ID; }
+
+}  // extern "C"
+
+MXReturnValue initialize(int version) {
+  if (version >= 10900) return MX_SUCCESS;
+  MX_ERROR_MSG << "mxnet_gc needs MXNet 1.9 or newer, found version code " << version;
+  return MX_FAIL;
+}
