@@ -3,6 +3,8 @@
 A codec class registers itself with ``@register``; its constructor takes the params dict minus
 ``type`` and raises ValueError naming any bad or unknown field.
 """
+import inspect
+
 _CODECS = {}
 
 
@@ -35,4 +37,11 @@ def create(params):
     kind = params["type"]
     if kind not in _CODECS:
         raise ValueError("unknown codec type %r; supported types: %s" % (kind, ", ".join(available())))
-    return _CODECS[kind](**{k: v for k, v in params.items() if k != "type"})
+    cls = _CODECS[kind]
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    kwargs = {k: v for k, v in params.items() if k != "type"}
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ValueError("%s: unknown parameter(s) %s; accepted: %s"
+                         % (kind, ", ".join(map(repr, unknown)), ", ".join(["type"] + accepted)))
+    return cls(**kwargs)

@@ -1,0 +1,23 @@
+"""Shared helpers for the tests."""
+import numpy as np
+import pytest
+import mxnet as mx
+
+import mxnet_gc
+
+
+def payload_bytes(payload):
+    """The payload's bytes in memory order."""
+    return np.frombuffer(payload.asnumpy().tobytes(), np.uint8)
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    """Runs a test with the kernels on 1 and on 2 threads."""
+    mxnet_gc.set_num_threads(request.param)
+    yield request.param
+    mxnet_gc.set_num_threads(0)
+
+
+def nd(values):
+    return mx.nd.array(np.asarray(values, np.float32), dtype="float32")

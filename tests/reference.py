@@ -1,0 +1,70 @@
+"""Independent pure-numpy reference of the threshold codecs, written from SPEC.md sections 1-2.
+
+It works value by value with bit strings (no shared code with the kernels): each value's code is
+written as a string of bits, high bit first, the strings are concatenated in value order, padded
+with '0' to whole 32-bit words, and cut into bytes in memory order.
+"""
+import numpy as np
+
+
+def quantize(grad, residual, levels):
+    """Per value: (level m, negative?, dequantized q, new residual), all float32 arithmetic.
+
+    A non-finite residual + grad is dropped: m = 0, q = 0, the residual keeps its old value.
+    """
+    grad = np.asarray(grad, np.float32).ravel()
+    residual = np.asarray(residual, np.float32).ravel()
+    levels = [np.float32(t) for t in levels]
+    ms, negs, qs, new_res = [], [], [], []
+    for g, r in zip(grad, residual):
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = np.float32(r + g)
+        if not np.isfinite(a):
+            ms.append(0), negs.append(False), qs.append(np.float32(0)), new_res.append(r)
+            continue
+        m = sum(1 for t in levels if abs(a) >= t)
+        q = np.float32(0) if m == 0 else levels[m - 1]
+        neg = bool(a < 0)
+        q = -q if neg else q
+        ms.append(m), negs.append(neg), qs.append(np.float32(q)), new_res.append(np.float32(a - q))
+    return ms, negs, np.array(qs, np.float32), np.array(new_res, np.float32)
+
+
+def code_bits_2bit(m, neg):
+    """SPEC 1: '11' = +t, '10' = -t, '00' = 0."""
+    return "00" if m == 0 else ("10" if neg else "11")
+
+
+def code_bits_4bit(m, neg):
+    """SPEC 2: code = s << 3 | m, s = 1 for negative; 0 is always '0000'."""
+    return format(((1 if (neg and m) else 0) << 3) | m, "04b")
+
+
+def pack(bit_strings):
+    """Concatenate, pad to 32-bit words, cut into bytes in order."""
+    bits = "".join(bit_strings)
+    bits += "0" * (-len(bits) % 32)
+    return np.array([int(bits[i:i + 8], 2) for i in range(0, len(bits), 8)], np.uint8)
+
+
+def encode(bits, grad, residual, levels):
+    """(payload bytes, new residual, dequantized values) as the codec must produce them."""
+    ms, negs, qs, new_res = quantize(grad, residual, levels)
+    code = code_bits_2bit if bits == 2 else code_bits_4bit
+    return pack(code(m, n) for m, n in zip(ms, negs)), new_res, qs
+
+
+def decode(bits, payload_bytes, n, levels):
+    """Values of the first n codes of a payload (codes never produced decode to 0)."""
+    width = bits
+    bitstr = "".join(format(int(b), "08b") for b in payload_bytes)
+    out = np.zeros(n, np.float32)
+    for i in range(n):
+        c = int(bitstr[i * width:(i + 1) * width], 2)
+        if bits == 2:
+            out[i] = levels[0] if c == 3 else (-levels[0] if c == 2 else 0)
+        else:
+            m, s = c & 7, c >> 3
+            if 0 < m <= len(levels):
+                out[i] = -levels[m - 1] if s else levels[m - 1]
+    return out
