@@ -32,6 +32,10 @@ def load():
         if built_from != expected:
             raise ImportError("mxnet_gc: %s is stale (built from sources %s, src_cpp/ and setup.py are now %s); "
                               "%s" % (LIBRARY_PATH, built_from, expected, REBUILD))
+    wanted_isa = os.environ.get("MXNET_GC_ISA")
+    if wanted_isa and wanted_isa != handle.mxgc_kernel_isa().decode():
+        raise ImportError("mxnet_gc: MXNET_GC_ISA=%s is not available on this CPU (best: %s; levels: baseline, "
+                          "x86-64-v3, x86-64-v4)" % (wanted_isa, handle.mxgc_kernel_isa().decode()))
     mx.library.load(LIBRARY_PATH, verbose=False)
     _handle = handle
     return handle

@@ -1,10 +1,11 @@
 // Picks the quantizer kernels built for the best instruction-set level this CPU supports, and holds the
-// kernels' thread count.  The kernels are compiled once per level (see setup.py); on CPUs other than
+// kernels' thread count.  MXNET_GC_ISA=baseline|x86-64-v3|x86-64-v4 asks for a given level.  The kernels are compiled once per level (see setup.py); on CPUs other than
 // x86-64 only the baseline copy exists.
 #include <omp.h>
 
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
 
 #include "threshold_quantizer.h"
 
@@ -29,13 +30,27 @@ struct Kernels {
   const char* isa;
 };
 
+// The best level the CPU supports, or a lower one named by MXNET_GC_ISA (for testing every copy).
 Kernels pick_kernels() {
+  const char* env = std::getenv("MXNET_GC_ISA");
+  const std::string wanted = env ? env : "";
+  const Kernels candidates[] = {
+#ifdef MXGC_MULTI_ISA
+      {x86_64_v4::encode, x86_64_v4::decode, "x86-64-v4"},
+      {x86_64_v3::encode, x86_64_v3::decode, "x86-64-v3"},
+#endif
+      {baseline::encode, baseline::decode, "baseline"},
+  };
 #ifdef MXGC_MULTI_ISA
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return {x86_64_v4::encode, x86_64_v4::decode, "x86-64-v4"};
-  if (__builtin_cpu_supports("x86-64-v3")) return {x86_64_v3::encode, x86_64_v3::decode, "x86-64-v3"};
+  const bool supported[] = {static_cast<bool>(__builtin_cpu_supports("x86-64-v4")),
+                            static_cast<bool>(__builtin_cpu_supports("x86-64-v3")), true};
+#else
+  const bool supported[] = {true};
 #endif
-  return {baseline::encode, baseline::decode, "baseline"};
+  for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); ++i)
+    if (supported[i] && (wanted.empty() || wanted == candidates[i].isa)) return candidates[i];
+  return candidates[sizeof(candidates) / sizeof(candidates[0]) - 1];
 }
 
 const Kernels kKernels = pick_kernels();

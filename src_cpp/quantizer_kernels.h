@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "threshold_quantizer.h"
 
@@ -23,17 +24,9 @@ struct Layout {
   static_assert(BITS == 2 || BITS == 4, "2 or 4 bits per value");
   static constexpr int kPerByte = 8 / BITS;
   static constexpr int kPerWord = 4 * kPerByte;  // values in one float32 payload word
+  using Group = typename std::conditional<BITS == 2, uint32_t, uint16_t>::type;  // one byte's codes
   static int64_t bytes(int64_t n) { return (n + kPerByte - 1) / kPerByte; }
   static int64_t words(int64_t n) { return (n + kPerWord - 1) / kPerWord; }
-
-  // The code of level m (0 = zero) for a value of the given sign.
-  // 2bit (MXNet 1.9.1): +t -> 0b11, -t -> 0b10, zero -> 0b00.  4bit: sign << 3 | m.
-  // Branch-free, so the encode loop vectorizes.
-  static inline uint8_t code(int m, bool negative) {
-    const int neg = negative;
-    if (BITS == 2) return static_cast<uint8_t>((m << 1) | (m & (neg ^ 1)));
-    return static_cast<uint8_t>(m | ((neg & (m != 0)) << 3));
-  }
 
   // The dequantized value of a code, given the levels t[0..num_levels).  Codes that the encoder never
   // produces (2bit 0b01, 4bit 0b1000 and levels above num_levels) decode to +0.
@@ -45,46 +38,69 @@ struct Layout {
   }
 };
 
+// GCC vector types of 16 lanes: one AVX-512 register, two AVX2 or four SSE registers.
+constexpr int kLanes = 16;
+typedef float VFloat __attribute__((vector_size(4 * kLanes)));
+typedef int32_t VInt __attribute__((vector_size(4 * kLanes)));
+typedef uint8_t VByte __attribute__((vector_size(kLanes)));
+
+// Quantizes 16 values: updates r in place, writes one code per value.  Written with vector types
+// because the level lookup is a register shuffle (table[m]) that compilers do not find on their own.
+//   levels: the group's levels padded with +inf to L; table = {0, t1, ..., tL, 0, ...}.
+template <int BITS, int L>
+inline void quantize16(const float* g_in, float* r_io, uint8_t* codes, const float* levels,
+                       const VFloat& table) {
+  VFloat g, r;
+  std::memcpy(&g, g_in, sizeof(g));
+  std::memcpy(&r, r_io, sizeof(r));
+  const VFloat a = r + g;
+  const VFloat mag = reinterpret_cast<VFloat>(reinterpret_cast<VInt>(a) & 0x7fffffff);
+  VInt m = VInt{};
+  for (int k = 0; k < L; ++k) m -= (mag >= levels[k]);  // a true lane compares as -1
+  const VInt finite = mag <= std::numeric_limits<float>::max();  // false for inf and NaN
+  m &= finite;
+  const VFloat q = __builtin_shuffle(table, m);
+  const VInt negative = a < 0.0f;
+  const VFloat signed_q = negative ? -q : q;
+  const VFloat new_r = finite ? a - signed_q : r;
+  std::memcpy(r_io, &new_r, sizeof(new_r));
+  // 2bit (MXNet 1.9.1): +t -> 0b11, -t -> 0b10, zero -> 0b00.  4bit: sign << 3 | m.
+  const VInt code = BITS == 2 ? ((m << 1) | (m & ~negative)) : (m | (negative & (m != 0) & 8));
+  const VByte bytes = __builtin_convertvector(code, VByte);
+  std::memcpy(codes, &bytes, sizeof(bytes));
+}
+
 // Quantizes elements [0, len) of one block: updates residual in place and writes ceil(len / kPerByte)
-// packed bytes.  Levels beyond the group's own are +inf, so one loop serves every group size.
-// A non-finite sum (NaN or +-inf) is dropped: code 0 and the residual keeps its old value.
+// packed bytes.  A non-finite sum (NaN or +-inf) is dropped: code 0, the residual keeps its old value.
 template <int BITS, int L>
 inline void encode_block(const float* __restrict__ grad, float* __restrict__ residual,
                          uint8_t* __restrict__ out, int64_t len, const float* levels) {
   using Lay = Layout<BITS>;
-  float t[L];
-  for (int k = 0; k < L; ++k) t[k] = levels[k];
+  VFloat table = VFloat{};
+  for (int k = 0; k < L; ++k) table[k + 1] = levels[k];
   alignas(64) uint8_t codes[kBlock];
-  for (int64_t i = 0; i < len; ++i) {
-    const float r = residual[i];
-    const float a = r + grad[i];
-    const float mag = std::fabs(a);
-    const bool finite = mag <= std::numeric_limits<float>::max();
-    int m = 0;
-    float q = 0.0f;
-    for (int k = 0; k < L; ++k) {
-      const bool ge = mag >= t[k];
-      m += ge;
-      q = ge ? t[k] : q;
-    }
-    const bool negative = a < 0.0f;
-    m &= -static_cast<int>(finite);
-    const float sq = negative ? -q : q;
-    residual[i] = finite ? a - sq : r;
-    codes[i] = Lay::code(m, negative);
+  const int64_t full = len - len % kLanes;
+  for (int64_t i = 0; i < full; i += kLanes)
+    quantize16<BITS, L>(grad + i, residual + i, codes + i, levels, table);
+  if (full < len) {  // the last values, through a zero-padded copy
+    float g[kLanes] = {}, r[kLanes] = {};
+    std::memcpy(g, grad + full, (len - full) * sizeof(float));
+    std::memcpy(r, residual + full, (len - full) * sizeof(float));
+    quantize16<BITS, L>(g, r, codes + full, levels, table);
+    std::memcpy(residual + full, r, (len - full) * sizeof(float));
   }
-  const int64_t full = len / Lay::kPerByte;
-  for (int64_t b = 0; b < full; ++b) {
-    const uint8_t* c = codes + b * Lay::kPerByte;
-    uint8_t byte = 0;
-    for (int j = 0; j < Lay::kPerByte; ++j) byte |= static_cast<uint8_t>(c[j] << (8 - BITS * (j + 1)));
-    out[b] = byte;
-  }
-  if (full * Lay::kPerByte < len) {  // odd tail, padded with code 0
-    uint8_t byte = 0;
-    for (int64_t i = full * Lay::kPerByte, j = 0; i < len; ++i, ++j)
-      byte |= static_cast<uint8_t>(codes[i] << (8 - BITS * (j + 1)));
-    out[full] = byte;
+  // Pack: the kPerByte codes of one byte are read as one little-endian integer (a wide, contiguous
+  // load that vectorizes) and their low BITS bits placed from the byte's top down.
+  using Group = typename Lay::Group;
+  const int64_t bytes = Lay::bytes(len);
+  for (int64_t i = len; i < bytes * Lay::kPerByte; ++i) codes[i] = 0;  // odd tail: code 0
+  for (int64_t b = 0; b < bytes; ++b) {
+    Group w;
+    std::memcpy(&w, codes + b * Lay::kPerByte, sizeof(w));
+    unsigned byte = 0;
+    for (int j = 0; j < Lay::kPerByte; ++j)
+      byte |= ((w >> (8 * j)) & ((1u << BITS) - 1)) << (8 - BITS * (j + 1));
+    out[b] = static_cast<uint8_t>(byte);
   }
 }
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env python
+"""Throughput of the 2bit and 4bit kernels against the memory-bandwidth reference, in one run.
+
+For each size (1M and 25M float32 values) and thread count (1 and all cores) it times, through the
+MXNet operators and with the engine's wait after each call: encode (gradient + residual -> payload),
+decode into an existing array, and decode-and-add; next to numpy's copyto of the same array, the
+memory-bandwidth reference.  GB/s are gigabytes of float32 gradient processed per second (4 n / t).
+Then the per-call cost on a 16-value array.  Prints a markdown table and the issue's target ratios.
+
+    .venv/bin/python tools/bench_codecs.py [--sizes 1000000 25000000] [--repeat 15]
+"""
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import mxnet as mx
+
+import mxnet_gc
+
+CONFIGS = {"2bit": {"type": "2bit", "threshold": 0.5},
+           "4bit": {"type": "4bit", "thresholds": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4]}}
+
+
+def median_seconds(fn, repeat):
+    fn()  # warm-up: first touch of outputs, thread-pool start
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def kernel_times(n, repeat):
+    """{operation: median seconds} for one size at the current thread count."""
+    rng = np.random.default_rng(0)
+    grad = mx.nd.array(rng.standard_normal(n, dtype=np.float32))
+    out = mx.nd.zeros(n)
+    times = {}
+    for name, params in CONFIGS.items():
+        codec = mxnet_gc.codecs.create(params)
+        residual = mx.nd.zeros(n)
+        payload = mx.nd.zeros(codec.payload_size(n))
+        times[name + " encode"] = median_seconds(
+            lambda: codec.encode(grad, residual, out=payload).wait_to_read(), repeat)
+        times[name + " decode"] = median_seconds(lambda: codec.decode(payload, out).wait_to_read(), repeat)
+        times[name + " decode_add"] = median_seconds(lambda: codec.decode_add(payload, out).wait_to_read(),
+                                                     repeat)
+    src = grad.asnumpy()
+    dst = np.empty_like(src)
+    times["numpy copyto"] = median_seconds(lambda: np.copyto(dst, src), repeat)
+    return times
+
+
+def per_call_microseconds(calls=2000):
+    """Synchronous encode and decode of 16 values (call + engine round trip), and MXNet's own copy."""
+    codec = mxnet_gc.codecs.create(CONFIGS["4bit"])
+    grad, residual, out = mx.nd.ones(16), mx.nd.zeros(16), mx.nd.zeros(16)
+    payload = codec.encode(grad, residual)
+    result = {
+        "4bit encode, 16 values": lambda: codec.encode(grad, residual, out=payload).wait_to_read(),
+        "4bit decode, 16 values": lambda: codec.decode(payload, out).wait_to_read(),
+        "MXNet copyto, 16 values": lambda: grad.copyto(out).wait_to_read(),
+    }
+    return {name: median_seconds(fn, calls) * 1e6 for name, fn in result.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 25_000_000])
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    all_threads = os.cpu_count()
+    print("kernels: %s, cores: %d, mxnet %s\n" % (mxnet_gc.kernel_isa(), all_threads, mx.__version__))
+    print("| values | threads | operation | ms | GB/s | x copy bandwidth |")
+    print("|---:|---:|---|---:|---:|---:|")
+    results = {}
+    for n in args.sizes:
+        for threads in sorted({1, all_threads}):
+            mxnet_gc.set_num_threads(threads)
+            times = kernel_times(n, args.repeat)
+            results[n, threads] = times
+            for op, t in times.items():
+                print("| %d | %d | %s | %.3f | %.2f | %.2f |"
+                      % (n, threads, op, t * 1e3, 4 * n / t / 1e9, times["numpy copyto"] / t))
+    mxnet_gc.set_num_threads(0)
+    print("\n| per call (synchronous) | us |\n|---|---:|")
+    for name, us in per_call_microseconds().items():
+        print("| %s | %.1f |" % (name, us))
+    big = results[max(args.sizes), all_threads]
+    print("\nTargets (largest size, all threads):")
+    print("- 4bit encode / copy bandwidth: %.2f (target >= 0.5)" % (big["numpy copyto"] / big["4bit encode"]))
+    print("- 4bit decode / copy bandwidth: %.2f (target >= 0.5)" % (big["numpy copyto"] / big["4bit decode"]))
+    print("- 4bit encode time / 2bit encode time: %.2f (target <= 1.3)" % (big["4bit encode"] / big["2bit encode"]))
+
+
+if __name__ == "__main__":
+    main()
