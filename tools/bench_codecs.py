@@ -2,12 +2,14 @@
 """Throughput of the 2bit and 4bit kernels against the memory-bandwidth reference, in one run.
 
 For each size (1M and 25M float32 values) and thread count (1 and all cores) it times, through the
-MXNet operators and with the engine's wait after each call: encode (gradient + residual -> payload),
+MXNet operators and with the engine's wait after each call, in interleaved rounds (medians): encode (gradient + residual -> payload),
 decode into an existing array, and decode-and-add; next to numpy's copyto of the same array, the
 memory-bandwidth reference.  GB/s are gigabytes of float32 gradient processed per second (4 n / t).
 Then the per-call cost on a 16-value array.  Prints a markdown table and the issue's target ratios.
 
-    .venv/bin/python tools/bench_codecs.py [--sizes 1000000 25000000] [--repeat 15]
+    .venv/bin/python tools/bench_codecs.py [--sizes 1000000 25000000] [--repeat 31]
+
+MXNET_GC_ISA=baseline|x86-64-v3 runs it on a lower kernel level than the CPU's best.
 """
 import argparse
 import os
@@ -23,14 +25,17 @@ CONFIGS = {"2bit": {"type": "2bit", "threshold": 0.5},
            "4bit": {"type": "4bit", "thresholds": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4]}}
 
 
-def median_seconds(fn, repeat):
-    fn()  # warm-up: first touch of outputs, thread-pool start
-    times = []
+def median_seconds(fns, repeat):
+    """{name: median seconds} of each function, timed in interleaved rounds so all see the same load."""
+    for fn in fns.values():
+        fn()  # warm-up: first touch of outputs, thread-pool start
+    times = {name: [] for name in fns}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def kernel_times(n, repeat):
@@ -38,20 +43,18 @@ def kernel_times(n, repeat):
     rng = np.random.default_rng(0)
     grad = mx.nd.array(rng.standard_normal(n, dtype=np.float32))
     out = mx.nd.zeros(n)
-    times = {}
+    fns = {}
     for name, params in CONFIGS.items():
         codec = mxnet_gc.codecs.create(params)
         residual = mx.nd.zeros(n)
         payload = mx.nd.zeros(codec.payload_size(n))
-        times[name + " encode"] = median_seconds(
-            lambda: codec.encode(grad, residual, out=payload).wait_to_read(), repeat)
-        times[name + " decode"] = median_seconds(lambda: codec.decode(payload, out).wait_to_read(), repeat)
-        times[name + " decode_add"] = median_seconds(lambda: codec.decode_add(payload, out).wait_to_read(),
-                                                     repeat)
+        fns[name + " encode"] = lambda c=codec, r=residual, p=payload: c.encode(grad, r, out=p).wait_to_read()
+        fns[name + " decode"] = lambda c=codec, p=payload: c.decode(p, out).wait_to_read()
+        fns[name + " decode_add"] = lambda c=codec, p=payload: c.decode_add(p, out).wait_to_read()
     src = grad.asnumpy()
     dst = np.empty_like(src)
-    times["numpy copyto"] = median_seconds(lambda: np.copyto(dst, src), repeat)
-    return times
+    fns["numpy copyto"] = lambda: np.copyto(dst, src)
+    return median_seconds(fns, repeat)
 
 
 def per_call_microseconds(calls=2000):
@@ -59,18 +62,18 @@ def per_call_microseconds(calls=2000):
     codec = mxnet_gc.codecs.create(CONFIGS["4bit"])
     grad, residual, out = mx.nd.ones(16), mx.nd.zeros(16), mx.nd.zeros(16)
     payload = codec.encode(grad, residual)
-    result = {
+    fns = {
         "4bit encode, 16 values": lambda: codec.encode(grad, residual, out=payload).wait_to_read(),
         "4bit decode, 16 values": lambda: codec.decode(payload, out).wait_to_read(),
         "MXNet copyto, 16 values": lambda: grad.copyto(out).wait_to_read(),
     }
-    return {name: median_seconds(fn, calls) * 1e6 for name, fn in result.items()}
+    return {name: t * 1e6 for name, t in median_seconds(fns, calls).items()}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 25_000_000])
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=31)
     args = parser.parse_args()
     all_threads = os.cpu_count()
     print("kernels: %s, cores: %d, mxnet %s\n" % (mxnet_gc.kernel_isa(), all_threads, mx.__version__))
