@@ -111,16 +111,17 @@ MXReturnValue all_float32(const Attrs&, std::vector<int>* in, std::vector<int>* 
   return MX_SUCCESS;
 }
 
-// ---- encode ----
-
+// Attributes of the two-input operators (encode: grad, residual; decode_add: payload, acc).
 template <int BITS>
-MXReturnValue encode_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+MXReturnValue two_input_attrs(const Attrs& attrs, int* num_in, int* num_out) {
   std::vector<float> levels;
   if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
   *num_in = 2;
   *num_out = 1;
   return MX_SUCCESS;
 }
+
+// ---- encode ----
 
 template <int BITS>
 MXReturnValue encode_shape(const Attrs&, Shapes* in, Shapes* out) {
@@ -192,15 +193,6 @@ MXReturnValue decode_forward(const Attrs& attrs, std::vector<MXTensor>* in, std:
 // ---- decode and add ----
 
 template <int BITS>
-MXReturnValue decode_add_attrs(const Attrs& attrs, int* num_in, int* num_out) {
-  std::vector<float> levels;
-  if (!parse_levels<BITS>(attrs, &levels)) return MX_FAIL;
-  *num_in = 2;
-  *num_out = 1;
-  return MX_SUCCESS;
-}
-
-template <int BITS>
 MXReturnValue decode_add_shape(const Attrs&, Shapes* in, Shapes* out) {
   if (!check_payload<BITS>((*in)[0], numel((*in)[1]))) return MX_FAIL;
   (*out)[0] = (*in)[1];
@@ -221,7 +213,7 @@ MXReturnValue decode_add_forward(const Attrs& attrs, std::vector<MXTensor>* in, 
 
 #define MXGC_REGISTER_CODEC(BITS)                                                                 \
   REGISTER_OP(mxgc_##BITS##bit_encode)                                                            \
-      .setParseAttrs(encode_attrs<BITS>)                                                          \
+      .setParseAttrs(two_input_attrs<BITS>)                                                       \
       .setInferType(all_float32)                                                                  \
       .setInferShape(encode_shape<BITS>)                                                          \
       .setMutateInputs(residual_is_mutated)                                                       \
@@ -232,7 +224,7 @@ MXReturnValue decode_add_forward(const Attrs& attrs, std::vector<MXTensor>* in, 
       .setInferShape(decode_shape<BITS>)                                                          \
       .setForward(decode_forward<BITS>, "cpu");                                                   \
   REGISTER_OP(mxgc_##BITS##bit_decode_add)                                                        \
-      .setParseAttrs(decode_add_attrs<BITS>)                                                      \
+      .setParseAttrs(two_input_attrs<BITS>)                                                       \
       .setInferType(all_float32)                                                                  \
       .setInferShape(decode_add_shape<BITS>)                                                      \
       .setForward(decode_add_forward<BITS>, "cpu");
