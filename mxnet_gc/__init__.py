@@ -6,12 +6,22 @@
     payload = codec.encode(grad, residual)   # residual updated in place
     codec.decode(payload, out)
 """
+import os as _os
+
+if _os.environ.get("DMLC_ROLE") == "server":
+    # A parameter-server process.  MXNet would run its stock server inside `import mxnet`; hide the
+    # role during that import so that mxnet_gc's server (mxnet_gc.kvstore.server) runs instead.
+    _os.environ["DMLC_ROLE"] = "worker"
+    import mxnet  # noqa: F401
+    _os.environ["DMLC_ROLE"] = "server"
+
 from ._library import get_num_threads, kernel_isa, load as _load, set_num_threads
 
 _load()
 
 from . import codecs  # noqa: E402  (needs the operators loaded above)
 from .codecs import ThresholdGroup  # noqa: E402
+from . import kvstore  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["codecs", "ThresholdGroup", "set_num_threads", "get_num_threads", "kernel_isa"]
+__all__ = ["codecs", "kvstore", "ThresholdGroup", "set_num_threads", "get_num_threads", "kernel_isa"]

@@ -1,0 +1,94 @@
+"""The compression settings a dist store accepts, and what each key is sent with.
+
+``kv.set_gradient_compression(params)`` takes:
+
+- ``{'type': 'none'}``: dense float32 pushes.
+- ``{'type': '2bit', 'threshold': t}``: MXNet's built-in 2bit, run by MXNet's own kernels on the workers
+  (quantize, residual) and on the servers (dequantize), so it can be compared with mxnet_gc's codecs.
+- ``{'type': 'gc_2bit', 'threshold': t}``: mxnet_gc's 2bit codec (same encoding, our kernels).
+- ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec.  ``'per_key'``, a dict from
+  key to thresholds (a list, a ThresholdGroup or a group name), gives some keys their own group.
+- any other codec type registered in ``mxnet_gc.codecs``, with its parameters.
+"""
+from .. import codecs
+from ..codecs.threshold_group import ThresholdGroup
+
+MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
+GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
+
+
+def supported_types():
+    ours = [GC_PREFIX + t if t in MXNET_TYPES else t for t in codecs.available()]
+    return list(MXNET_TYPES) + sorted(ours)
+
+
+def _codec_type(kind):
+    """The mxnet_gc codec type behind a compression type, or None for MXNet's own types."""
+    if kind in MXNET_TYPES:
+        return None
+    base = kind[len(GC_PREFIX):] if kind.startswith(GC_PREFIX) else kind
+    if base in codecs.available() and (kind.startswith(GC_PREFIX) == (base in MXNET_TYPES)):
+        return base
+    raise ValueError("unknown gradient compression type %r; supported types: %s"
+                     % (kind, ", ".join(supported_types())))
+
+
+def _levels(value):
+    return list(value.levels) if isinstance(value, ThresholdGroup) else value
+
+
+class Compression:
+    """A validated compression setting: ``config`` is canonical JSON, equal on every worker that agrees."""
+
+    def __init__(self, params):
+        if not isinstance(params, dict) or "type" not in params:
+            raise ValueError("gradient compression params must be a dict with a 'type' (one of %s), got %r"
+                             % (", ".join(supported_types()), params))
+        params = dict(params)
+        kind = params.pop("type")
+        self.type = kind
+        self.codec_type = _codec_type(kind)
+        per_key = params.pop("per_key", {}) or {}
+        if self.codec_type is None:
+            self._check_mxnet_params(kind, params)
+            if per_key:
+                raise ValueError("'per_key' needs an mxnet_gc codec, not %r" % kind)
+            self.config = dict(params, type=kind)
+            self._default = None
+            self._per_key = {}
+            return
+        if not isinstance(per_key, dict):
+            raise ValueError("'per_key' must be a dict from key to codec parameters, got %r" % (per_key,))
+        self._default = codecs.create(dict(params, type=self.codec_type))
+        self._per_key = {str(k): self._key_codec(params, k, v) for k, v in per_key.items()}
+        self.config = {"type": kind, "default": self._default.config(),
+                       "per_key": {k: c.config() for k, c in sorted(self._per_key.items())}}
+
+    def _key_codec(self, params, key, value):
+        if self.codec_type == "4bit":
+            override = {"thresholds": _levels(value)}
+        elif isinstance(value, dict):
+            override = value
+        else:
+            raise ValueError("'per_key'[%r] must be a dict of %s parameters, got %r" % (key, self.codec_type, value))
+        return codecs.create(dict(params, type=self.codec_type, **override))
+
+    @staticmethod
+    def _check_mxnet_params(kind, params):
+        allowed = {"none": set(), "2bit": {"threshold"}}[kind]
+        unknown = sorted(set(params) - allowed)
+        if unknown:
+            raise ValueError("%s: unknown parameter(s) %s; accepted: %s"
+                             % (kind, ", ".join(map(repr, unknown)), ", ".join(["type"] + sorted(allowed))))
+        if kind == "2bit":
+            codecs.create({"type": "2bit", **params})  # the same checks as ours: threshold > 0, finite
+
+    @property
+    def is_mxnet(self):
+        return self.codec_type is None
+
+    def codec_for(self, key):
+        """The codec for a user key, or None when the pushes are dense float32 (MXNet's types)."""
+        if self.codec_type is None:
+            return None
+        return self._per_key.get(str(key), self._default)

@@ -1,0 +1,336 @@
+"""The worker side of the compressed dist store: MXNet's kvstore API over ps-lite, with mxnet_gc codecs.
+
+``DistSyncStore`` behaves like MXNet's 'dist_sync' store with gradient compression: every worker
+encodes its gradient with its own residual and pushes only the payload; the servers decode every
+worker's payload and sum; a pull returns that sum in float32 (or, with ``set_optimizer``, the weight
+the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/kvstore/protocol.py.
+"""
+import base64
+import ctypes
+import os
+import pickle
+
+import mxnet as mx
+import numpy as np
+from mxnet.base import _LIB, check_call
+from mxnet.kvstore import KVStoreBase
+
+from . import protocol
+from .compression import Compression
+
+BIGARRAY_BOUND_ENV = "MXNET_GC_BIGARRAY_BOUND"
+DEFAULT_BIGARRAY_BOUND = 1_000_000
+
+
+def _as_list(x):
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _wait_to_write(array):
+    """Waits until every pending read of ``array`` (such as a push sending it) has finished."""
+    check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
+
+
+class Chunk:
+    """A contiguous part [begin, end) of a user key's flattened value, held by one server."""
+
+    def __init__(self, key, begin, end, server, value_key):
+        self.key, self.begin, self.end, self.server, self.value_key = key, begin, end, server, value_key
+        self.payload_key = None  # for mxnet_gc codecs: the key the payloads are pushed to
+        self.payload_words = None
+        self.codec = None
+        self.residual = None
+        self.payload = None
+
+    @property
+    def size(self):
+        return self.end - self.begin
+
+    @property
+    def push_key(self):
+        return self.value_key if self.codec is None else self.payload_key
+
+    def describe(self):
+        """The chunk as the servers need it (see CompressedServer.layout)."""
+        return {"push_key": self.push_key, "value_key": self.value_key, "size": self.size,
+                "index": self.key, "codec": None if self.codec is None else self.codec.config()}
+
+
+class DistSyncStore(KVStoreBase):
+    """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
+
+    Start the processes with ``tools/launch.py``.  ``MXNET_GC_BIGARRAY_BOUND`` (default 1,000,000)
+    is the number of values from which a tensor is split into one part per server.
+    """
+
+    def __init__(self):
+        if "DMLC_NUM_SERVER" not in os.environ:
+            raise RuntimeError("mxnet_gc dist store: no DMLC_* environment; start the job with tools/launch.py")
+        saved = os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND")
+        os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = str(protocol.MXNET_BIGARRAY_BOUND)  # we place keys
+        try:
+            self._kv = mx.kv.create("dist_async")
+        finally:
+            if saved is None:
+                del os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"]
+            else:
+                os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = saved
+        if self._kv.type != "dist_async":
+            raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
+        self._num_servers = int(os.environ["DMLC_NUM_SERVER"])
+        self._bound = int(os.environ.get(BIGARRAY_BOUND_ENV, DEFAULT_BIGARRAY_BOUND))
+        self._alloc = protocol.KeyAllocator(self._num_servers)
+        self._server_bytes = [0] * self._num_servers
+        self._chunks = {}  # user key -> [Chunk]
+        self._shapes = {}  # user key -> shape
+        self._compression = Compression({"type": "none"})
+        self._round = 0
+        self._errors_seen = [0] * self._num_servers
+        self._pushed = []  # arrays whose pushes the next synchronisation waits for
+        self._optimizer_on_servers = False
+        self._status_keys = [self._alloc.on_server(s) for s in range(self._num_servers)]
+        self._status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(self._num_servers)]
+        self._command("hello", status_keys=self._status_keys)
+        self._kv.init(self._status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * self._num_servers)
+        self._register(self._status_keys, [protocol.STATUS_WORDS] * self._num_servers)
+
+    # ---- the KVStoreBase interface ----
+
+    @property
+    def type(self):
+        return "dist_sync"
+
+    @property
+    def rank(self):
+        return self._kv.rank
+
+    @property
+    def num_workers(self):
+        return self._kv.num_workers
+
+    @staticmethod
+    def is_capable(capability):
+        if capability.lower() == KVStoreBase.OPTIMIZER:
+            return True
+        raise ValueError("Unknown capability: {}".format(capability))
+
+    def set_gradient_compression(self, compression_params):
+        """Selects the compression of every later push; a collective call (every worker, same params).
+
+        Raises ValueError before any traffic for an unknown type or bad parameters, and on every
+        worker when the workers' parameters differ.
+        """
+        compression = Compression(compression_params)
+        self._round += 1
+        self._command("config", rank=self.rank, round=self._round, config=compression.config, all_ranks=True)
+        self._kv._barrier()
+        self._check_status(config=compression.config)
+        if compression.is_mxnet and compression.type == "2bit":
+            self._kv.set_gradient_compression(compression.config)
+        elif self._compression.is_mxnet and self._compression.type == "2bit":
+            raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
+        self._compression = compression
+        self._assign_codecs(list(self._chunks))
+
+    def init(self, key, value):
+        """Initializes keys with rank 0's values (a collective call, like MXNet's init)."""
+        keys, values = _as_list(key), _as_list(value)
+        if len(keys) != len(values):
+            raise ValueError("init: %d keys and %d values" % (len(keys), len(values)))
+        new_chunks = []
+        for k, v in zip(keys, values):
+            self._check_key(k)
+            if k in self._chunks:
+                raise ValueError("key %r is already initialized" % (k,))
+            v = _as_list(v)[0]
+            self._chunks[k] = self._place(k, v.size)
+            self._shapes[k] = v.shape
+            new_chunks += [(c, v.reshape(-1)[c.begin:c.end]) for c in self._chunks[k]]
+        self._kv.init([c.value_key for c, _ in new_chunks], [part for _, part in new_chunks])
+        self._register([c.value_key for c, _ in new_chunks], [c.size for c, _ in new_chunks])
+        self._assign_codecs(keys)
+
+    def broadcast(self, key, value, out, priority=0):
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    def push(self, key, value, priority=0):
+        """Sends each key's gradient (summed over the list if several devices give one)."""
+        keys, values = _as_list(key), _as_list(value)
+        for k, v in zip(keys, values):
+            grad = self._local_sum(k, v).reshape(-1)
+            for c in self._chunks[k]:
+                part = grad[c.begin:c.end]
+                if c.codec is None:
+                    self._kv.push(c.value_key, part, priority=priority)
+                    self._pushed.append(part)
+                else:
+                    c.codec.encode(part, c.residual, out=c.payload)
+                    self._kv.push(c.payload_key, c.payload, priority=priority)
+                    self._pushed.append(c.payload)
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        """Writes each key's value (the summed gradients, or the weight) into ``out``."""
+        keys, outs = _as_list(key), _as_list(out)
+        if len(keys) != len(outs):
+            raise ValueError("pull: %d keys and %d outputs" % (len(keys), len(outs)))
+        if self._pushed:
+            self._synchronize()
+        for k, o in zip(keys, outs):
+            self._check_initialized(k)
+            targets = _as_list(o)
+            for t in targets:
+                if t.shape != self._shapes[k]:
+                    raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
+            flat = targets[0].reshape(-1)
+            for c in self._chunks[k]:
+                self._kv.pull(c.value_key, out=flat[c.begin:c.end], priority=priority)
+            for t in targets[1:]:
+                targets[0].copyto(t)
+
+    def pushpull(self, key, value, out=None, priority=0):
+        self.push(key, value, priority=priority)
+        self.pull(key, out=value if out is None else out, priority=priority)
+
+    def set_optimizer(self, optimizer):
+        """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective)."""
+        if self.rank == 0:
+            blob = base64.b64encode(pickle.dumps(optimizer)).decode()
+            self._command("optimizer", blob=blob)
+        self._kv._barrier()
+        self._optimizer_on_servers = True
+        self._check_status()
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        """Each server writes its optimizer states to ``fname.server<rank>`` (a shared file system)."""
+        self._require_server_optimizer()
+        if self.rank == 0:
+            self._command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
+        self._kv._barrier()
+        self._check_status()
+
+    def load_optimizer_states(self, fname):
+        """Each server reads its states back from ``fname.server<rank>``."""
+        self._require_server_optimizer()
+        if self.rank == 0:
+            self._command("load_states", path=os.path.abspath(fname))
+        self._kv._barrier()
+        self._check_status()
+
+    # ---- key layout ----
+
+    @staticmethod
+    def _check_key(key):
+        if isinstance(key, bool) or not isinstance(key, (int, str)):
+            raise ValueError("keys must be int or str, got %r" % (key,))
+
+    def _check_initialized(self, key):
+        if key not in self._chunks:
+            raise ValueError("key %r is not initialized (call init first)" % (key,))
+
+    def _place(self, key, n):
+        """Chunks of a new key: one part per server for big tensors, else the least loaded server."""
+        if n >= self._bound and self._num_servers > 1:
+            sizes = protocol.split_sizes(n, self._num_servers)
+            servers = range(self._num_servers)
+        else:
+            sizes = [n]
+            servers = [min(range(self._num_servers), key=lambda s: self._server_bytes[s])]
+        chunks, begin = [], 0
+        for size, server in zip(sizes, servers):
+            chunks.append(Chunk(key, begin, begin + size, server, self._alloc.on_server(server)))
+            self._server_bytes[server] += 4 * size
+            begin += size
+        return chunks
+
+    def _assign_codecs(self, keys):
+        """Gives the chunks of ``keys`` the current codec; creates payload keys the codec needs."""
+        new_payload = []
+        for k in keys:
+            codec = self._compression.codec_for(k)
+            for c in self._chunks[k]:
+                c.codec = codec
+                if codec is None:
+                    continue
+                words = codec.payload_size(c.size)
+                if c.payload_words != words:
+                    c.payload_key = self._alloc.on_server(c.server)
+                    c.payload_words = words
+                    c.payload = mx.nd.zeros(words)
+                    new_payload.append(c)
+                if c.residual is None:
+                    c.residual = mx.nd.zeros(c.size)
+        if new_payload:
+            self._kv.init([c.payload_key for c in new_payload], [c.payload for c in new_payload])
+        self._publish_layout()
+
+    def _publish_layout(self):
+        if self.rank == 0:
+            self._command("layout", chunks=[c.describe() for cs in self._chunks.values() for c in cs])
+        self._kv._barrier()
+        self._check_status()
+
+    def _register(self, value_keys, sizes):
+        """Lets each server keep a handle on the value arrays it will write (one push each, by rank 0)."""
+        if self.rank == 0:
+            self._command("expect", value_keys=value_keys)
+            zeros = [mx.nd.zeros(n) for n in sizes]
+            for k, z in zip(value_keys, zeros):
+                self._kv.push(k, z)
+            for z in zeros:
+                _wait_to_write(z)
+        self._kv._barrier()
+
+    # ---- synchronisation and status ----
+
+    def _local_sum(self, key, value):
+        self._check_initialized(key)
+        values = _as_list(value)
+        for v in values:
+            if v.shape != self._shapes[key]:
+                raise ValueError("push: key %r has shape %s, value has %s" % (key, self._shapes[key], v.shape))
+            if v.dtype != np.float32:
+                raise TypeError("push: key %r: values must be float32, got %s" % (key, np.dtype(v.dtype).name))
+        return values[0] if len(values) == 1 else mx.nd.add_n(*values)
+
+    def _synchronize(self):
+        """Waits until this worker's pushes reached the servers, then until every worker's have."""
+        for a in self._pushed:
+            _wait_to_write(a)
+        self._pushed = []
+        self._kv._barrier()
+        self._check_status()
+
+    def _command(self, op, all_ranks=False, **fields):
+        """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
+        if all_ranks or self.rank == 0:
+            self._kv._send_command_to_servers(0, protocol.encode_command(op, **fields))
+
+    def _check_status(self, config=None):
+        """Pulls every server's status; raises on a configuration mismatch or a new server-side error."""
+        for key, status in zip(self._status_keys, self._status):
+            self._kv.pull(key, out=status)
+        for server, status in enumerate(self._status):
+            s = status.asnumpy()
+            message = protocol.read_message(s)
+            if config is not None:
+                if s[protocol.ST_MISMATCH] or s[protocol.ST_CONFIG_HASH] != protocol.config_hash(config):
+                    raise ValueError("mxnet_gc: the workers set different gradient compression parameters "
+                                     "(this worker, rank %d: %s); server %d says: %s"
+                                     % (self.rank, config, server, message))
+            errors = int(s[protocol.ST_ERRORS])
+            if errors > self._errors_seen[server]:
+                self._errors_seen[server] = errors
+                raise RuntimeError("mxnet_gc server %d: %s" % (server, message))
+
+    def _require_server_optimizer(self):
+        if not self._optimizer_on_servers:
+            raise RuntimeError("no optimizer runs on the servers (call set_optimizer first)")
+
+    def server_chunks(self):
+        """{server rank: [(key, begin, end)]}: where each part of each key lives."""
+        out = {s: [] for s in range(self._num_servers)}
+        for cs in self._chunks.values():
+            for c in cs:
+                out[c.server].append((c.key, c.begin, c.end))
+        return out

@@ -1,0 +1,268 @@
+"""The server side of the compressed dist store: decodes every worker's push and sums them.
+
+Runs inside MXNet's own parameter server (ps-lite), created as 'dist_async' so that its updater is
+called for each worker's push.  For each chunk it keeps an accumulator; when the last worker's push
+of a round has arrived it writes the sum (or, with an optimizer, the updated weight) into the value
+array that workers pull.  Started by ``python -m mxnet_gc.kvstore.server`` (tools/launch.py does it).
+"""
+import base64
+import logging
+import os
+import pickle
+import sys
+
+import mxnet as mx
+import numpy as np
+from mxnet.kvstore.kvstore_server import KVStoreServer
+
+from .. import codecs
+from . import protocol
+
+log = logging.getLogger("mxnet_gc.server")
+
+
+class ChunkState:
+    """What a server knows of one chunk: its codec, accumulator and push count."""
+
+    def __init__(self, desc):
+        self.value_key = desc["value_key"]
+        self.size = desc["size"]
+        self.index = desc["index"]
+        self.acc = mx.nd.zeros(self.size)
+        self.count = 0
+        self.rejected = False
+        self.set_codec(desc["codec"])
+
+    def set_codec(self, config):
+        self.codec = None if config is None else codecs.create(config)
+        self.words = self.size if self.codec is None else self.codec.payload_size(self.size)
+
+    def add(self, recv):
+        """Adds one worker's push (dense float32 values, or a payload) to the accumulator."""
+        first = self.count == 0
+        if self.codec is None:
+            if first:
+                recv.copyto(self.acc)
+            else:
+                self.acc += recv
+        elif first:
+            self.codec.decode(recv, self.acc)
+        else:
+            self.codec.decode_add(recv, self.acc)
+        self.acc.wait_to_read()  # recv lives in ps-lite's message buffer only during the call
+
+
+class CompressedServer(KVStoreServer):
+    """mxnet_gc's parameter server: MXNet's server with a summing, decoding updater."""
+
+    def __init__(self):
+        super().__init__(mx.kv.create("dist_async"))
+        self.server_rank = None  # known once ps-lite runs: set by the first command
+        self.num_servers = int(os.environ["DMLC_NUM_SERVER"])
+        self.num_workers = int(os.environ["DMLC_NUM_WORKER"])
+        self.values = {}  # value key -> the stored NDArray workers pull
+        self.expected = set()  # value keys whose next push registers them
+        self.chunks = {}  # push key -> ChunkState
+        self.status_key = None
+        self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
+        self.configs = {}  # config round -> {worker rank: config}
+        self.optimizer = None
+        self.opt_states = {}
+        self.updater_set = False
+        self.pushes = 0
+        self.bytes = 0
+
+    # ---- ps-lite callbacks ----
+
+    def _controller(self):
+        def handle(cmd_id, body, _):
+            if not self.updater_set:  # MXNet's server object and rank exist only once run() started
+                self.kvstore._set_updater(self.update)
+                self.server_rank = self.kvstore.rank
+                self.updater_set = True
+            command = protocol.decode_command(body)
+            if command is None:
+                self.error("command %d is not an mxnet_gc command (is this a stock MXNet worker?)" % cmd_id)
+                return
+            op, fields = command
+            try:
+                getattr(self, "on_" + op)(**fields)
+            except Exception as e:  # a bad command must not kill the server: report it to the workers
+                log.exception("command %s failed", op)
+                self.error("command %s failed: %s" % (op, e))
+        return handle
+
+    def update(self, key, recv, stored):
+        """Called by MXNet for every push after a key's first (init) push."""
+        if key in self.expected:
+            self.expected.discard(key)
+            self.values[key] = stored
+            if key == self.status_key:
+                self.publish_status()
+            return
+        chunk = self.chunks.get(key)
+        if chunk is None:
+            self.error("push to key %d, which no layout assigns to server %d" % (key, self.server_rank))
+            return
+        self.pushes += 1
+        self.bytes += 4 * recv.size
+        if recv.size != chunk.words:
+            self.error("rejected a push of %d float32 words to key %d (index %r), expected %d; the value is "
+                       "left unchanged this round" % (recv.size, key, chunk.index, chunk.words))
+            chunk.rejected = True
+        else:
+            chunk.add(recv)
+        chunk.count += 1
+        if chunk.count == self.num_workers:
+            self.finish_round(chunk)
+
+    def finish_round(self, chunk):
+        if not chunk.rejected:
+            value = self.values[chunk.value_key]
+            if self.optimizer is None:
+                chunk.acc.copyto(value)
+            else:
+                index = chunk.value_key
+                if index not in self.opt_states:
+                    self.opt_states[index] = self.optimizer.create_state_multi_precision(index, value)
+                self.optimizer.update_multi_precision(index, value, chunk.acc, self.opt_states[index])
+            value.wait_to_read()
+        chunk.count = 0
+        chunk.rejected = False
+
+    # ---- commands from workers ----
+
+    def on_hello(self, status_keys):
+        self.status_key = status_keys[self.server_rank]
+
+    def on_expect(self, value_keys):
+        mine = [k for k in value_keys if protocol.server_of(k, self.num_servers) == self.server_rank]
+        self.expected.update(k for k in mine if k not in self.values)
+
+    def on_layout(self, chunks):
+        for desc in chunks:
+            if protocol.server_of(desc["value_key"], self.num_servers) != self.server_rank:
+                continue
+            old = next((c for c in self.chunks.values() if c.value_key == desc["value_key"]), None)
+            if old is None:
+                self.chunks[desc["push_key"]] = ChunkState(desc)
+                continue
+            if old.count:
+                self.error("layout changed in the middle of a round of key %r" % (desc["index"],))
+            self.chunks = {k: c for k, c in self.chunks.items() if c is not old}
+            old.set_codec(desc["codec"])
+            self.chunks[desc["push_key"]] = old
+        if self.optimizer is not None:
+            self.alias_optimizer_indices()
+
+    def on_config(self, rank, round, config):
+        seen = self.configs.setdefault(round, {})
+        seen[rank] = config
+        first_rank = min(seen)
+        st = self.status
+        st[protocol.ST_ROUND] = round
+        st[protocol.ST_RECEIVED] = len(seen)
+        st[protocol.ST_CONFIG_HASH] = protocol.config_hash(seen[first_rank])
+        differing = sorted(r for r, c in seen.items() if c != seen[first_rank])
+        if differing:
+            st[protocol.ST_MISMATCH] = 1
+            message = "workers set different gradient compression parameters: rank %d %s, rank %d %s" % (
+                first_rank, seen[first_rank], differing[0], seen[differing[0]])
+            log.error(message)
+            protocol.write_message(st, message)
+        else:
+            st[protocol.ST_MISMATCH] = 0
+        self.publish_status()
+
+    def on_optimizer(self, blob):
+        self.optimizer = pickle.loads(base64.b64decode(blob))
+        self.opt_states = {}
+        self.alias_optimizer_indices()
+
+    def on_save_states(self, path, dump_optimizer):
+        with open("%s.server%d" % (path, self.server_rank), "wb") as f:
+            state = (self.opt_states, self.optimizer) if dump_optimizer else self.opt_states
+            f.write(pickle.dumps(_to_numpy(state)))
+
+    def on_load_states(self, path):
+        with open("%s.server%d" % (path, self.server_rank), "rb") as f:
+            state = _to_ndarray(pickle.loads(f.read()))
+        if isinstance(state, tuple):
+            self.opt_states, self.optimizer = state
+            self.alias_optimizer_indices()
+        else:
+            self.opt_states = state
+
+    # ---- helpers ----
+
+    def alias_optimizer_indices(self):
+        """The optimizer sees each chunk under its value key: map those to the user key's settings.
+
+        (Learning-rate and weight-decay multipliers are looked up by index in param_dict, lr_mult,
+        wd_mult and idx2name; a split tensor's parts need their own states but the same settings.)
+        """
+        opt = self.optimizer
+        for table in ("param_dict", "idx2name", "lr_mult", "wd_mult"):
+            original = getattr(opt, "_mxgc_" + table, None)
+            if original is None:
+                original = dict(getattr(opt, table, {}) or {})
+                setattr(opt, "_mxgc_" + table, original)
+            aliased = {k: v for k, v in original.items() if not isinstance(k, int)}
+            for chunk in self.chunks.values():
+                if chunk.index in original:
+                    aliased[chunk.value_key] = original[chunk.index]
+            setattr(opt, table, aliased)
+
+    def error(self, message):
+        """Logs a server-side error and reports it to the workers through the status key."""
+        log.error(message)
+        self.status[protocol.ST_ERRORS] += 1
+        protocol.write_message(self.status, message)
+        self.publish_status()
+
+    def publish_status(self):
+        array = self.values.get(self.status_key)
+        if array is not None:
+            array[:] = self.status
+            array.wait_to_read()
+
+    def run(self):
+        super().run()
+        log.info("server %d done: %d pushes, %d bytes received", self.server_rank, self.pushes, self.bytes)
+        print("mxnet_gc server %d: %d pushes, %d bytes received" % (self.server_rank, self.pushes, self.bytes),
+              flush=True)
+
+
+def _to_numpy(obj):
+    """Optimizer states with NDArrays replaced by numpy arrays (so they pickle)."""
+    if isinstance(obj, mx.nd.NDArray):
+        return ("__ndarray__", obj.asnumpy())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_numpy(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_numpy(v) for k, v in obj.items()}
+    return obj
+
+
+def _to_ndarray(obj):
+    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == "__ndarray__":
+        return mx.nd.array(obj[1])
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_ndarray(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_ndarray(v) for k, v in obj.items()}
+    return obj
+
+
+def main():
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s mxnet_gc server %(message)s", stream=sys.stderr)
+    role = os.environ.get("DMLC_ROLE")
+    if role == "scheduler":
+        return  # importing mxnet (above) already ran the scheduler to the end of the job
+    if role != "server":
+        sys.exit("mxnet_gc.kvstore.server: DMLC_ROLE must be 'server' or 'scheduler', got %r" % role)
+    CompressedServer().run()
+
+
+if __name__ == "__main__":
+    main()
