@@ -68,3 +68,23 @@ def decode(bits, payload_bytes, n, levels):
             if 0 < m <= len(levels):
                 out[i] = -levels[m - 1] if s else levels[m - 1]
     return out
+
+
+def quantize_array(grad, residual, levels):
+    """Vectorized form of ``quantize`` for whole arrays: (dequantized values, new residual).
+
+    Same rules, written with numpy array operations instead of a loop over values.
+    """
+    grad = np.asarray(grad, np.float32)
+    residual = np.asarray(residual, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = residual + grad
+    mag = np.abs(a)
+    levels = np.asarray(levels, np.float32)
+    m = (mag[..., None] >= levels).sum(-1)
+    finite = np.isfinite(a)
+    m = np.where(finite, m, 0)
+    q = np.where(m > 0, levels[np.maximum(m - 1, 0)], np.float32(0)).astype(np.float32)
+    q = np.where(a < 0, -q, q).astype(np.float32)
+    new_residual = np.where(finite, a - q, residual).astype(np.float32)
+    return q, new_residual

@@ -1,0 +1,49 @@
+"""Runs a real distributed job through tools/launch.py, and what its workers and the tests share.
+
+A job is described by a JSON spec; each worker (tests/dist/worker.py) runs it and saves every value it
+pulled to OUT/rank<r>.npz; the tests compare those with an independent numpy simulation.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LAUNCH = os.path.join(ROOT, "tools", "launch.py")
+JOB_TIMEOUT = 240  # seconds; the launcher ends the job, the test's own timeout is a second guard
+
+
+def gradient(seed, rank, step, key_index, shape, scale):
+    """The gradient a worker pushes: deterministic in (seed, rank, step, key)."""
+    rng = np.random.default_rng([seed, rank, step, key_index])
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def initial_value(seed, key_index, shape):
+    rng = np.random.default_rng([seed, 10_000 + key_index])
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def run_job(tmp_path, spec, workers, servers, env=(), expect_success=True, timeout=JOB_TIMEOUT):
+    """Launches the job; returns (completed process, {rank: {name: array}})."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    spec = dict(spec, out=str(out))
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", str(servers), "--timeout", str(timeout), "-v"]
+    for item in env:
+        argv += ["--env", item]
+    argv += [sys.executable, os.path.join(HERE, "worker.py"), str(spec_path)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout + 60)
+    if expect_success:
+        assert proc.returncode == 0, "job failed:\n%s\n%s" % (proc.stdout[-4000:], proc.stderr[-4000:])
+    results = {}
+    for name in os.listdir(out):
+        if name.startswith("rank") and name.endswith(".npz"):
+            with np.load(out / name) as data:
+                results[int(name[4:-4])] = dict(data)
+    return proc, results

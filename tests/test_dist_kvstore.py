@@ -1,0 +1,133 @@
+"""The compressed dist_sync store on real jobs (scheduler, servers, workers started by tools/launch.py).
+
+Every pulled value is compared exactly with an independent numpy simulation of the protocol: each
+worker quantizes its gradient with its own residual (tests/reference.py), the servers sum.  Levels are
+powers of two so that sums of dequantized values are exact in any order of arrival.
+"""
+import re
+
+import numpy as np
+import pytest
+import mxnet as mx
+
+import reference
+from dist.job import gradient, initial_value, run_job
+
+POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
+
+
+def simulate(spec, workers, levels_for_key=None):
+    """{(key, step): expected pulled value} without an optimizer: the sum of dequantized gradients."""
+    comp = spec.get("compression") or {"type": "none"}
+    expected = {}
+    for i, (key, shape) in enumerate(spec["keys"]):
+        residuals = [np.zeros(shape, np.float32) for _ in range(workers)]
+        if comp["type"] in ("2bit", "gc_2bit"):
+            levels = [comp.get("threshold", 0.5)]
+        elif comp["type"] == "4bit":
+            levels = (levels_for_key or {}).get(key, comp["thresholds"])
+        for step in range(spec["steps"]):
+            total = np.zeros(shape, np.float32)
+            for rank in range(workers):
+                g = gradient(spec["seed"], rank, step, i, shape, spec["scale"])
+                if comp["type"] == "none":
+                    q = g
+                else:
+                    q, residuals[rank] = reference.quantize_array(g, residuals[rank], levels)
+                total += q
+            expected[key, step] = total
+    return expected
+
+
+def check(results, expected, workers, spec):
+    assert sorted(results) == list(range(workers))
+    for rank, saved in results.items():
+        for (key, step), want in expected.items():
+            np.testing.assert_array_equal(saved["%s/%d" % (key, step)], want,
+                                          err_msg="rank %d key %s step %d" % (rank, key, step))
+        if spec.get("pull_first"):
+            for i, (key, shape) in enumerate(spec["keys"]):
+                np.testing.assert_array_equal(saved["%s/init" % key], initial_value(spec["seed"], i, shape))
+
+
+def test_4bit_steps_two_workers_one_server(tmp_path):
+    """Residual carry-over over several steps, init, pull before any push, int and str keys."""
+    spec = {"keys": [[3, [5, 7]], ["fc_weight", [130]]], "steps": 5, "scale": 0.7, "seed": 1,
+            "compression": {"type": "4bit", "thresholds": POW2}, "pull_first": True}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    expected = simulate(spec, 2)
+    assert any(np.count_nonzero(v) for v in expected.values())
+    check(results, expected, 2, spec)
+
+
+def test_4bit_three_workers_two_servers_many_keys_lists(tmp_path):
+    keys = [[k, [1 + 17 * k]] for k in range(10)] + [["bias", [3]], ["conv", [4, 3, 3, 3]]]
+    spec = {"keys": keys, "steps": 3, "scale": 1.5, "seed": 2, "lists": True,
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    proc, results = run_job(tmp_path, spec, workers=3, servers=2)
+    check(results, simulate(spec, 3), 3, spec)
+    pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout)]
+    assert len(pushes) == 2 and min(pushes) > 0  # both servers took part
+
+
+def test_large_tensor_chunked_over_two_servers(tmp_path):
+    """A tensor above the split bound is cut in one part per server; each server gets half the bytes."""
+    spec = {"keys": [["big", [4000]], ["small", [10]]], "steps": 3, "scale": 1.0, "seed": 3,
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    proc, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=1000"])
+    check(results, simulate(spec, 2), 2, spec)
+    received = [int(b) for b in re.findall(r"mxnet_gc server \d: \d+ pushes, (\d+) bytes", proc.stdout)]
+    assert len(received) == 2
+    # payload bytes: 2 workers x 3 steps x 2000 values x 1/2 byte on each server, +- the small key
+    assert abs(received[0] - received[1]) <= 2 * 3 * 8
+    assert min(received) >= 2 * 3 * 1000
+
+
+def test_gc_2bit_equals_mxnet_builtin_2bit(tmp_path):
+    """Our 2bit and MXNet's built-in 2bit (MXNet's kernels on workers and servers) pull the same values."""
+    base = {"keys": [[0, [33]], ["w", [6, 5]]], "steps": 4, "scale": 0.6, "seed": 4}
+    pulled = {}
+    for kind in ("2bit", "gc_2bit"):
+        spec = dict(base, compression={"type": kind, "threshold": 0.5})
+        job_dir = tmp_path / kind
+        job_dir.mkdir()
+        _, pulled[kind] = run_job(job_dir, spec, workers=2, servers=1)
+        check(pulled[kind], simulate(spec, 2), 2, spec)
+    for rank in range(2):
+        for name, value in pulled["2bit"][rank].items():
+            np.testing.assert_array_equal(pulled["gc_2bit"][rank][name], value)
+
+
+def test_uncompressed_sum(tmp_path):
+    spec = {"keys": [[1, [50]], [2, [2, 3]]], "steps": 2, "scale": 1.0, "seed": 5,
+            "compression": {"type": "none"}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    check(results, simulate(spec, 2), 2, spec)
+
+
+def test_per_key_threshold_groups(tmp_path):
+    small = [0.015625, 0.03125, 0.0625]
+    spec = {"keys": [["a", [40]], ["b", [40]]], "steps": 3, "scale": 0.05, "seed": 6,
+            "compression": {"type": "4bit", "thresholds": POW2, "per_key": {"b": small}}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    expected = simulate(spec, 2, levels_for_key={"b": small})
+    nonzero = {k: sum(np.count_nonzero(expected[k, step]) for step in range(3)) for k in "ab"}
+    assert nonzero["b"] > 5 * max(1, nonzero["a"])  # the finer group sends far more values
+    check(results, expected, 2, spec)
+
+
+def test_sgd_momentum_on_servers(tmp_path):
+    """Pulls return weights updated on the servers; equal to MXNet's SGD applied here to the same sums."""
+    opt_params = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01, "rescale_grad": 0.5}
+    spec = {"keys": [[0, [20]], ["w", [3, 4]]], "steps": 4, "scale": 1.0, "seed": 7,
+            "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params]}
+    _, results = run_job(tmp_path, spec, workers=2, servers=2)
+    sums = simulate(spec, 2)
+    opt = mx.optimizer.create("sgd", **opt_params)
+    for i, (key, shape) in enumerate(spec["keys"]):
+        weight = mx.nd.array(initial_value(spec["seed"], i, shape))
+        state = opt.create_state(i, weight)
+        for step in range(spec["steps"]):
+            opt.update(i, weight, mx.nd.array(sums[key, step]), state)
+            for rank in range(2):
+                np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
