@@ -131,3 +131,53 @@ def test_sgd_momentum_on_servers(tmp_path):
             opt.update(i, weight, mx.nd.array(sums[key, step]), state)
             for rank in range(2):
                 np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
+
+
+# ---- bad input and faults ----
+
+def test_bad_compression_params_rejected_before_any_traffic(tmp_path):
+    """An unknown type raises on every worker, listing the supported types; the job then runs normally."""
+    spec = {"keys": [[0, [8]]], "steps": 2, "scale": 1.0, "seed": 8, "bad_compression": {"type": "3bit"},
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    for saved in results.values():
+        message = str(saved["bad_compression_error"])
+        assert "unknown gradient compression type '3bit'" in message
+        assert "none, 2bit, 4bit, gc_2bit" in message
+    check(results, simulate(spec, 2), 2, spec)
+
+
+def test_workers_with_different_compression_all_stop(tmp_path):
+    spec = {"keys": [[0, [8]]], "steps": 2, "scale": 1.0, "seed": 9,
+            "compression": {"type": "4bit", "thresholds": POW2},
+            "compression_by_rank": {"1": {"type": "4bit", "thresholds": [1.0, 2.0]}}}
+    proc, _ = run_job(tmp_path, spec, workers=2, servers=1, expect_success=False, timeout=60)
+    assert proc.returncode != 0
+    for rank in range(2):  # launcher prefixes are launch order; both workers raised
+        assert re.search(r"\[worker %d\] ValueError: mxnet_gc: the workers set different gradient compression"
+                         % rank, proc.stdout), proc.stdout[-3000:]
+    assert "job failed" in proc.stderr
+
+
+def test_wrong_size_payload_rejected_value_untouched(tmp_path):
+    spec = {"keys": [["w", [40]]], "steps": 3, "scale": 1.0, "seed": 10, "corrupt_at_step": 0,
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    for saved in results.values():
+        assert "rejected a push of 8 float32 words to key" in str(saved["corrupt_error"])
+        assert "expected 5" in str(saved["corrupt_error"])
+        np.testing.assert_array_equal(saved["w/after_corrupt"], initial_value(spec["seed"], 0, (40,)))
+
+
+def test_killed_worker_ends_the_job(tmp_path):
+    import time
+
+    spec = {"keys": [[0, [8]]], "steps": 50, "scale": 1.0, "seed": 11, "die_at_step": 2,
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    start = time.time()
+    proc, _ = run_job(tmp_path, spec, workers=3, servers=1, expect_success=False, timeout=120)
+    elapsed = time.time() - start
+    assert proc.returncode == 1
+    assert re.search(r"worker \d \(pid \d+\) was killed by signal 9", proc.stderr), proc.stderr
+    assert "ended all 5 processes" in proc.stderr
+    assert elapsed < 60

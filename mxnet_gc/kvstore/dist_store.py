@@ -9,6 +9,7 @@ import base64
 import ctypes
 import os
 import pickle
+import sys
 
 import mxnet as mx
 import numpy as np
@@ -24,6 +25,26 @@ DEFAULT_BIGARRAY_BOUND = 1_000_000
 
 def _as_list(x):
     return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def _exit_at_once_on_error():
+    """Makes an uncaught exception end this worker at once.
+
+    MXNet's dist store waits at exit for every other worker (a barrier in its destructor); after an
+    error the others may never get there, and the job would hang instead of failing.
+    """
+    previous = sys.excepthook
+    if getattr(previous, "mxnet_gc", False):
+        return
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+    hook.mxnet_gc = True
+    sys.excepthook = hook
 
 
 def _wait_to_write(array):
@@ -77,6 +98,7 @@ class DistSyncStore(KVStoreBase):
                 os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = saved
         if self._kv.type != "dist_async":
             raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
+        _exit_at_once_on_error()
         self._num_servers = int(os.environ["DMLC_NUM_SERVER"])
         self._bound = int(os.environ.get(BIGARRAY_BOUND_ENV, DEFAULT_BIGARRAY_BOUND))
         self._alloc = protocol.KeyAllocator(self._num_servers)

@@ -2,10 +2,13 @@
 
 Spec fields: keys ([[key, shape], ...]), steps, scale, seed, compression (params or null),
 optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
-before any push), store ('gc' for mxnet_gc's store, or an MXNet name such as 'dist_sync').
+before any push).  Faults: bad_compression (params every worker first tries; the ValueError is
+saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
+size to the first key), die_at_step (rank 1 kills itself).
 """
 import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -18,17 +21,23 @@ from job import gradient, initial_value  # noqa: E402
 
 def main():
     spec = json.load(open(sys.argv[1]))
-    kv = mxnet_gc.kvstore.create("dist_sync") if spec.get("store", "gc") == "gc" else mx.kv.create(spec["store"])
+    kv = mxnet_gc.kvstore.create("dist_sync")
     rank = kv.rank
     keys = [k for k, _ in spec["keys"]]
     shapes = [tuple(s) for _, s in spec["keys"]]
-    if spec.get("compression"):
-        kv.set_gradient_compression(spec["compression"])
+    saved = {}
+    if spec.get("bad_compression"):
+        try:
+            kv.set_gradient_compression(spec["bad_compression"])
+        except ValueError as e:
+            saved["bad_compression_error"] = np.array(str(e))
+    compression = spec.get("compression_by_rank", {}).get(str(rank), spec.get("compression"))
+    if compression:
+        kv.set_gradient_compression(compression)
     if spec.get("optimizer"):
         name, params = spec["optimizer"]
         kv.set_optimizer(mx.optimizer.create(name, **params))
     kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, s)) for i, s in enumerate(shapes)])
-    saved = {}
     outs = [mx.nd.zeros(s) for s in shapes]
     if spec.get("pull_first"):
         kv.pull(keys, out=outs)
@@ -36,6 +45,11 @@ def main():
             saved["%s/init" % k] = o.asnumpy()
     for step in range(spec["steps"]):
         grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"])) for i, s in enumerate(shapes)]
+        if step == spec.get("die_at_step") and rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if step == spec.get("corrupt_at_step"):
+            save_after_corrupt_push(kv, keys, outs, saved, spec)
+            break
         if spec.get("lists"):
             kv.push(keys, grads)
             kv.pull(keys, out=outs)
@@ -46,6 +60,23 @@ def main():
             saved["%s/%d" % (k, step)] = o.asnumpy()
     np.savez(os.path.join(spec["out"], "rank%d.npz" % rank), **saved)
     print("worker rank %d saved %d arrays" % (rank, len(saved)))
+
+
+def save_after_corrupt_push(kv, keys, outs, saved, spec):
+    """Rank 1 pushes a wrong-size payload for the first key; every worker saves the error it gets."""
+    chunk = kv._chunks[keys[0]][0]
+    if kv.rank == 1:
+        corrupt = mx.nd.zeros(chunk.payload_words + 3)
+        kv._kv.push(chunk.payload_key, corrupt)
+        kv._pushed.append(corrupt)
+    else:
+        kv.push(keys[0], mx.nd.ones(outs[0].shape))
+    try:
+        kv.pull(keys[0], out=outs[0])
+    except RuntimeError as e:
+        saved["corrupt_error"] = np.array(str(e))
+    kv.pull(keys[0], out=outs[0])
+    saved["%s/after_corrupt" % keys[0]] = outs[0].asnumpy()
 
 
 if __name__ == "__main__":
