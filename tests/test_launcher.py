@@ -1,0 +1,107 @@
+"""tools/launch.py: exit codes, failure reports, timeouts, Ctrl-C, the ssh launcher; no process left."""
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LAUNCH = [sys.executable, os.path.join(ROOT, "tools", "launch.py")]
+STORE = "import mxnet_gc; kv = mxnet_gc.kvstore.create('dist_sync'); "
+
+
+def processes_with(tag):
+    """PIDs of live processes whose environment carries the tag."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if tag.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.fixture
+def tag():
+    value = "MXGC_TEST_TAG=%s" % uuid.uuid4().hex
+    yield value
+    left = processes_with(value)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "processes outlived the launcher: %s" % left
+
+
+def launch(tag, *args, timeout=120, **kw):
+    return subprocess.run(LAUNCH + ["--env", tag] + list(args), cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def test_successful_job_exits_zero(tag):
+    proc = launch(tag, "-n", "2", "-s", "2", "--timeout", "60", sys.executable, "-c",
+                  STORE + "print('worker', kv.rank, 'of', kv.num_workers)")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(line.split("] ")[1] for line in proc.stdout.splitlines() if "worker " in line) == \
+        ["worker 0 of 2", "worker 1 of 2"]
+    assert processes_with(tag) == []
+
+
+def test_failing_worker_fails_the_job_with_its_last_lines(tag):
+    code = "import os, sys; print('about to fail'); sys.exit(3 if os.environ.get('FAIL') else 0)"
+    start = time.time()
+    proc = launch(tag, "-n", "2", "-s", "1", "--timeout", "60", "--env", "FAIL=1", sys.executable, "-c", code)
+    assert proc.returncode == 1
+    assert time.time() - start < 30
+    assert "job failed: worker" in proc.stderr and "exited with code 3" in proc.stderr
+    assert "    about to fail" in proc.stderr
+    assert "ended all 4 processes" in proc.stderr
+
+
+def test_timeout_ends_everything(tag):
+    start = time.time()
+    proc = launch(tag, "-n", "2", "-s", "1", "--timeout", "5", sys.executable, "-c",
+                  STORE + "import time; time.sleep(300)")
+    assert proc.returncode == 124
+    assert "ran past --timeout 5 s" in proc.stderr
+    assert time.time() - start < 30
+
+
+def test_ctrl_c_ends_everything(tag):
+    proc = subprocess.Popen(LAUNCH + ["--env", tag, "-n", "2", "-s", "1", sys.executable, "-c",
+                                      STORE + "print('ready', flush=True); import time; time.sleep(300)"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = 0
+    while ready < 2:  # both workers have joined the job
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        ready += "ready" in line
+    proc.send_signal(signal.SIGINT)
+    start = time.time()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT
+    assert "interrupted by signal 2" in err
+    assert time.time() - start < 30
+
+
+def test_ssh_launcher_with_a_stand_in_for_ssh(tag, tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# two hosts\n127.0.0.1\n127.0.0.1  # again\n")
+    fake_ssh = "%s %s" % (sys.executable, os.path.join(HERE, "fake_ssh.py"))
+    code = STORE + "import os; print('rank', kv.rank, 'host', os.environ['FAKE_SSH_HOST'], os.environ['DMLC_ROLE'])"
+    proc = launch(tag, "-n", "2", "-s", "1", "--launcher", "ssh", "-H", str(hostfile), "--ssh", fake_ssh,
+                  "--timeout", "60", sys.executable, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("host 127.0.0.1 worker") == 2
+
+
+def test_bad_arguments():
+    for args, message in [([], "-n/--num-workers"), (["-n", "1"], "no worker command"),
+                          (["-n", "0", "true"], "at least one worker"),
+                          (["-n", "1", "--launcher", "ssh", "true"], "needs -H HOSTFILE")]:
+        proc = subprocess.run(LAUNCH + args, capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
