@@ -62,6 +62,7 @@ class Chunk:
         self.codec = None
         self.residual = None
         self.payload = None
+        self.send = None  # dense pushes: a private copy of the gradient part
 
     @property
     def size(self):
@@ -109,6 +110,7 @@ class DistSyncStore(KVStoreBase):
         self._round = 0
         self._errors_seen = [0] * self._num_servers
         self._pushed = []  # arrays whose pushes the next synchronisation waits for
+        self._pulled = []  # arrays whose pulls the next push waits for
         self._optimizer_on_servers = False
         self._status_keys = [self._alloc.on_server(s) for s in range(self._num_servers)]
         self._status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(self._num_servers)]
@@ -168,7 +170,9 @@ class DistSyncStore(KVStoreBase):
             self._chunks[k] = self._place(k, v.size)
             self._shapes[k] = v.shape
             new_chunks += [(c, v.reshape(-1)[c.begin:c.end]) for c in self._chunks[k]]
-        self._kv.init([c.value_key for c, _ in new_chunks], [part for _, part in new_chunks])
+        # MXNet keeps the array given to init (and to each push) as the key's receive buffer for later
+        # pulls, so it gets private copies: the caller's arrays must not be overwritten by pulls.
+        self._kv.init([c.value_key for c, _ in new_chunks], [part.copy() for _, part in new_chunks])
         self._register([c.value_key for c, _ in new_chunks], [c.size for c, _ in new_chunks])
         self._assign_codecs(keys)
 
@@ -179,13 +183,21 @@ class DistSyncStore(KVStoreBase):
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
         keys, values = _as_list(key), _as_list(value)
+        # A pull still in flight must read the value before this push can start a new round: the engine
+        # cannot order them (they use different keys), so wait here.
+        for a in self._pulled:
+            a.wait_to_read()
+        self._pulled = []
         for k, v in zip(keys, values):
             grad = self._local_sum(k, v).reshape(-1)
             for c in self._chunks[k]:
                 part = grad[c.begin:c.end]
-                if c.codec is None:
-                    self._kv.push(c.value_key, part, priority=priority)
-                    self._pushed.append(part)
+                if c.codec is None:  # dense: through a private buffer (see init)
+                    if c.send is None:
+                        c.send = mx.nd.zeros(c.size)
+                    part.copyto(c.send)
+                    self._kv.push(c.value_key, c.send, priority=priority)
+                    self._pushed.append(c.send)
                 else:
                     c.codec.encode(part, c.residual, out=c.payload)
                     self._kv.push(c.payload_key, c.payload, priority=priority)
@@ -209,6 +221,7 @@ class DistSyncStore(KVStoreBase):
                 self._kv.pull(c.value_key, out=flat[c.begin:c.end], priority=priority)
             for t in targets[1:]:
                 targets[0].copyto(t)
+            self._pulled += targets
 
     def pushpull(self, key, value, out=None, priority=0):
         self.push(key, value, priority=priority)

@@ -1,0 +1,35 @@
+"""Gluon training on the compressed store, started by tools/launch.py: it trains, workers agree."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dist.job import LAUNCH, ROOT
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FOUR_BIT = {"type": "4bit", "thresholds": [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]}
+
+
+def train(tmp_path, trainer, update_on_kvstore, compression):
+    argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "240", sys.executable,
+            os.path.join(HERE, "dist", "gluon_worker.py"), str(tmp_path), trainer, str(int(update_on_kvstore)),
+            json.dumps(compression)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
+
+
+@pytest.mark.parametrize("trainer,update_on_kvstore", [("gc", True), ("gc", False), ("gluon", True),
+                                                       ("gluon", False)])
+def test_two_worker_training_with_4bit(tmp_path, trainer, update_on_kvstore):
+    results = train(tmp_path, trainer, update_on_kvstore, FOUR_BIT)
+    for r in results:
+        first, last = r["losses"][:5].mean(), r["losses"][-5:].mean()
+        assert last < 0.3 * first, (first, last)
+    names = [n for n in results[0] if n != "losses"]
+    assert names
+    for name in names:  # every worker holds the same weights, bit for bit
+        np.testing.assert_array_equal(results[0][name], results[1][name])
