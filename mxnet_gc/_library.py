@@ -41,6 +41,19 @@ def load():
     return handle
 
 
+def decode_now(bits, payload, out, levels, add):
+    """Decodes a payload held in numpy arrays into ``out`` (or adds to it) on this thread, at once.
+
+    For code that runs outside MXNet's engine (the parameter server's updater); payload and out must
+    be C-contiguous, out float32 of the decoded size; levels a float32 array.
+    """
+    lib = load()
+    out_ptr = out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    lib.mxgc_decode_now(ctypes.c_int(bits), payload.ctypes.data_as(ctypes.c_void_p), out_ptr if add else None,
+                        out_ptr, ctypes.c_int64(out.size), levels.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                        ctypes.c_int(levels.size))
+
+
 def set_num_threads(n):
     """Threads the codec kernels use (default: MXNET_GC_NUM_THREADS, OMP_NUM_THREADS or all cores).
 

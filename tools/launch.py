@@ -129,7 +129,10 @@ class Job:
         self.processes.append(Process(role, rank, argv, full_env, echo))
 
     def start_all(self):
-        server = [self.python, "-m", "mxnet_gc.kvstore.server"]
+        if self.args.mxnet_servers:  # MXNet runs its stock server (and the scheduler) inside `import mxnet`
+            server = [self.python, "-c", "import mxnet"]
+        else:
+            server = [self.python, "-m", "mxnet_gc.kvstore.server"]
         self.start("scheduler", 0, self.root, server)
         hosts = self.hosts
         for r in range(self.args.num_servers):
@@ -200,6 +203,9 @@ def parse_args(argv):
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="an environment variable for every process")
     parser.add_argument("--timeout", type=float, default=0, help="end the job after this many seconds")
+    parser.add_argument("--mxnet-servers", action="store_true",
+                        help="run MXNet's stock parameter server instead of mxnet_gc's (to compare with MXNet's "
+                             "own dist kvstore; mxnet_gc's stores need mxnet_gc's server)")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show server and scheduler output")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)

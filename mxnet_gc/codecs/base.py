@@ -21,10 +21,12 @@ class Codec:
         """Number of float32 words in the payload of an n-value gradient."""
         raise NotImplementedError
 
-    def encode(self, grad, residual, out=None):
+    def encode(self, grad, residual, out=None, validate=True):
         """Compresses ``grad`` with error feedback, updating ``residual`` in place; returns the payload.
 
         ``out``, if given, is a float32 NDArray of ``payload_size(grad.size)`` words to write into.
+        ``validate=False`` skips the argument checks, for callers that checked the arrays once (the
+        dist store does, per key).
         """
         raise NotImplementedError
 
@@ -34,6 +36,13 @@ class Codec:
 
     def decode_add(self, payload, acc):
         """Adds the dequantized values of ``payload`` to ``acc`` in place; returns ``acc``."""
+        raise NotImplementedError
+
+    def decode_numpy(self, payload, out, add=False):
+        """``decode`` (or, with ``add``, ``decode_add``) on numpy arrays, synchronously on this thread.
+
+        For code outside MXNet's engine, such as the parameter server's updater.
+        """
         raise NotImplementedError
 
     def __eq__(self, other):

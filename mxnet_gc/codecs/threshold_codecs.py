@@ -15,6 +15,7 @@ import numbers
 import mxnet as mx
 import numpy as np
 
+from .._library import decode_now
 from .base import Codec, check_dense_float32, check_payload
 from .registry import register
 from .threshold_group import ThresholdGroup, default_group
@@ -28,6 +29,7 @@ class ThresholdCodec(Codec):
     def __init__(self, group):
         self.group = group
         self._levels = group.attr()
+        self._levels_np = np.array(group.levels, np.float32)
         self._encode = getattr(mx.nd, "mxgc_%dbit_encode" % self.bits)
         self._decode = getattr(mx.nd, "mxgc_%dbit_decode" % self.bits)
         self._decode_add = getattr(mx.nd, "mxgc_%dbit_decode_add" % self.bits)
@@ -36,18 +38,20 @@ class ThresholdCodec(Codec):
         per_word = 32 // self.bits
         return (n + per_word - 1) // per_word
 
-    def encode(self, grad, residual, out=None):
-        check_dense_float32("gradient", grad)
-        check_dense_float32("residual", residual)
-        if grad.shape != residual.shape:
-            raise ValueError("gradient shape %s and residual shape %s differ" % (grad.shape, residual.shape))
-        if grad is residual:
-            raise ValueError("the residual must be a separate array from the gradient")
-        if grad.size == 0:
-            raise ValueError("cannot encode an empty gradient")
+    def encode(self, grad, residual, out=None, validate=True):
+        if validate:
+            check_dense_float32("gradient", grad)
+            check_dense_float32("residual", residual)
+            if grad.shape != residual.shape:
+                raise ValueError("gradient shape %s and residual shape %s differ" % (grad.shape, residual.shape))
+            if grad is residual:
+                raise ValueError("the residual must be a separate array from the gradient")
+            if grad.size == 0:
+                raise ValueError("cannot encode an empty gradient")
+            if out is not None:
+                check_payload(self, out, grad.size)
         if out is None:
             return self._encode(grad, residual, levels=self._levels)
-        check_payload(self, out, grad.size)
         return self._encode(grad, residual, levels=self._levels, out=out)
 
     def decode(self, payload, out):
@@ -59,6 +63,15 @@ class ThresholdCodec(Codec):
         check_dense_float32("acc", acc)
         check_payload(self, payload, acc.size)
         return self._decode_add(payload, acc, levels=self._levels, out=acc)
+
+    def decode_numpy(self, payload, out, add=False):
+        if payload.dtype != np.float32 or payload.shape != (self.payload_size(out.size),):
+            raise ValueError("%s payload for %d values must be float32 of shape (%d,), got %s %s"
+                             % (self.type, out.size, self.payload_size(out.size), payload.dtype, payload.shape))
+        if out.dtype != np.float32 or not out.flags.c_contiguous or not payload.flags.c_contiguous:
+            raise ValueError("decode_numpy needs C-contiguous float32 arrays")
+        decode_now(self.bits, payload, out, self._levels_np, add)
+        return out
 
 
 @register

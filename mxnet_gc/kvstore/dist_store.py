@@ -188,40 +188,57 @@ class DistSyncStore(KVStoreBase):
         for a in self._pulled:
             a.wait_to_read()
         self._pulled = []
+        push_keys, push_arrays = [], []
         for k, v in zip(keys, values):
-            grad = self._local_sum(k, v).reshape(-1)
-            for c in self._chunks[k]:
-                part = grad[c.begin:c.end]
-                if c.codec is None:  # dense: through a private buffer (see init)
+            grad = self._local_sum(k, v)
+            chunks = self._chunks[k]
+            flat = grad.reshape(-1) if len(chunks) > 1 else None
+            for c in chunks:
+                part = grad if flat is None else flat[c.begin:c.end]
+                if c.codec is None:  # dense: through a private flat buffer (see init; pulls reuse it)
                     if c.send is None:
                         c.send = mx.nd.zeros(c.size)
-                    part.copyto(c.send)
-                    self._kv.push(c.value_key, c.send, priority=priority)
-                    self._pushed.append(c.send)
+                    part.reshape(-1).copyto(c.send)
+                    push_keys.append(c.value_key)
+                    push_arrays.append(c.send)
                 else:
-                    c.codec.encode(part, c.residual, out=c.payload)
-                    self._kv.push(c.payload_key, c.payload, priority=priority)
-                    self._pushed.append(c.payload)
+                    c.codec.encode(part, c.residual, out=c.payload, validate=False)
+                    push_keys.append(c.payload_key)
+                    push_arrays.append(c.payload)
+        self._kv.push(push_keys, push_arrays, priority=priority)
+        self._pushed += push_arrays
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's value (the summed gradients, or the weight) into ``out``."""
         keys, outs = _as_list(key), _as_list(out)
         if len(keys) != len(outs):
             raise ValueError("pull: %d keys and %d outputs" % (len(keys), len(outs)))
-        if self._pushed:
-            self._synchronize()
+        targets = []
         for k, o in zip(keys, outs):
             self._check_initialized(k)
-            targets = _as_list(o)
-            for t in targets:
+            targets.append(_as_list(o))
+            for t in targets[-1]:
                 if t.shape != self._shapes[k]:
                     raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
-            flat = targets[0].reshape(-1)
+        synchronized = bool(self._pushed)
+        if synchronized:
+            self._synchronize()
+        pull_keys, pull_outs = [], []
+        for k, t in zip(keys, targets):
+            flat = t[0].reshape(-1)
             for c in self._chunks[k]:
-                self._kv.pull(c.value_key, out=flat[c.begin:c.end], priority=priority)
-            for t in targets[1:]:
-                targets[0].copyto(t)
-            self._pulled += targets
+                pull_keys.append(c.value_key)
+                pull_outs.append(flat[c.begin:c.end])
+        if synchronized:  # the servers' status comes with the values of a round
+            pull_keys += self._status_keys
+            pull_outs += self._status
+        self._kv.pull(pull_keys, out=pull_outs, priority=priority)
+        if synchronized:
+            self._raise_on_server_errors()
+        for t in targets:
+            for extra in t[1:]:
+                t[0].copyto(extra)
+            self._pulled += t
 
     def pushpull(self, key, value, out=None, priority=0):
         self.push(key, value, priority=priority)
@@ -293,8 +310,8 @@ class DistSyncStore(KVStoreBase):
                     c.payload_words = words
                     c.payload = mx.nd.zeros(words)
                     new_payload.append(c)
-                if c.residual is None:
-                    c.residual = mx.nd.zeros(c.size)
+                if c.residual is None:  # shaped like what push encodes: the whole key, or a flat part
+                    c.residual = mx.nd.zeros(self._shapes[k] if len(self._chunks[k]) == 1 else c.size)
         if new_payload:
             self._kv.init([c.payload_key for c in new_payload], [c.payload for c in new_payload])
         self._publish_layout()
@@ -334,7 +351,6 @@ class DistSyncStore(KVStoreBase):
             _wait_to_write(a)
         self._pushed = []
         self._kv._barrier()
-        self._check_status()
 
     def _command(self, op, all_ranks=False, **fields):
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
@@ -342,9 +358,12 @@ class DistSyncStore(KVStoreBase):
             self._kv._send_command_to_servers(0, protocol.encode_command(op, **fields))
 
     def _check_status(self, config=None):
-        """Pulls every server's status; raises on a configuration mismatch or a new server-side error."""
-        for key, status in zip(self._status_keys, self._status):
-            self._kv.pull(key, out=status)
+        """Pulls every server's status and checks it (see _raise_on_server_errors)."""
+        self._kv.pull(self._status_keys, out=self._status)
+        self._raise_on_server_errors(config)
+
+    def _raise_on_server_errors(self, config=None):
+        """Raises on a configuration mismatch (when ``config`` is given) or on a new server-side error."""
         for server, status in enumerate(self._status):
             s = status.asnumpy()
             message = protocol.read_message(s)

@@ -6,6 +6,7 @@ of a round has arrived it writes the sum (or, with an optimizer, the updated wei
 array that workers pull.  Started by ``python -m mxnet_gc.kvstore.server`` (tools/launch.py does it).
 """
 import base64
+import ctypes
 import logging
 import os
 import pickle
@@ -13,12 +14,27 @@ import sys
 
 import mxnet as mx
 import numpy as np
+from mxnet.base import _LIB, check_call
 from mxnet.kvstore.kvstore_server import KVStoreServer
 
 from .. import codecs
 from . import protocol
 
 log = logging.getLogger("mxnet_gc.server")
+
+
+def numpy_view(array):
+    """A numpy array over an NDArray's memory, without a copy.
+
+    The server reads payloads and sums on its own thread, outside MXNet's engine: a received push
+    lives in ps-lite's message buffer only while the updater runs, and an engine round trip per push
+    would cost more than the decoding.  The engine does not see these accesses; callers keep engine
+    operations on the same arrays finished before touching them.
+    """
+    array.wait_to_read()
+    ptr = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
+    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(array.size,))
 
 
 class ChunkState:
@@ -29,6 +45,7 @@ class ChunkState:
         self.size = desc["size"]
         self.index = desc["index"]
         self.acc = mx.nd.zeros(self.size)
+        self.acc_np = numpy_view(self.acc)
         self.count = 0
         self.rejected = False
         self.set_codec(desc["codec"])
@@ -38,18 +55,15 @@ class ChunkState:
         self.words = self.size if self.codec is None else self.codec.payload_size(self.size)
 
     def add(self, recv):
-        """Adds one worker's push (dense float32 values, or a payload) to the accumulator."""
+        """Adds one worker's push (dense float32 values, or a payload) to the accumulator, at once."""
         first = self.count == 0
         if self.codec is None:
             if first:
-                recv.copyto(self.acc)
+                self.acc_np[:] = recv
             else:
-                self.acc += recv
-        elif first:
-            self.codec.decode(recv, self.acc)
+                self.acc_np += recv
         else:
-            self.codec.decode_add(recv, self.acc)
-        self.acc.wait_to_read()  # recv lives in ps-lite's message buffer only during the call
+            self.codec.decode_numpy(recv, self.acc_np, add=not first)
 
 
 class CompressedServer(KVStoreServer):
@@ -61,6 +75,7 @@ class CompressedServer(KVStoreServer):
         self.num_servers = int(os.environ["DMLC_NUM_SERVER"])
         self.num_workers = int(os.environ["DMLC_NUM_WORKER"])
         self.values = {}  # value key -> the stored NDArray workers pull
+        self.values_np = {}  # value key -> a numpy view of it
         self.expected = set()  # value keys whose next push registers them
         self.chunks = {}  # push key -> ChunkState
         self.status_key = None
@@ -97,6 +112,7 @@ class CompressedServer(KVStoreServer):
         if key in self.expected:
             self.expected.discard(key)
             self.values[key] = stored
+            self.values_np[key] = numpy_view(stored)
             if key == self.status_key:
                 self.publish_status()
             return
@@ -111,7 +127,7 @@ class CompressedServer(KVStoreServer):
                        "left unchanged this round" % (recv.size, key, chunk.index, chunk.words))
             chunk.rejected = True
         else:
-            chunk.add(recv)
+            chunk.add(numpy_view(recv))
         chunk.count += 1
         if chunk.count == self.num_workers:
             self.finish_round(chunk)
@@ -120,13 +136,13 @@ class CompressedServer(KVStoreServer):
         if not chunk.rejected:
             value = self.values[chunk.value_key]
             if self.optimizer is None:
-                chunk.acc.copyto(value)
+                self.values_np[chunk.value_key][:] = chunk.acc_np
             else:
                 index = chunk.value_key
                 if index not in self.opt_states:
                     self.opt_states[index] = self.optimizer.create_state_multi_precision(index, value)
                 self.optimizer.update_multi_precision(index, value, chunk.acc, self.opt_states[index])
-            value.wait_to_read()
+                value.wait_to_read()  # reads acc, which the next round writes directly
         chunk.count = 0
         chunk.rejected = False
 
@@ -221,10 +237,9 @@ class CompressedServer(KVStoreServer):
         self.publish_status()
 
     def publish_status(self):
-        array = self.values.get(self.status_key)
+        array = self.values_np.get(self.status_key)
         if array is not None:
             array[:] = self.status
-            array.wait_to_read()
 
     def run(self):
         super().run()
@@ -262,6 +277,11 @@ def main():
     if role != "server":
         sys.exit("mxnet_gc.kvstore.server: DMLC_ROLE must be 'server' or 'scheduler', got %r" % role)
     CompressedServer().run()
+    # ps-lite has finished.  Skip MXNet's shutdown hooks: after pushes compressed by MXNet's own 2bit,
+    # MXNet 1.9.1 frees its server-side decompression buffers with an invalid device and crashes.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""Traffic and step time of the dist kvstore per compression, on real jobs over loopback.
+
+For each model (the parameter shapes of gluoncv's cifar_resnet20_v1 and of a 10M-parameter MLP) and
+each mode it launches a job (tools/launch.py, W workers, 1 server) in which every worker pushes a
+gradient for every parameter and pulls the result, once per step, all keys in one call:
+
+    mxnet-none   MXNet's own dist_sync store and server, uncompressed
+    mxnet-2bit   MXNet's own dist_sync store and server, MXNet's 2bit
+    gc-none      mxnet_gc's store and server, uncompressed
+    gc-mx2bit    mxnet_gc's store and server, MXNet's 2bit kernels ({'type': '2bit'})
+    gc_2bit      mxnet_gc's store and server, mxnet_gc's 2bit
+    4bit         mxnet_gc's store and server, mxnet_gc's 4bit
+
+Bytes are measured from the traffic itself: each worker reads the kernel's counters of its own TCP
+connections (``ss -tinp``: bytes acknowledged by the peer, bytes received) before and after the
+timed steps.
+A run of the same keys with one value each ('headers') measures the fixed per-message cost.
+
+    .venv/bin/python tools/bench_kvstore.py [--workers 2] [--steps 20] [--models resnet20 mlp10m]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit"]
+COMPRESSION = {"mxnet-2bit": {"type": "2bit", "threshold": 0.01}, "gc-mx2bit": {"type": "2bit", "threshold": 0.01},
+               "gc_2bit": {"type": "gc_2bit", "threshold": 0.01}, "4bit": {"type": "4bit", "thresholds": "medium"},
+               "gc-none": {"type": "none"}}
+
+
+def model_shapes(model):
+    if model == "mlp10m":
+        sizes = [1024, 2048, 2048, 2048, 10]
+        shapes = []
+        for a, b in zip(sizes, sizes[1:]):
+            shapes += [(b, a), (b,)]
+        return shapes
+    import mxnet as mx
+    from gluoncv import model_zoo
+
+    net = model_zoo.get_model("cifar_resnet20_v1", classes=10)
+    net.initialize()
+    net(mx.nd.zeros((1, 3, 32, 32)))
+    return [p.shape for p in net.collect_params().values()]
+
+
+def socket_bytes(pid):
+    """(bytes sent, bytes received) over all TCP connections of process ``pid``, from the kernel's
+    per-socket counters (``ss -tinp``: bytes_acked counts payload the peer received)."""
+    out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=True).stdout
+    sent = received = 0
+    mine = False
+    for line in out.splitlines():
+        if not line.startswith((" ", "\t")):
+            mine = ("pid=%d," % pid) in line
+            continue
+        if mine:
+            fields = dict(f.split(":", 1) for f in line.split() if f.startswith(("bytes_acked:", "bytes_received:")))
+            sent += int(fields.get("bytes_acked", 0))
+            received += int(fields.get("bytes_received", 0))
+    return sent, received
+
+
+def worker(args):
+    """One worker of a benchmark job: writes its measurements to args.out/rank<r>.json."""
+    import numpy as np
+    import mxnet as mx
+    import mxnet_gc
+
+    shapes = model_shapes(args.model)
+    if args.headers:
+        shapes = [(1,)] * len(shapes)
+    if args.mode.startswith("mxnet"):
+        kv = mx.kv.create("dist_sync")
+        if args.mode == "mxnet-2bit":
+            kv.set_gradient_compression(COMPRESSION[args.mode])
+    else:
+        kv = mxnet_gc.kvstore.create("dist_sync")
+        kv.set_gradient_compression(COMPRESSION[args.mode])
+    keys = list(range(len(shapes)))
+    kv.init(keys, [mx.nd.zeros(s) for s in shapes])
+    rng = np.random.default_rng(kv.rank)
+    grads = [mx.nd.array(rng.standard_normal(s).astype(np.float32) * 0.01) for s in shapes]
+    outs = [mx.nd.zeros(s) for s in shapes]
+
+    def step():
+        kv.push(keys, grads)
+        kv.pull(keys, out=outs)
+        for o in outs:
+            o.wait_to_read()
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    sent0, recv0 = socket_bytes(os.getpid())
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    sent1, recv1 = socket_bytes(os.getpid())
+    result = {"rank": kv.rank, "values": int(sum(np.prod(s) for s in shapes)), "keys": len(shapes),
+              "step_s": statistics.median(times), "step_s_spread": [min(times), max(times)],
+              "sent_per_step": (sent1 - sent0) / args.steps, "recv_per_step": (recv1 - recv0) / args.steps}
+    with open(os.path.join(args.out, "rank%d.json" % kv.rank), "w") as f:
+        json.dump(result, f)
+
+
+def run(model, mode, args, headers=False):
+    """Launches one job; returns rank 0's measurements."""
+    with tempfile.TemporaryDirectory() as out:
+        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(args.workers), "-s", "1",
+                "--timeout", "900"]
+        if mode.startswith("mxnet"):
+            argv.append("--mxnet-servers")
+        argv += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
+                 "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
+        if headers:
+            argv.append("--headers")
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit("job %s %s failed:\n%s\n%s" % (model, mode, proc.stdout[-3000:], proc.stderr[-3000:]))
+        with open(os.path.join(out, "rank0.json")) as f:
+            return json.load(f)
+
+
+def theoretical_push(mode, shapes):
+    """Payload bytes of one worker's pushes per step."""
+    per_value = {"mxnet-none": 4, "gc-none": 4, "mxnet-2bit": 0.25, "gc-mx2bit": 0.25, "gc_2bit": 0.25,
+                 "4bit": 0.5}[mode]
+    words_per = {4: 1, 0.25: 16, 0.5: 8}[per_value]
+    total = 0
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= d
+        total += 4 * (-(-n // words_per))
+    return total
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--models", nargs="+", default=["resnet20", "mlp10m"])
+    parser.add_argument("--modes", nargs="+", default=MODES)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--headers", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    print("%d workers, 1 server, loopback, %d timed steps after %d warm-up; per worker per step\n"
+          % (args.workers, args.steps, args.warmup))
+    print("| model | mode | values | step ms (median) | sent bytes | payload bytes (theory) | sent / theory "
+          "| received bytes |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    results = {}
+    for model in args.models:
+        shapes = model_shapes(model)
+        for mode in args.modes:
+            r = run(model, mode, args)
+            results[model, mode] = r
+            theory = theoretical_push(mode, shapes)
+            print("| %s | %s | %d | %.1f | %.0f | %d | %.3f | %.0f |" % (
+                model, mode, r["values"], 1e3 * r["step_s"], r["sent_per_step"], theory,
+                r["sent_per_step"] / theory, r["recv_per_step"]), flush=True)
+        if "4bit" in args.modes:
+            h = run(model, "4bit", args, headers=True)
+            results[model, "headers"] = h
+            payload = results[model, "4bit"]["sent_per_step"] - h["sent_per_step"]
+            theory = theoretical_push("4bit", shapes) - theoretical_push("4bit", [(1,)] * len(shapes))
+            print("| %s | 4bit, 1 value per key (fixed cost) | %d | %.1f | %.0f | | | %.0f |"
+                  % (model, h["values"], 1e3 * h["step_s"], h["sent_per_step"], h["recv_per_step"]))
+            results[model, "4bit_payload_ratio"] = payload / theory
+    print("\nTargets:")
+    for model in args.models:
+        if (model, "4bit_payload_ratio") in results:
+            print("- %s: 4bit push traffic beyond the fixed per-message cost is %.4f x n/2 bytes (target: "
+                  "within 3%%)" % (model, results[model, "4bit_payload_ratio"]))
+        if (model, "gc_2bit") in results and (model, "mxnet-2bit") in results:
+            print("- %s: gc_2bit step time / MXNet's stock 2bit step time: %.2f (target <= 1.2)"
+                  % (model, results[model, "gc_2bit"]["step_s"] / results[model, "mxnet-2bit"]["step_s"]))
+        if (model, "gc_2bit") in results and (model, "gc-mx2bit") in results:
+            print("- %s: gc_2bit step time / MXNet's 2bit kernels in mxnet_gc's store: %.2f"
+                  % (model, results[model, "gc_2bit"]["step_s"] / results[model, "gc-mx2bit"]["step_s"]))
+
+
+if __name__ == "__main__":
+    main()
