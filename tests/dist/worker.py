@@ -21,7 +21,8 @@ from job import gradient, initial_value  # noqa: E402
 
 def main():
     spec = json.load(open(sys.argv[1]))
-    kv = mxnet_gc.kvstore.create("dist_sync")
+    kv = mx.kv.create("gc_dist_sync")  # the name mxnet_gc registers in MXNet
+    assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == "dist_sync"
     rank = kv.rank
     keys = [k for k, _ in spec["keys"]]
     shapes = [tuple(s) for _, s in spec["keys"]]

@@ -1,0 +1,71 @@
+"""The parts of the dist store that need no processes: compression settings, key placement, commands."""
+import numpy as np
+import pytest
+import mxnet as mx
+
+import mxnet_gc
+from mxnet_gc.kvstore import protocol
+from mxnet_gc.kvstore.compression import Compression
+
+
+def test_supported_types_and_names():
+    assert mxnet_gc.kvstore.supported_types() == ["none", "2bit", "4bit", "gc_2bit"]
+    assert Compression({"type": "2bit", "threshold": 0.5}).is_mxnet
+    assert Compression({"type": "gc_2bit"}).codec_for("w").config() == {"type": "2bit", "threshold": 0.5}
+    four = Compression({"type": "4bit", "thresholds": "small", "per_key": {"fc": [0.5, 1.0], 3: "large"}})
+    assert four.codec_for("fc").group.levels == (0.5, 1.0)
+    assert four.codec_for(3).group == mxnet_gc.codecs.default_group("large")
+    assert four.codec_for("other").group == mxnet_gc.codecs.default_group("small")
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"type": "3bit"}, "unknown gradient compression type '3bit'; supported types: none, 2bit, 4bit, gc_2bit"),
+    ({"type": "gc_4bit"}, "unknown gradient compression type 'gc_4bit'"),
+    ({"threshold": 0.5}, "must be a dict with a 'type'"),
+    ({"type": "2bit", "threshold": -1}, "'threshold' must be positive"),
+    ({"type": "2bit", "thresholds": [1]}, "2bit: unknown parameter(s) 'thresholds'"),
+    ({"type": "none", "threshold": 1}, "none: unknown parameter(s) 'threshold'"),
+    ({"type": "2bit", "per_key": {"a": [1]}}, "'per_key' needs an mxnet_gc codec"),
+    ({"type": "4bit", "thresholds": [2, 1]}, "strictly increasing"),
+    ({"type": "4bit", "per_key": {"a": [0, 1]}}, "must be positive"),
+    ({"type": "4bit", "per_key": [1]}, "'per_key' must be a dict"),
+])
+def test_bad_compression_params(params, message):
+    with pytest.raises(ValueError) as err:
+        Compression(params)
+    assert message in str(err.value)
+
+
+def test_keys_land_on_the_chosen_server():
+    for servers in (1, 2, 3, 7):
+        alloc = protocol.KeyAllocator(servers)
+        seen = set()
+        for server in list(range(servers)) * 20:
+            key = alloc.on_server(server)
+            assert protocol.server_of(key, servers) == server and key not in seen
+            seen.add(key)
+
+
+def test_split_sizes():
+    assert protocol.split_sizes(10, 3) == [3, 4, 3]
+    assert sum(protocol.split_sizes(1_000_003, 4)) == 1_000_003
+
+
+def test_commands_round_trip():
+    body = protocol.encode_command("config", rank=1, config={"type": "4bit"})
+    assert protocol.decode_command(body) == ("config", {"rank": 1, "config": {"type": "4bit"}})
+    assert protocol.decode_command("(dp0\n...") is None  # a stock MXNet optimizer pickle
+    status = np.zeros(protocol.STATUS_WORDS, np.float32)
+    protocol.write_message(status, "rejected a push ✓")
+    assert protocol.read_message(status) == "rejected a push ✓"
+
+
+def test_store_names_in_mxnet_registry():
+    assert mx.kv.KVStoreBase.kv_registry["gc_dist_sync"] is mxnet_gc.kvstore.DistSyncStore
+    assert mxnet_gc.kvstore.create("local").type == "local"  # other names are MXNet's own stores
+
+
+def test_store_outside_a_job_says_how_to_start_one(monkeypatch):
+    monkeypatch.delenv("DMLC_NUM_SERVER", raising=False)
+    with pytest.raises(RuntimeError, match="start the job with tools/launch.py"):
+        mxnet_gc.kvstore.create("dist_sync")
