@@ -4,21 +4,31 @@
 ``mxnet_gc.gluon.Trainer`` takes the same arguments, accepts the store's name ('dist_sync') and
 ``compression_params={'type': '4bit', ...}``, and talks to the store in bulk: one init for all
 parameters and one push and one pull per step (one synchronisation of the workers per step, where
-Gluon's own trainer synchronises once per parameter).
+Gluon's own trainer synchronises once per parameter), with small parameters sharing messages of up
+to ``bucket_size`` values (MXNET_GC_BUCKET_SIZE when set, else 262144; 0 for one message each).
 """
+import os
+
 from mxnet import gluon
 
 from . import kvstore as gc_kvstore
 from .kvstore.dist_store import DistSyncStore
 
 
+DEFAULT_BUCKET_SIZE = 262144  # values (1 MiB of float32)
+
+
 class Trainer(gluon.Trainer):
     """gluon.Trainer with mxnet_gc's compressed dist store."""
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
-                 update_on_kvstore=None):
+                 update_on_kvstore=None, bucket_size=None):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.STORES:
             kvstore = gc_kvstore.create(kvstore)
+        if isinstance(kvstore, DistSyncStore) and not kvstore._chunks:
+            if bucket_size is None:
+                bucket_size = int(os.environ.get("MXNET_GC_BUCKET_SIZE", DEFAULT_BUCKET_SIZE))
+            kvstore.set_bucket_size(bucket_size)
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params=compression_params, update_on_kvstore=update_on_kvstore)
 

@@ -60,13 +60,16 @@ def test_4bit_steps_two_workers_one_server(tmp_path):
     check(results, expected, 2, spec)
 
 
-def test_4bit_three_workers_two_servers_many_keys_lists(tmp_path):
+@pytest.mark.parametrize("bucket", [0, 300], ids=["one-message-per-key", "small-keys-share-messages"])
+def test_4bit_three_workers_two_servers_many_keys_lists(tmp_path, bucket):
     keys = [[k, [1 + 17 * k]] for k in range(10)] + [["bias", [3]], ["conv", [4, 3, 3, 3]]]
     spec = {"keys": keys, "steps": 3, "scale": 1.5, "seed": 2, "lists": True,
-            "compression": {"type": "4bit", "thresholds": POW2}}
-    proc, results = run_job(tmp_path, spec, workers=3, servers=2)
-    check(results, simulate(spec, 3), 3, spec)
+            "compression": {"type": "4bit", "thresholds": POW2, "per_key": {"bias": [0.5, 1.0]}}}
+    proc, results = run_job(tmp_path, spec, workers=3, servers=2, env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
     pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout)]
+    # 12 keys: one push per key and worker and step, or fewer when keys share messages
+    assert (sum(pushes) == 12 * 3 * 3) == (bucket == 0)
+    check(results, simulate(spec, 3, levels_for_key={"bias": [0.5, 1.0]}), 3, spec)
     assert len(pushes) == 2 and min(pushes) > 0  # both servers took part
 
 
@@ -116,12 +119,14 @@ def test_per_key_threshold_groups(tmp_path):
     check(results, expected, 2, spec)
 
 
-def test_sgd_momentum_on_servers(tmp_path):
+@pytest.mark.parametrize("bucket", [0, 100], ids=["one-message-per-key", "keys-share-a-message"])
+def test_sgd_momentum_on_servers(tmp_path, bucket):
     """Pulls return weights updated on the servers; equal to MXNet's SGD applied here to the same sums."""
     opt_params = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01, "rescale_grad": 0.5}
-    spec = {"keys": [[0, [20]], ["w", [3, 4]]], "steps": 4, "scale": 1.0, "seed": 7,
+    spec = {"keys": [[0, [20]], ["w", [3, 4]]], "steps": 4, "scale": 1.0, "seed": 7, "lists": True,
             "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params]}
-    _, results = run_job(tmp_path, spec, workers=2, servers=2)
+    _, results = run_job(tmp_path, spec, workers=2, servers=1 if bucket else 2,
+                         env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
     sums = simulate(spec, 2)
     opt = mx.optimizer.create("sgd", **opt_params)
     for i, (key, shape) in enumerate(spec["keys"]):
@@ -134,6 +139,14 @@ def test_sgd_momentum_on_servers(tmp_path):
 
 
 # ---- bad input and faults ----
+
+def test_keys_sharing_a_message_must_be_pushed_together(tmp_path):
+    spec = {"keys": [["a", [5]], ["b", [5]]], "steps": 2, "scale": 1.0, "seed": 12, "lists": True,
+            "partial_push": True, "compression": {"type": "4bit", "thresholds": POW2}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1, env=["MXNET_GC_BUCKET_SIZE=100"])
+    for saved in results.values():
+        assert "push: keys ['b'] share a message with ['a']" in str(saved["partial_push_error"])
+    check(results, simulate(spec, 2), 2, spec)  # the refused push changed nothing
 
 def test_bad_compression_params_rejected_before_any_traffic(tmp_path):
     """An unknown type raises on every worker, listing the supported types; the job then runs normally."""

@@ -12,6 +12,8 @@ gradient for every parameter and pulls the result, once per step, all keys in on
     gc_2bit      mxnet_gc's store and server, mxnet_gc's 2bit
     4bit         mxnet_gc's store and server, mxnet_gc's 4bit
 
+mxnet_gc's store runs with small keys sharing messages (--bucket, default 262144 values).
+
 Bytes are measured from the traffic itself: each worker reads the kernel's counters of its own TCP
 connections (``ss -tinp``: bytes acknowledged by the peer, bytes received) before and after the
 timed steps.
@@ -119,6 +121,8 @@ def run(model, mode, args, headers=False):
                 "--timeout", "900"]
         if mode.startswith("mxnet"):
             argv.append("--mxnet-servers")
+        else:
+            argv += ["--env", "MXNET_GC_BUCKET_SIZE=%d" % args.bucket]
         argv += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
                  "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
         if headers:
@@ -151,6 +155,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=["resnet20", "mlp10m"])
     parser.add_argument("--modes", nargs="+", default=MODES)
+    parser.add_argument("--bucket", type=int, default=262144,
+                        help="MXNET_GC_BUCKET_SIZE of mxnet_gc's store: small keys share messages of up to this "
+                             "many values (0: one message per key)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--headers", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -159,8 +166,8 @@ def main():
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    print("%d workers, 1 server, loopback, %d timed steps after %d warm-up; per worker per step\n"
-          % (args.workers, args.steps, args.warmup))
+    print("%d workers, 1 server, loopback, %d timed steps after %d warm-up; mxnet_gc bucket size %d values; "
+          "per worker per step\n" % (args.workers, args.steps, args.warmup, args.bucket))
     print("| model | mode | values | step ms (median) | sent bytes | payload bytes (theory) | sent / theory "
           "| received bytes |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -18,9 +18,11 @@ from mxnet.kvstore import KVStoreBase
 
 from . import protocol
 from .compression import Compression
+from .layout import Layout
 
 BIGARRAY_BOUND_ENV = "MXNET_GC_BIGARRAY_BOUND"
 DEFAULT_BIGARRAY_BOUND = 1_000_000
+BUCKET_ENV = "MXNET_GC_BUCKET_SIZE"
 
 
 def _as_list(x):
@@ -52,37 +54,16 @@ def _wait_to_write(array):
     check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
 
 
-class Chunk:
-    """A contiguous part [begin, end) of a user key's flattened value, held by one server."""
-
-    def __init__(self, key, begin, end, server, value_key):
-        self.key, self.begin, self.end, self.server, self.value_key = key, begin, end, server, value_key
-        self.payload_key = None  # for mxnet_gc codecs: the key the payloads are pushed to
-        self.payload_words = None
-        self.codec = None
-        self.residual = None
-        self.payload = None
-        self.send = None  # dense pushes: a private copy of the gradient part
-
-    @property
-    def size(self):
-        return self.end - self.begin
-
-    @property
-    def push_key(self):
-        return self.value_key if self.codec is None else self.payload_key
-
-    def describe(self):
-        """The chunk as the servers need it (see CompressedServer.layout)."""
-        return {"push_key": self.push_key, "value_key": self.value_key, "size": self.size,
-                "index": self.key, "codec": None if self.codec is None else self.codec.config()}
-
-
 class DistSyncStore(KVStoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
-    Start the processes with ``tools/launch.py``.  ``MXNET_GC_BIGARRAY_BOUND`` (default 1,000,000)
-    is the number of values from which a tensor is split into one part per server.
+    Start the processes with ``tools/launch.py``.  Settings (environment variables):
+
+    - ``MXNET_GC_BIGARRAY_BOUND`` (default 1,000,000): from this many values a tensor is split into
+      one part per server.
+    - ``MXNET_GC_BUCKET_SIZE`` (default 0, off): small keys initialized together share messages of up
+      to this many values; they must then be pushed together too.  ``set_bucket_size`` sets it
+      per store (mxnet_gc.gluon.Trainer does, since it pushes every parameter in one call).
     """
 
     def __init__(self):
@@ -103,8 +84,8 @@ class DistSyncStore(KVStoreBase):
         self._num_servers = int(os.environ["DMLC_NUM_SERVER"])
         self._bound = int(os.environ.get(BIGARRAY_BOUND_ENV, DEFAULT_BIGARRAY_BOUND))
         self._alloc = protocol.KeyAllocator(self._num_servers)
-        self._server_bytes = [0] * self._num_servers
-        self._chunks = {}  # user key -> [Chunk]
+        self._layout = Layout(self._num_servers, self._bound, int(os.environ.get(BUCKET_ENV, 0)), self._alloc)
+        self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._shapes = {}  # user key -> shape
         self._compression = Compression({"type": "none"})
         self._round = 0
@@ -154,27 +135,38 @@ class DistSyncStore(KVStoreBase):
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
-        self._assign_codecs(list(self._chunks))
+        self._assign_codecs(self._layout.messages)
 
     def init(self, key, value):
         """Initializes keys with rank 0's values (a collective call, like MXNet's init)."""
-        keys, values = _as_list(key), _as_list(value)
+        keys, values = _as_list(key), [_as_list(v)[0] for v in _as_list(value)]
         if len(keys) != len(values):
             raise ValueError("init: %d keys and %d values" % (len(keys), len(values)))
-        new_chunks = []
-        for k, v in zip(keys, values):
+        for k in keys:
             self._check_key(k)
-            if k in self._chunks:
+            if k in self._chunks or keys.count(k) > 1:
                 raise ValueError("key %r is already initialized" % (k,))
-            v = _as_list(v)[0]
-            self._chunks[k] = self._place(k, v.size)
-            self._shapes[k] = v.shape
-            new_chunks += [(c, v.reshape(-1)[c.begin:c.end]) for c in self._chunks[k]]
-        # MXNet keeps the array given to init (and to each push) as the key's receive buffer for later
-        # pulls, so it gets private copies: the caller's arrays must not be overwritten by pulls.
-        self._kv.init([c.value_key for c, _ in new_chunks], [part.copy() for _, part in new_chunks])
-        self._register([c.value_key for c, _ in new_chunks], [c.size for c, _ in new_chunks])
-        self._assign_codecs(keys)
+        self._shapes.update((k, v.shape) for k, v in zip(keys, values))
+        messages = self._layout.add(keys, [v.shape for v in values])
+        flat = {k: v.reshape(-1) for k, v in zip(keys, values)}
+        # A message's value is its chunks' parts, end to end.  (A private array: MXNet keeps the array
+        # given to init as the key's buffer for later pulls.)
+        initial = [mx.nd.concat(*[flat[c.key][c.begin:c.end] for c in m.chunks], dim=0) if len(m.chunks) > 1
+                   else flat[m.chunks[0].key][m.chunks[0].begin:m.chunks[0].end].copy() for m in messages]
+        self._kv.init([m.value_key for m in messages], initial)
+        self._register([m.value_key for m in messages], [m.size for m in messages])
+        self._assign_codecs(messages)
+
+    def set_bucket_size(self, values):
+        """Small keys initialized together share messages of up to ``values`` values (0: off).
+
+        Must be called before ``init``; keys sharing a message must then be pushed in one call.
+        """
+        if self._chunks:
+            raise RuntimeError("set_bucket_size must come before the first init")
+        if not isinstance(values, int) or values < 0:
+            raise ValueError("bucket size must be an int >= 0, got %r" % (values,))
+        self._layout.bucket = values
 
     def broadcast(self, key, value, out, priority=0):
         self.init(key, value)
@@ -183,59 +175,63 @@ class DistSyncStore(KVStoreBase):
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
         keys, values = _as_list(key), _as_list(value)
+        grads = {k: self._local_sum(k, v) for k, v in zip(keys, values)}
+        messages = self._layout.messages_of(keys)
+        for m in messages:
+            missing = [c.key for c in m.chunks if c.key not in grads]
+            if missing:
+                raise ValueError("push: keys %s share a message with %s (MXNET_GC_BUCKET_SIZE); push them in "
+                                 "the same call" % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
         # A pull still in flight must read the value before this push can start a new round: the engine
         # cannot order them (they use different keys), so wait here.
         for a in self._pulled:
             a.wait_to_read()
         self._pulled = []
-        push_keys, push_arrays = [], []
-        for k, v in zip(keys, values):
-            grad = self._local_sum(k, v)
-            chunks = self._chunks[k]
-            flat = grad.reshape(-1) if len(chunks) > 1 else None
-            for c in chunks:
-                part = grad if flat is None else flat[c.begin:c.end]
-                if c.codec is None:  # dense: through a private flat buffer (see init; pulls reuse it)
-                    if c.send is None:
-                        c.send = mx.nd.zeros(c.size)
-                    part.reshape(-1).copyto(c.send)
-                    push_keys.append(c.value_key)
-                    push_arrays.append(c.send)
-                else:
-                    c.codec.encode(part, c.residual, out=c.payload, validate=False)
-                    push_keys.append(c.payload_key)
-                    push_arrays.append(c.payload)
-        self._kv.push(push_keys, push_arrays, priority=priority)
-        self._pushed += push_arrays
+        for m in messages:
+            for c in m.chunks:
+                grad = grads[c.key]
+                part = grad if c.whole_key else grad.reshape(-1)[c.begin:c.end]
+                if m.coded:
+                    c.codec.encode(part, c.residual, out=c.views["payload"], validate=False)
+                else:  # dense: through a private flat buffer (MXNet reuses it for this key's pulls)
+                    part.reshape(-1).copyto(c.views["send"])
+        arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
+        self._kv.push([m.push_key for m in messages], arrays, priority=priority)
+        self._pushed += arrays
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's value (the summed gradients, or the weight) into ``out``."""
         keys, outs = _as_list(key), _as_list(out)
         if len(keys) != len(outs):
             raise ValueError("pull: %d keys and %d outputs" % (len(keys), len(outs)))
-        targets = []
+        targets = {}
         for k, o in zip(keys, outs):
             self._check_initialized(k)
-            targets.append(_as_list(o))
-            for t in targets[-1]:
+            targets[k] = _as_list(o)
+            for t in targets[k]:
                 if t.shape != self._shapes[k]:
                     raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
         synchronized = bool(self._pushed)
         if synchronized:
             self._synchronize()
-        pull_keys, pull_outs = [], []
-        for k, t in zip(keys, targets):
-            flat = t[0].reshape(-1)
-            for c in self._chunks[k]:
-                pull_keys.append(c.value_key)
-                pull_outs.append(flat[c.begin:c.end])
+        pull_keys, pull_outs, copies = [], [], []
+        for m in self._layout.messages_of(keys):
+            pull_keys.append(m.value_key)
+            if len(m.chunks) == 1:
+                c = m.chunks[0]
+                pull_outs.append(targets[c.key][0].reshape(-1)[c.begin:c.end])
+            else:  # into the message's buffer, then each wanted key's segment into its output
+                pull_outs.append(m.buffers["recv"])
+                copies += [(c.views["recv"], targets[c.key][0]) for c in m.chunks if c.key in targets]
         if synchronized:  # the servers' status comes with the values of a round
             pull_keys += self._status_keys
             pull_outs += self._status
         self._kv.pull(pull_keys, out=pull_outs, priority=priority)
+        for src, dst in copies:
+            src.copyto(dst)
         if synchronized:
             self._raise_on_server_errors()
-        for t in targets:
+        for t in targets.values():
             for extra in t[1:]:
                 t[0].copyto(extra)
             self._pulled += t
@@ -280,47 +276,39 @@ class DistSyncStore(KVStoreBase):
         if key not in self._chunks:
             raise ValueError("key %r is not initialized (call init first)" % (key,))
 
-    def _place(self, key, n):
-        """Chunks of a new key: one part per server for big tensors, else the least loaded server."""
-        if n >= self._bound and self._num_servers > 1:
-            sizes = protocol.split_sizes(n, self._num_servers)
-            servers = range(self._num_servers)
-        else:
-            sizes = [n]
-            servers = [min(range(self._num_servers), key=lambda s: self._server_bytes[s])]
-        chunks, begin = [], 0
-        for size, server in zip(sizes, servers):
-            chunks.append(Chunk(key, begin, begin + size, server, self._alloc.on_server(server)))
-            self._server_bytes[server] += 4 * size
-            begin += size
-        return chunks
-
-    def _assign_codecs(self, keys):
-        """Gives the chunks of ``keys`` the current codec; creates payload keys the codec needs."""
+    def _assign_codecs(self, messages):
+        """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
         new_payload = []
-        for k in keys:
-            codec = self._compression.codec_for(k)
-            for c in self._chunks[k]:
-                c.codec = codec
-                if codec is None:
-                    continue
-                words = codec.payload_size(c.size)
-                if c.payload_words != words:
-                    c.payload_key = self._alloc.on_server(c.server)
-                    c.payload_words = words
-                    c.payload = mx.nd.zeros(words)
-                    new_payload.append(c)
-                if c.residual is None:  # shaped like what push encodes: the whole key, or a flat part
-                    c.residual = mx.nd.zeros(self._shapes[k] if len(self._chunks[k]) == 1 else c.size)
+        for m in messages:
+            if m.set_codecs(self._compression.codec_for):
+                m.payload_key = self._alloc.on_server(m.server)
+                m.buffers["payload"] = mx.nd.zeros(m.payload_words)
+                new_payload.append(m)
+            if not m.coded and "send" not in m.buffers:
+                m.buffers["send"] = mx.nd.zeros(m.size)
+            if len(m.chunks) > 1 and "recv" not in m.buffers:
+                m.buffers["recv"] = mx.nd.zeros(m.size)
+            for c in m.chunks:
+                c.views = {name: self._segment(m, c, name) for name in m.buffers}
+                if m.coded and c.residual is None:  # shaped like what push encodes
+                    c.residual = mx.nd.zeros(c.shape if c.whole_key else (c.size,))
         if new_payload:
-            self._kv.init([c.payload_key for c in new_payload], [c.payload for c in new_payload])
-        self._publish_layout()
-
-    def _publish_layout(self):
+            self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if self.rank == 0:
-            self._command("layout", chunks=[c.describe() for cs in self._chunks.values() for c in cs])
+            self._command("layout", messages=[m.describe() for m in messages])
         self._kv._barrier()
         self._check_status()
+
+    @staticmethod
+    def _segment(message, chunk, name):
+        """The view of one of a message's buffers that belongs to ``chunk``."""
+        buffer = message.buffers[name]
+        if len(message.chunks) == 1:
+            return buffer
+        if name == "payload":
+            return buffer[chunk.payload_offset:chunk.payload_offset + chunk.payload_words]
+        view = buffer[chunk.offset:chunk.offset + chunk.size]
+        return view.reshape(chunk.shape) if name == "recv" else view
 
     def _register(self, value_keys, sizes):
         """Lets each server keep a handle on the value arrays it will write (one push each, by rank 0)."""
@@ -383,8 +371,7 @@ class DistSyncStore(KVStoreBase):
 
     def server_chunks(self):
         """{server rank: [(key, begin, end)]}: where each part of each key lives."""
-        out = {s: [] for s in range(self._num_servers)}
-        for cs in self._chunks.values():
-            for c in cs:
-                out[c.server].append((c.key, c.begin, c.end))
+        out = {server: [] for server in range(self._num_servers)}
+        for m in self._layout.messages:
+            out[m.server] += [(c.key, c.begin, c.end) for c in m.chunks]
         return out

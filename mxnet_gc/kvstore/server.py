@@ -1,7 +1,7 @@
 """The server side of the compressed dist store: decodes every worker's push and sums them.
 
 Runs inside MXNet's own parameter server (ps-lite), created as 'dist_async' so that its updater is
-called for each worker's push.  For each chunk it keeps an accumulator; when the last worker's push
+called for each worker's push.  For each message it keeps an accumulator; when the last worker's push
 of a round has arrived it writes the sum (or, with an optimizer, the updated weight) into the value
 array that workers pull.  Started by ``python -m mxnet_gc.kvstore.server`` (tools/launch.py does it).
 """
@@ -37,33 +37,36 @@ def numpy_view(array):
     return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(array.size,))
 
 
-class ChunkState:
-    """What a server knows of one chunk: its codec, accumulator and push count."""
+class MessageState:
+    """What a server knows of one message: its segments' codecs, the accumulator, the push count."""
 
     def __init__(self, desc):
         self.value_key = desc["value_key"]
         self.size = desc["size"]
-        self.index = desc["index"]
         self.acc = mx.nd.zeros(self.size)
         self.acc_np = numpy_view(self.acc)
         self.count = 0
         self.rejected = False
-        self.set_codec(desc["codec"])
+        self.set_layout(desc)
 
-    def set_codec(self, config):
-        self.codec = None if config is None else codecs.create(config)
-        self.words = self.size if self.codec is None else self.codec.payload_size(self.size)
+    def set_layout(self, desc):
+        self.words = desc["words"]
+        self.segments = [dict(seg, codec=None if seg["codec"] is None else codecs.create(seg["codec"]))
+                         for seg in desc["segments"]]
+        self.coded = self.segments[0]["codec"] is not None
 
     def add(self, recv):
-        """Adds one worker's push (dense float32 values, or a payload) to the accumulator, at once."""
+        """Adds one worker's push (dense float32 values, or payloads) to the accumulator, at once."""
         first = self.count == 0
-        if self.codec is None:
+        if not self.coded:
             if first:
                 self.acc_np[:] = recv
             else:
                 self.acc_np += recv
-        else:
-            self.codec.decode_numpy(recv, self.acc_np, add=not first)
+            return
+        for seg in self.segments:
+            payload = recv[seg["payload_offset"]:seg["payload_offset"] + seg["payload_words"]]
+            seg["codec"].decode_numpy(payload, self.acc_np[seg["offset"]:seg["offset"] + seg["size"]], add=not first)
 
 
 class CompressedServer(KVStoreServer):
@@ -77,7 +80,7 @@ class CompressedServer(KVStoreServer):
         self.values = {}  # value key -> the stored NDArray workers pull
         self.values_np = {}  # value key -> a numpy view of it
         self.expected = set()  # value keys whose next push registers them
-        self.chunks = {}  # push key -> ChunkState
+        self.messages = {}  # push key -> MessageState
         self.status_key = None
         self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
         self.configs = {}  # config round -> {worker rank: config}
@@ -116,35 +119,44 @@ class CompressedServer(KVStoreServer):
             if key == self.status_key:
                 self.publish_status()
             return
-        chunk = self.chunks.get(key)
-        if chunk is None:
+        message = self.messages.get(key)
+        if message is None:
             self.error("push to key %d, which no layout assigns to server %d" % (key, self.server_rank))
             return
         self.pushes += 1
         self.bytes += 4 * recv.size
-        if recv.size != chunk.words:
-            self.error("rejected a push of %d float32 words to key %d (index %r), expected %d; the value is "
-                       "left unchanged this round" % (recv.size, key, chunk.index, chunk.words))
-            chunk.rejected = True
+        if recv.size != message.words:
+            keys = [seg["index"] for seg in message.segments]
+            self.error("rejected a push of %d float32 words to key %d (for keys %s), expected %d; the values are "
+                       "left unchanged this round" % (recv.size, key, keys, message.words))
+            message.rejected = True
         else:
-            chunk.add(numpy_view(recv))
-        chunk.count += 1
-        if chunk.count == self.num_workers:
-            self.finish_round(chunk)
+            message.add(numpy_view(recv))
+        message.count += 1
+        if message.count == self.num_workers:
+            self.finish_round(message)
 
-    def finish_round(self, chunk):
-        if not chunk.rejected:
-            value = self.values[chunk.value_key]
+    def finish_round(self, message):
+        if not message.rejected:
             if self.optimizer is None:
-                self.values_np[chunk.value_key][:] = chunk.acc_np
+                self.values_np[message.value_key][:] = message.acc_np
             else:
-                index = chunk.value_key
-                if index not in self.opt_states:
-                    self.opt_states[index] = self.optimizer.create_state_multi_precision(index, value)
-                self.optimizer.update_multi_precision(index, value, chunk.acc, self.opt_states[index])
-                value.wait_to_read()  # reads acc, which the next round writes directly
-        chunk.count = 0
-        chunk.rejected = False
+                self.apply_optimizer(message)
+        message.count = 0
+        message.rejected = False
+
+    def apply_optimizer(self, message):
+        """One optimizer step per segment, under the segment's own index (its chunk id)."""
+        value = self.values[message.value_key]
+        for seg in message.segments:
+            begin, end = seg["offset"], seg["offset"] + seg["size"]
+            weight, grad = (value, message.acc) if len(message.segments) == 1 else \
+                (value[begin:end], message.acc[begin:end])
+            index = seg["id"]
+            if index not in self.opt_states:
+                self.opt_states[index] = self.optimizer.create_state_multi_precision(index, weight)
+            self.optimizer.update_multi_precision(index, weight, grad, self.opt_states[index])
+        value.wait_to_read()  # the update reads acc, which the next round writes directly
 
     # ---- commands from workers ----
 
@@ -155,19 +167,20 @@ class CompressedServer(KVStoreServer):
         mine = [k for k in value_keys if protocol.server_of(k, self.num_servers) == self.server_rank]
         self.expected.update(k for k in mine if k not in self.values)
 
-    def on_layout(self, chunks):
-        for desc in chunks:
+    def on_layout(self, messages):
+        for desc in messages:
             if protocol.server_of(desc["value_key"], self.num_servers) != self.server_rank:
                 continue
-            old = next((c for c in self.chunks.values() if c.value_key == desc["value_key"]), None)
+            old = next((m for m in self.messages.values() if m.value_key == desc["value_key"]), None)
             if old is None:
-                self.chunks[desc["push_key"]] = ChunkState(desc)
+                self.messages[desc["push_key"]] = MessageState(desc)
                 continue
             if old.count:
-                self.error("layout changed in the middle of a round of key %r" % (desc["index"],))
-            self.chunks = {k: c for k, c in self.chunks.items() if c is not old}
-            old.set_codec(desc["codec"])
-            self.chunks[desc["push_key"]] = old
+                self.error("layout changed in the middle of a round of keys %s"
+                           % [seg["index"] for seg in desc["segments"]])
+            self.messages = {k: m for k, m in self.messages.items() if m is not old}
+            old.set_layout(desc)
+            self.messages[desc["push_key"]] = old
         if self.optimizer is not None:
             self.alias_optimizer_indices()
 
@@ -212,7 +225,7 @@ class CompressedServer(KVStoreServer):
     # ---- helpers ----
 
     def alias_optimizer_indices(self):
-        """The optimizer sees each chunk under its value key: map those to the user key's settings.
+        """The optimizer sees each segment under its chunk id: map those to the user key's settings.
 
         (Learning-rate and weight-decay multipliers are looked up by index in param_dict, lr_mult,
         wd_mult and idx2name; a split tensor's parts need their own states but the same settings.)
@@ -224,9 +237,10 @@ class CompressedServer(KVStoreServer):
                 original = dict(getattr(opt, table, {}) or {})
                 setattr(opt, "_mxgc_" + table, original)
             aliased = {k: v for k, v in original.items() if not isinstance(k, int)}
-            for chunk in self.chunks.values():
-                if chunk.index in original:
-                    aliased[chunk.value_key] = original[chunk.index]
+            for message in self.messages.values():
+                for seg in message.segments:
+                    if seg["index"] in original:
+                        aliased[seg["id"]] = original[seg["index"]]
             setattr(opt, table, aliased)
 
     def error(self, message):

@@ -4,7 +4,7 @@ Spec fields: keys ([[key, shape], ...]), steps, scale, seed, compression (params
 optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
 before any push).  Faults: bad_compression (params every worker first tries; the ValueError is
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
-size to the first key), die_at_step (rank 1 kills itself).
+size to the first key), die_at_step (rank 1 kills itself), partial_push (push only the first key).
 """
 import json
 import os
@@ -40,6 +40,11 @@ def main():
         kv.set_optimizer(mx.optimizer.create(name, **params))
     kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, s)) for i, s in enumerate(shapes)])
     outs = [mx.nd.zeros(s) for s in shapes]
+    if spec.get("partial_push"):  # with shared messages, one key alone cannot be pushed
+        try:
+            kv.push(keys[0], mx.nd.zeros(shapes[0]))
+        except ValueError as e:
+            saved["partial_push_error"] = np.array(str(e))
     if spec.get("pull_first"):
         kv.pull(keys, out=outs)
         for k, o in zip(keys, outs):
@@ -65,10 +70,10 @@ def main():
 
 def save_after_corrupt_push(kv, keys, outs, saved, spec):
     """Rank 1 pushes a wrong-size payload for the first key; every worker saves the error it gets."""
-    chunk = kv._chunks[keys[0]][0]
+    message = kv._chunks[keys[0]][0].message
     if kv.rank == 1:
-        corrupt = mx.nd.zeros(chunk.payload_words + 3)
-        kv._kv.push(chunk.payload_key, corrupt)
+        corrupt = mx.nd.zeros(message.payload_words + 3)
+        kv._kv.push(message.payload_key, corrupt)
         kv._pushed.append(corrupt)
     else:
         kv.push(keys[0], mx.nd.ones(outs[0].shape))

@@ -1,0 +1,133 @@
+"""Where each key's values travel: chunks (parts of keys) grouped into messages, placed on servers.
+
+- A key of at least ``bound`` values is split into one contiguous part per server; each part is a
+  message of its own.
+- A smaller key goes whole to the least loaded server (by bytes).  With ``bucket`` > 0, consecutive
+  small keys of one ``init`` call that land on the same server share a message of at most ``bucket``
+  values: one push and one pull per step for all of them, instead of one per key.
+- A message has a value key (what pulls return) and, for mxnet_gc codecs, a payload key; each chunk
+  owns a segment of the message's values and of its payload.
+
+Pure bookkeeping (no MXNet calls), shared by the worker store and described to the servers.
+"""
+from . import protocol
+
+
+class Chunk:
+    """A contiguous part [begin, end) of a key's flattened value, a segment of one message."""
+
+    def __init__(self, chunk_id, key, shape, begin, end):
+        self.id, self.key, self.shape, self.begin, self.end = chunk_id, key, shape, begin, end
+        self.message = None
+        self.offset = 0  # first value in the message
+        self.codec = None
+        self.payload_offset = 0  # first payload word in the message
+        self.payload_words = 0
+        self.residual = None  # worker state, see DistSyncStore
+        self.views = {}
+
+    @property
+    def size(self):
+        return self.end - self.begin
+
+    @property
+    def whole_key(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return self.begin == 0 and self.end == n
+
+
+class Message:
+    """What a worker pushes (and pulls) as one ps-lite message: a run of chunks on one server."""
+
+    def __init__(self, server, value_key):
+        self.server, self.value_key = server, value_key
+        self.chunks = []
+        self.size = 0
+        self.payload_key = None
+        self.payload_words = None
+        self.buffers = {}  # worker state, see DistSyncStore
+
+    def append(self, chunk):
+        chunk.message, chunk.offset = self, self.size
+        self.chunks.append(chunk)
+        self.size += chunk.size
+
+    @property
+    def coded(self):
+        return self.chunks[0].codec is not None
+
+    @property
+    def push_key(self):
+        return self.payload_key if self.coded else self.value_key
+
+    def set_codecs(self, codec_for):
+        """Gives each chunk its key's codec; returns True if the payload size changed."""
+        words = 0
+        for c in self.chunks:
+            c.codec = codec_for(c.key)
+            c.payload_offset = words
+            c.payload_words = c.size if c.codec is None else c.codec.payload_size(c.size)
+            words += c.payload_words
+        changed = self.coded and words != self.payload_words
+        self.payload_words = words if self.coded else None
+        return changed
+
+    def describe(self):
+        """The message as the servers need it (see server.MessageState)."""
+        return {"push_key": self.push_key, "value_key": self.value_key, "size": self.size,
+                "words": self.payload_words if self.coded else self.size,
+                "segments": [{"id": c.id, "index": c.key, "offset": c.offset, "size": c.size,
+                              "payload_offset": c.payload_offset, "payload_words": c.payload_words,
+                              "codec": None if c.codec is None else c.codec.config()} for c in self.chunks]}
+
+
+class Layout:
+    """All keys' chunks and messages; ``add`` places the keys of one init call."""
+
+    def __init__(self, num_servers, bound, bucket, allocator):
+        self.num_servers, self.bound, self.bucket, self.alloc = num_servers, bound, bucket, allocator
+        self.server_bytes = [0] * num_servers
+        self.chunks = {}  # key -> [Chunk]
+        self.messages = []
+        self._next_chunk = 0
+
+    def _chunk(self, key, shape, begin, end):
+        self._next_chunk += 1
+        return Chunk(self._next_chunk, key, shape, begin, end)
+
+    def _message(self, server):
+        m = Message(server, self.alloc.on_server(server))
+        self.messages.append(m)
+        return m
+
+    def add(self, keys, shapes):
+        """Places new keys; returns their messages."""
+        new, open_by_server = [], {}
+        for key, shape in zip(keys, shapes):
+            n = 1
+            for d in shape:
+                n *= d
+            if n >= self.bound and self.num_servers > 1:
+                parts, servers = protocol.split_sizes(n, self.num_servers), range(self.num_servers)
+            else:
+                parts, servers = [n], [min(range(self.num_servers), key=lambda s: self.server_bytes[s])]
+            self.chunks[key], begin = [], 0
+            for size, server in zip(parts, servers):
+                chunk = self._chunk(key, shape, begin, begin + size)
+                begin += size
+                self.chunks[key].append(chunk)
+                self.server_bytes[server] += 4 * size
+                m = open_by_server.get(server)
+                if len(parts) > 1 or not (m is not None and m.size + size <= self.bucket):
+                    m = self._message(server)
+                    new.append(m)
+                    open_by_server[server] = m if len(parts) == 1 and size < self.bucket else None
+                m.append(chunk)
+        return new
+
+    def messages_of(self, keys):
+        """The messages holding ``keys``, each once, in layout order."""
+        wanted = {id(c.message) for k in keys for c in self.chunks[k]}
+        return [m for m in self.messages if id(m) in wanted]
