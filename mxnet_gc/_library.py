@@ -41,17 +41,25 @@ def load():
     return handle
 
 
+def _floats(array):
+    return array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+def encode_now(bits, grad, residual, payload, levels):
+    """Encodes numpy arrays on this thread, at once (see decode_now); updates residual in place."""
+    load().mxgc_encode_now(ctypes.c_int(bits), _floats(grad), _floats(residual), payload.ctypes.data_as(ctypes.c_void_p),
+                           ctypes.c_int64(grad.size), _floats(levels), ctypes.c_int(levels.size))
+
+
 def decode_now(bits, payload, out, levels, add):
     """Decodes a payload held in numpy arrays into ``out`` (or adds to it) on this thread, at once.
 
     For code that runs outside MXNet's engine (the parameter server's updater); payload and out must
     be C-contiguous, out float32 of the decoded size; levels a float32 array.
     """
-    lib = load()
-    out_ptr = out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    lib.mxgc_decode_now(ctypes.c_int(bits), payload.ctypes.data_as(ctypes.c_void_p), out_ptr if add else None,
-                        out_ptr, ctypes.c_int64(out.size), levels.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                        ctypes.c_int(levels.size))
+    out_ptr = _floats(out)
+    load().mxgc_decode_now(ctypes.c_int(bits), payload.ctypes.data_as(ctypes.c_void_p), out_ptr if add else None,
+                           out_ptr, ctypes.c_int64(out.size), _floats(levels), ctypes.c_int(levels.size))
 
 
 def set_num_threads(n):

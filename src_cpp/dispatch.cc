@@ -91,8 +91,13 @@ void mxgc_set_num_threads(int n) { mxgc::g_num_threads = n > 0 ? n : mxgc::defau
 int mxgc_get_num_threads() { return mxgc::num_threads(); }
 const char* mxgc_kernel_isa() { return mxgc::kKernels.isa; }
 
-// Synchronous decode on the caller's thread, outside MXNet's engine (for the parameter server, which
-// must finish reading a received payload before it returns to ps-lite).  acc may be null.
+// Synchronous encode and decode on the caller's thread, outside MXNet's engine (for the parameter
+// server, which must finish reading a received payload before it returns to ps-lite).  acc may be null.
+void mxgc_encode_now(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
+                     int num_levels) {
+  mxgc::encode(bits, grad, residual, payload, n, levels, num_levels);
+}
+
 void mxgc_decode_now(int bits, const void* payload, const float* acc, float* out, int64_t n,
                      const float* levels, int num_levels) {
   mxgc::decode(bits, payload, acc, out, n, levels, num_levels);

@@ -1,4 +1,5 @@
-"""Gluon training on the compressed store, started by tools/launch.py: it trains, workers agree."""
+"""Gluon training on the compressed store (examples/synthetic_gluon.py under tools/launch.py): it trains,
+and every worker ends with the same weights."""
 import json
 import os
 import subprocess
@@ -15,8 +16,8 @@ FOUR_BIT = {"type": "4bit", "thresholds": [0.0005, 0.001, 0.002, 0.004, 0.008, 0
 
 def train(tmp_path, trainer, update_on_kvstore, compression):
     argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "240", sys.executable,
-            os.path.join(HERE, "dist", "gluon_worker.py"), str(tmp_path), trainer, str(int(update_on_kvstore)),
-            json.dumps(compression)]
+            os.path.join(ROOT, "examples", "synthetic_gluon.py"), "--out", str(tmp_path), "--trainer", trainer,
+            "--update-on-kvstore", str(int(update_on_kvstore)), "--compression", json.dumps(compression)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]

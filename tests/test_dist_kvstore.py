@@ -19,7 +19,7 @@ POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 def simulate(spec, workers, levels_for_key=None):
     """{(key, step): expected pulled value} without an optimizer: the sum of dequantized gradients."""
     comp = spec.get("compression") or {"type": "none"}
-    expected = {}
+    expected, server_residuals = {}, {}
     for i, (key, shape) in enumerate(spec["keys"]):
         residuals = [np.zeros(shape, np.float32) for _ in range(workers)]
         if comp["type"] in ("2bit", "gc_2bit"):
@@ -35,6 +35,9 @@ def simulate(spec, workers, levels_for_key=None):
                 else:
                     q, residuals[rank] = reference.quantize_array(g, residuals[rank], levels)
                 total += q
+            if comp.get("compressed_pull"):  # the servers re-encode the sum with their own residual
+                server_residual = server_residuals.setdefault(key, np.zeros(shape, np.float32))
+                total, server_residuals[key] = reference.quantize_array(total, server_residual, levels)
             expected[key, step] = total
     return expected
 
@@ -99,6 +102,18 @@ def test_gc_2bit_equals_mxnet_builtin_2bit(tmp_path):
     for rank in range(2):
         for name, value in pulled["2bit"][rank].items():
             np.testing.assert_array_equal(pulled["gc_2bit"][rank][name], value)
+
+
+@pytest.mark.parametrize("bucket", [0, 100])
+def test_compressed_pull(tmp_path, bucket):
+    """Pulls return the servers' sum re-encoded with the servers' residual; init still pulls exactly."""
+    spec = {"keys": [["a", [30]], ["b", [3, 5]]], "steps": 4, "scale": 0.8, "seed": 13, "lists": True,
+            "pull_first": True, "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}
+    proc, results = run_job(tmp_path, spec, workers=2, servers=1, env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
+    expected = simulate(spec, 2)
+    plain = simulate(dict(spec, compression=dict(spec["compression"], compressed_pull=False)), 2)
+    assert any(np.any(expected[k] != plain[k]) for k in expected)  # the pull's own quantization shows
+    check(results, expected, 2, spec)
 
 
 def test_uncompressed_sum(tmp_path):

@@ -25,10 +25,12 @@ def test_supported_types_and_names():
     ({"type": "2bit", "threshold": -1}, "'threshold' must be positive"),
     ({"type": "2bit", "thresholds": [1]}, "2bit: unknown parameter(s) 'thresholds'"),
     ({"type": "none", "threshold": 1}, "none: unknown parameter(s) 'threshold'"),
-    ({"type": "2bit", "per_key": {"a": [1]}}, "'per_key' needs an mxnet_gc codec"),
+    ({"type": "2bit", "per_key": {"a": [1]}}, "'per_key' and 'compressed_pull' need an mxnet_gc codec"),
     ({"type": "4bit", "thresholds": [2, 1]}, "strictly increasing"),
     ({"type": "4bit", "per_key": {"a": [0, 1]}}, "must be positive"),
     ({"type": "4bit", "per_key": [1]}, "'per_key' must be a dict"),
+    ({"type": "4bit", "compressed_pull": 1}, "'compressed_pull' must be True or False"),
+    ({"type": "2bit", "compressed_pull": True}, "'per_key' and 'compressed_pull' need an mxnet_gc codec"),
 ])
 def test_bad_compression_params(params, message):
     with pytest.raises(ValueError) as err:

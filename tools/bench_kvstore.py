@@ -11,6 +11,7 @@ gradient for every parameter and pulls the result, once per step, all keys in on
     gc-mx2bit    mxnet_gc's store and server, MXNet's 2bit kernels ({'type': '2bit'})
     gc_2bit      mxnet_gc's store and server, mxnet_gc's 2bit
     4bit         mxnet_gc's store and server, mxnet_gc's 4bit
+    4bit-cpull   the same, and the servers send the sum 4bit-encoded too (compressed pull)
 
 mxnet_gc's store runs with small keys sharing messages (--bucket, default 262144 values).
 
@@ -31,9 +32,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit"]
+MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit", "4bit-cpull"]
 COMPRESSION = {"mxnet-2bit": {"type": "2bit", "threshold": 0.01}, "gc-mx2bit": {"type": "2bit", "threshold": 0.01},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.01}, "4bit": {"type": "4bit", "thresholds": "medium"},
+               "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True},
                "gc-none": {"type": "none"}}
 
 
@@ -137,7 +139,7 @@ def run(model, mode, args, headers=False):
 def theoretical_push(mode, shapes):
     """Payload bytes of one worker's pushes per step."""
     per_value = {"mxnet-none": 4, "gc-none": 4, "mxnet-2bit": 0.25, "gc-mx2bit": 0.25, "gc_2bit": 0.25,
-                 "4bit": 0.5}[mode]
+                 "4bit": 0.5, "4bit-cpull": 0.5}[mode]
     words_per = {4: 1, 0.25: 16, 0.5: 8}[per_value]
     total = 0
     for s in shapes:
@@ -200,6 +202,10 @@ def main():
         if (model, "gc_2bit") in results and (model, "gc-mx2bit") in results:
             print("- %s: gc_2bit step time / MXNet's 2bit kernels in mxnet_gc's store: %.2f"
                   % (model, results[model, "gc_2bit"]["step_s"] / results[model, "gc-mx2bit"]["step_s"]))
+        if (model, "4bit-cpull") in results and (model, "4bit") in results:
+            a, b = results[model, "4bit-cpull"], results[model, "4bit"]
+            print("- %s: compressed pull: received bytes x %.3f, step time x %.2f (against 4bit with full pulls)"
+                  % (model, a["recv_per_step"] / b["recv_per_step"], a["step_s"] / b["step_s"]))
 
 
 if __name__ == "__main__":

@@ -38,11 +38,15 @@ class Codec:
         """Adds the dequantized values of ``payload`` to ``acc`` in place; returns ``acc``."""
         raise NotImplementedError
 
-    def decode_numpy(self, payload, out, add=False):
-        """``decode`` (or, with ``add``, ``decode_add``) on numpy arrays, synchronously on this thread.
+    def encode_numpy(self, grad, residual, out):
+        """``encode`` on numpy arrays, synchronously on this thread; returns ``out`` (the payload).
 
         For code outside MXNet's engine, such as the parameter server's updater.
         """
+        raise NotImplementedError
+
+    def decode_numpy(self, payload, out, add=False):
+        """``decode`` (or, with ``add``, ``decode_add``) on numpy arrays, synchronously on this thread."""
         raise NotImplementedError
 
     def __eq__(self, other):

@@ -15,7 +15,7 @@ import numbers
 import mxnet as mx
 import numpy as np
 
-from .._library import decode_now
+from .._library import decode_now, encode_now
 from .base import Codec, check_dense_float32, check_payload
 from .registry import register
 from .threshold_group import ThresholdGroup, default_group
@@ -64,12 +64,22 @@ class ThresholdCodec(Codec):
         check_payload(self, payload, acc.size)
         return self._decode_add(payload, acc, levels=self._levels, out=acc)
 
-    def decode_numpy(self, payload, out, add=False):
-        if payload.dtype != np.float32 or payload.shape != (self.payload_size(out.size),):
+    def _check_numpy(self, payload, values):
+        if payload.dtype != np.float32 or payload.shape != (self.payload_size(values.size),):
             raise ValueError("%s payload for %d values must be float32 of shape (%d,), got %s %s"
-                             % (self.type, out.size, self.payload_size(out.size), payload.dtype, payload.shape))
-        if out.dtype != np.float32 or not out.flags.c_contiguous or not payload.flags.c_contiguous:
-            raise ValueError("decode_numpy needs C-contiguous float32 arrays")
+                             % (self.type, values.size, self.payload_size(values.size), payload.dtype, payload.shape))
+        if values.dtype != np.float32 or not values.flags.c_contiguous or not payload.flags.c_contiguous:
+            raise ValueError("the numpy codec calls need C-contiguous float32 arrays")
+
+    def encode_numpy(self, grad, residual, out):
+        self._check_numpy(out, grad)
+        if residual.shape != grad.shape or residual.dtype != np.float32 or not residual.flags.c_contiguous:
+            raise ValueError("residual must be a C-contiguous float32 array shaped like the gradient")
+        encode_now(self.bits, grad, residual, out, self._levels_np)
+        return out
+
+    def decode_numpy(self, payload, out, add=False):
+        self._check_numpy(payload, out)
         decode_now(self.bits, payload, out, self._levels_np, add)
         return out
 

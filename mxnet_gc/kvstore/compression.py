@@ -9,6 +9,10 @@
 - ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec.  ``'per_key'``, a dict from
   key to thresholds (a list, a ThresholdGroup or a group name), gives some keys their own group.
 - any other codec type registered in ``mxnet_gc.codecs``, with its parameters.
+
+With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
+re-encode the sum with their own residual (only without an optimizer on the servers, since weights
+are not gradients).
 """
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
@@ -49,10 +53,13 @@ class Compression:
         self.type = kind
         self.codec_type = _codec_type(kind)
         per_key = params.pop("per_key", {}) or {}
+        self.compressed_pull = params.pop("compressed_pull", False)
+        if not isinstance(self.compressed_pull, bool):
+            raise ValueError("'compressed_pull' must be True or False, got %r" % (self.compressed_pull,))
         if self.codec_type is None:
             self._check_mxnet_params(kind, params)
-            if per_key:
-                raise ValueError("'per_key' needs an mxnet_gc codec, not %r" % kind)
+            if per_key or self.compressed_pull:
+                raise ValueError("'per_key' and 'compressed_pull' need an mxnet_gc codec, not %r" % kind)
             self.config = dict(params, type=kind)
             self._default = None
             self._per_key = {}
@@ -61,7 +68,7 @@ class Compression:
             raise ValueError("'per_key' must be a dict from key to codec parameters, got %r" % (per_key,))
         self._default = codecs.create(dict(params, type=self.codec_type))
         self._per_key = {str(k): self._key_codec(params, k, v) for k, v in per_key.items()}
-        self.config = {"type": kind, "default": self._default.config(),
+        self.config = {"type": kind, "default": self._default.config(), "compressed_pull": self.compressed_pull,
                        "per_key": {k: c.config() for k, c in sorted(self._per_key.items())}}
 
     def _key_codec(self, params, key, value):

@@ -126,6 +126,8 @@ class DistSyncStore(KVStoreBase):
         worker when the workers' parameters differ.
         """
         compression = Compression(compression_params)
+        if compression.compressed_pull and self._optimizer_on_servers:
+            raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
         self._round += 1
         self._command("config", rank=self.rank, round=self._round, config=compression.config, all_ranks=True)
         self._kv._barrier()
@@ -197,6 +199,8 @@ class DistSyncStore(KVStoreBase):
                     part.reshape(-1).copyto(c.views["send"])
         arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
         self._kv.push([m.push_key for m in messages], arrays, priority=priority)
+        for m in messages:
+            m.rounds += 1
         self._pushed += arrays
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
@@ -214,8 +218,13 @@ class DistSyncStore(KVStoreBase):
         synchronized = bool(self._pushed)
         if synchronized:
             self._synchronize()
-        pull_keys, pull_outs, copies = [], [], []
+        pull_keys, pull_outs, copies, decodes = [], [], [], []
         for m in self._layout.messages_of(keys):
+            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
+                pull_keys.append(m.pull_key)
+                pull_outs.append(m.buffers["pulled"])
+                decodes += [c for c in m.chunks if c.key in targets]
+                continue
             pull_keys.append(m.value_key)
             if len(m.chunks) == 1:
                 c = m.chunks[0]
@@ -229,6 +238,9 @@ class DistSyncStore(KVStoreBase):
         self._kv.pull(pull_keys, out=pull_outs, priority=priority)
         for src, dst in copies:
             src.copyto(dst)
+        for c in decodes:
+            out = targets[c.key][0]
+            c.codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
         if synchronized:
             self._raise_on_server_errors()
         for t in targets.values():
@@ -242,6 +254,8 @@ class DistSyncStore(KVStoreBase):
 
     def set_optimizer(self, optimizer):
         """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective)."""
+        if self._compression.compressed_pull:
+            raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
         if self.rank == 0:
             blob = base64.b64encode(pickle.dumps(optimizer)).decode()
             self._command("optimizer", blob=blob)
@@ -278,12 +292,19 @@ class DistSyncStore(KVStoreBase):
 
     def _assign_codecs(self, messages):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
-        new_payload = []
+        new_payload, new_pull = [], []
         for m in messages:
             if m.set_codecs(self._compression.codec_for):
                 m.payload_key = self._alloc.on_server(m.server)
                 m.buffers["payload"] = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
+                m.pull_key = None
+            if m.coded and self._compression.compressed_pull and m.pull_key is None:
+                m.pull_key = self._alloc.on_server(m.server)
+                m.buffers["pulled"] = mx.nd.zeros(m.payload_words)
+                new_pull.append(m)
+            elif not (m.coded and self._compression.compressed_pull):
+                m.pull_key = None
             if not m.coded and "send" not in m.buffers:
                 m.buffers["send"] = mx.nd.zeros(m.size)
             if len(m.chunks) > 1 and "recv" not in m.buffers:
@@ -294,6 +315,9 @@ class DistSyncStore(KVStoreBase):
                     c.residual = mx.nd.zeros(c.shape if c.whole_key else (c.size,))
         if new_payload:
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
+        if new_pull:
+            self._kv.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.payload_words) for m in new_pull])
+            self._register([m.pull_key for m in new_pull], [m.payload_words for m in new_pull])
         if self.rank == 0:
             self._command("layout", messages=[m.describe() for m in messages])
         self._kv._barrier()
@@ -305,7 +329,7 @@ class DistSyncStore(KVStoreBase):
         buffer = message.buffers[name]
         if len(message.chunks) == 1:
             return buffer
-        if name == "payload":
+        if name in ("payload", "pulled"):
             return buffer[chunk.payload_offset:chunk.payload_offset + chunk.payload_words]
         view = buffer[chunk.offset:chunk.offset + chunk.size]
         return view.reshape(chunk.shape) if name == "recv" else view

@@ -47,6 +47,8 @@ class Message:
         self.size = 0
         self.payload_key = None
         self.payload_words = None
+        self.pull_key = None  # compressed pull: where the server puts the re-encoded sum
+        self.rounds = 0  # pushes so far (a compressed pull needs one)
         self.buffers = {}  # worker state, see DistSyncStore
 
     def append(self, chunk):
@@ -76,7 +78,7 @@ class Message:
 
     def describe(self):
         """The message as the servers need it (see server.MessageState)."""
-        return {"push_key": self.push_key, "value_key": self.value_key, "size": self.size,
+        return {"push_key": self.push_key, "value_key": self.value_key, "pull_key": self.pull_key, "size": self.size,
                 "words": self.payload_words if self.coded else self.size,
                 "segments": [{"id": c.id, "index": c.key, "offset": c.offset, "size": c.size,
                               "payload_offset": c.payload_offset, "payload_words": c.payload_words,

@@ -47,10 +47,14 @@ class MessageState:
         self.acc_np = numpy_view(self.acc)
         self.count = 0
         self.rejected = False
+        self.residual_np = None  # error feedback of the compressed pull, if any
         self.set_layout(desc)
 
     def set_layout(self, desc):
         self.words = desc["words"]
+        self.pull_key = desc["pull_key"]
+        if self.pull_key is not None and self.residual_np is None:
+            self.residual_np = np.zeros(self.size, np.float32)
         self.segments = [dict(seg, codec=None if seg["codec"] is None else codecs.create(seg["codec"]))
                          for seg in desc["segments"]]
         self.coded = self.segments[0]["codec"] is not None
@@ -67,6 +71,13 @@ class MessageState:
         for seg in self.segments:
             payload = recv[seg["payload_offset"]:seg["payload_offset"] + seg["payload_words"]]
             seg["codec"].decode_numpy(payload, self.acc_np[seg["offset"]:seg["offset"] + seg["size"]], add=not first)
+
+    def encode_sum(self, out):
+        """Re-encodes the accumulated sum into ``out`` (a payload), with the server's own residual."""
+        for seg in self.segments:
+            values = slice(seg["offset"], seg["offset"] + seg["size"])
+            words = slice(seg["payload_offset"], seg["payload_offset"] + seg["payload_words"])
+            seg["codec"].encode_numpy(self.acc_np[values], self.residual_np[values], out[words])
 
 
 class CompressedServer(KVStoreServer):
@@ -140,6 +151,8 @@ class CompressedServer(KVStoreServer):
         if not message.rejected:
             if self.optimizer is None:
                 self.values_np[message.value_key][:] = message.acc_np
+                if message.pull_key is not None:
+                    message.encode_sum(self.values_np[message.pull_key])
             else:
                 self.apply_optimizer(message)
         message.count = 0
