@@ -4,6 +4,7 @@ Every pulled value is compared exactly with an independent numpy simulation of t
 worker quantizes its gradient with its own residual (tests/reference.py), the servers sum.  Levels are
 powers of two so that sums of dequantized values are exact in any order of arrival.
 """
+import os
 import re
 
 import numpy as np
@@ -149,6 +150,30 @@ def test_sgd_momentum_on_servers(tmp_path, bucket):
         state = opt.create_state(i, weight)
         for step in range(spec["steps"]):
             opt.update(i, weight, mx.nd.array(sums[key, step]), state)
+            for rank in range(2):
+                np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
+
+
+def test_optimizer_states_saved_and_loaded_on_the_servers(tmp_path):
+    """Momentum saved after step 1 and loaded after step 2 drives step 3, as in a reference that does so."""
+    opt_params = {"learning_rate": 0.1, "momentum": 0.9}
+    spec = {"keys": [["w", [2000]], ["b", [7]]], "steps": 4, "scale": 1.0, "seed": 14, "lists": True,
+            "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params],
+            "save_states_at": 1, "load_states_at": 2}
+    _, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=1000"])
+    assert sorted(os.listdir(tmp_path / "out")).count("states.server0") == 1
+    assert (tmp_path / "out" / "states.server1").exists()
+    sums = simulate(spec, 2)
+    opt = mx.optimizer.create("sgd", **opt_params)
+    for i, (key, shape) in enumerate(spec["keys"]):
+        weight = mx.nd.array(initial_value(spec["seed"], i, shape))
+        state = opt.create_state(i, weight)
+        for step in range(spec["steps"]):
+            opt.update(i, weight, mx.nd.array(sums[key, step]), state)
+            if step == 1:
+                saved_state = state.copy()
+            if step == 2:
+                state = saved_state
             for rank in range(2):
                 np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
 

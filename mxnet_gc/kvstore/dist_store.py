@@ -392,10 +392,3 @@ class DistSyncStore(KVStoreBase):
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:
             raise RuntimeError("no optimizer runs on the servers (call set_optimizer first)")
-
-    def server_chunks(self):
-        """{server rank: [(key, begin, end)]}: where each part of each key lives."""
-        out = {server: [] for server in range(self._num_servers)}
-        for m in self._layout.messages:
-            out[m.server] += [(c.key, c.begin, c.end) for c in m.chunks]
-        return out

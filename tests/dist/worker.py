@@ -5,6 +5,7 @@ optimizer (null or [name, params]), lists (push/pull all keys in one call), pull
 before any push).  Faults: bad_compression (params every worker first tries; the ValueError is
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
 size to the first key), die_at_step (rank 1 kills itself), partial_push (push only the first key).
+save_states_at / load_states_at: steps after which the servers' optimizer states are saved / loaded.
 """
 import json
 import os
@@ -64,6 +65,10 @@ def main():
                 kv.pushpull(k, g, out=o)
         for k, o in zip(keys, outs):
             saved["%s/%d" % (k, step)] = o.asnumpy()
+        if step == spec.get("save_states_at"):
+            kv.save_optimizer_states(os.path.join(spec["out"], "states"))
+        if step == spec.get("load_states_at"):
+            kv.load_optimizer_states(os.path.join(spec["out"], "states"))
     np.savez(os.path.join(spec["out"], "rank%d.npz" % rank), **saved)
     print("worker rank %d saved %d arrays" % (rank, len(saved)))
 
