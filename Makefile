@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install test bench clean
+.PHONY: install data test bench clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -16,7 +16,12 @@ $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp
 
 install: $(VENV)/.installed
 
-test: install
+# Fashion-MNIST, offline, from Debian's package (needs root; elsewhere set FASHION_MNIST_DIR).
+FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+data:
+	@test -f $(FASHION_MNIST) -o -n "$$FASHION_MNIST_DIR" || { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; }
+
+test: install data
 	$(PY) -m pytest -q tests
 
 bench: install

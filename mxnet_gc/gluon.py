@@ -6,13 +6,23 @@
 parameters and one push and one pull per step (one synchronisation of the workers per step, where
 Gluon's own trainer synchronises once per parameter), with small parameters sharing messages of up
 to ``bucket_size`` values (MXNET_GC_BUCKET_SIZE when set, else 262144; 0 for one message each).
+
+With ``threshold_groups='auto'`` (and 4bit compression) it gives each parameter one of three
+threshold groups after ``calibration_steps`` steps (mxnet_gc/groups.py); ``group_overrides`` maps
+name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
+prints it).
 """
 import os
+
+import mxnet as mx
 
 from mxnet import gluon
 
 from . import kvstore as gc_kvstore
+from .groups import GroupSelector, format_table
 from .kvstore.dist_store import DistSyncStore
+
+STATS_KEY = "__mxgc_grad_rms__"
 
 
 DEFAULT_BUCKET_SIZE = 262144  # values (1 MiB of float32)
@@ -22,13 +32,22 @@ class Trainer(gluon.Trainer):
     """gluon.Trainer with mxnet_gc's compressed dist store."""
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
-                 update_on_kvstore=None, bucket_size=None):
+                 update_on_kvstore=None, bucket_size=None, threshold_groups=None, calibration_steps=50,
+                 group_overrides=None):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.STORES:
             kvstore = gc_kvstore.create(kvstore)
         if isinstance(kvstore, DistSyncStore) and not kvstore._chunks:
             if bucket_size is None:
                 bucket_size = int(os.environ.get("MXNET_GC_BUCKET_SIZE", DEFAULT_BUCKET_SIZE))
             kvstore.set_bucket_size(bucket_size)
+        self._selector = None
+        self.group_table = None
+        if threshold_groups is not None:
+            if (compression_params or {}).get("type") != "4bit":
+                raise ValueError("threshold_groups needs compression_params of type '4bit', got %r"
+                                 % (compression_params,))
+            groups = None if threshold_groups == "auto" else threshold_groups
+            self._selector = GroupSelector(groups, calibration_steps, group_overrides)
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params=compression_params, update_on_kvstore=update_on_kvstore)
 
@@ -55,6 +74,28 @@ class Trainer(gluon.Trainer):
             keys.append(i)
             grads.append(param.list_grad())
             outs.append(param.list_data() if self._update_on_kvstore else param.list_grad())
-        if keys:
-            self._kvstore.push(keys, grads)
-            self._kvstore.pull(keys, out=outs)
+        if not keys:
+            return
+        calibrating = self._selector is not None and self._selector.calibrating
+        if calibrating:
+            self._selector.observe([g[0] for g in grads])  # this worker's gradients, before the push
+        self._kvstore.push(keys, grads)
+        self._kvstore.pull(keys, out=outs)
+        if calibrating and not self._selector.calibrating:
+            self._assign_groups(keys)
+
+    def _assign_groups(self, keys):
+        """Averages the calibration statistics over the workers, picks the groups, sets them everywhere."""
+        local = self._selector.local_statistics()
+        self._kvstore.init(STATS_KEY, mx.nd.zeros(len(local)), reduce_only=True)
+        total = mx.nd.zeros(len(local))
+        self._kvstore.pushpull(STATS_KEY, mx.nd.array(local), out=total)
+        rms = total.asnumpy() / self._kvstore.num_workers
+        params = [self._params[k] for k in keys]
+        chosen, self.group_table = self._selector.choose([p.name for p in params],
+                                                         [p.data().size for p in params], rms)
+        compression = dict(self._compression_params, per_key={k: list(g.levels) for k, g in zip(keys, chosen)})
+        self._kvstore.set_gradient_compression(compression)
+        if self._kvstore.rank == 0:
+            print("mxnet_gc: threshold groups after %d calibration steps:\n%s"
+                  % (self._selector.calibration_steps, format_table(self.group_table)), flush=True)

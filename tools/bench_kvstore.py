@@ -55,28 +55,12 @@ def model_shapes(model):
     return [p.shape for p in net.collect_params().values()]
 
 
-def socket_bytes(pid):
-    """(bytes sent, bytes received) over all TCP connections of process ``pid``, from the kernel's
-    per-socket counters (``ss -tinp``: bytes_acked counts payload the peer received)."""
-    out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=True).stdout
-    sent = received = 0
-    mine = False
-    for line in out.splitlines():
-        if not line.startswith((" ", "\t")):
-            mine = ("pid=%d," % pid) in line
-            continue
-        if mine:
-            fields = dict(f.split(":", 1) for f in line.split() if f.startswith(("bytes_acked:", "bytes_received:")))
-            sent += int(fields.get("bytes_acked", 0))
-            received += int(fields.get("bytes_received", 0))
-    return sent, received
-
-
 def worker(args):
     """One worker of a benchmark job: writes its measurements to args.out/rank<r>.json."""
     import numpy as np
     import mxnet as mx
     import mxnet_gc
+    from mxnet_gc.traffic import socket_bytes
 
     shapes = model_shapes(args.model)
     if args.headers:
@@ -103,12 +87,12 @@ def worker(args):
     for _ in range(args.warmup):
         step()
     times = []
-    sent0, recv0 = socket_bytes(os.getpid())
+    sent0, recv0 = socket_bytes()
     for _ in range(args.steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    sent1, recv1 = socket_bytes(os.getpid())
+    sent1, recv1 = socket_bytes()
     result = {"rank": kv.rank, "values": int(sum(np.prod(s) for s in shapes)), "keys": len(shapes),
               "step_s": statistics.median(times), "step_s_spread": [min(times), max(times)],
               "sent_per_step": (sent1 - sent0) / args.steps, "recv_per_step": (recv1 - recv0) / args.steps}

@@ -87,6 +87,7 @@ class DistSyncStore(KVStoreBase):
         self._layout = Layout(self._num_servers, self._bound, int(os.environ.get(BUCKET_ENV, 0)), self._alloc)
         self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._shapes = {}  # user key -> shape
+        self._reduce_only = set()  # keys initialized with reduce_only=True
         self._compression = Compression({"type": "none"})
         self._round = 0
         self._errors_seen = [0] * self._num_servers
@@ -139,8 +140,12 @@ class DistSyncStore(KVStoreBase):
         self._compression = compression
         self._assign_codecs(self._layout.messages)
 
-    def init(self, key, value):
-        """Initializes keys with rank 0's values (a collective call, like MXNet's init)."""
+    def init(self, key, value, reduce_only=False):
+        """Initializes keys with rank 0's values (a collective call, like MXNet's init).
+
+        ``reduce_only=True``: these keys are pushed dense whatever the compression and pulls return
+        the exact sum, never an optimizer's update (for statistics, such as the trainer's calibration).
+        """
         keys, values = _as_list(key), [_as_list(v)[0] for v in _as_list(value)]
         if len(keys) != len(values):
             raise ValueError("init: %d keys and %d values" % (len(keys), len(values)))
@@ -149,6 +154,8 @@ class DistSyncStore(KVStoreBase):
             if k in self._chunks or keys.count(k) > 1:
                 raise ValueError("key %r is already initialized" % (k,))
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
+        if reduce_only:
+            self._reduce_only.update(keys)
         messages = self._layout.add(keys, [v.shape for v in values])
         flat = {k: v.reshape(-1) for k, v in zip(keys, values)}
         # A message's value is its chunks' parts, end to end.  (A private array: MXNet keeps the array
@@ -294,7 +301,7 @@ class DistSyncStore(KVStoreBase):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
         new_payload, new_pull = [], []
         for m in messages:
-            if m.set_codecs(self._compression.codec_for):
+            if m.set_codecs(self._codec_for):
                 m.payload_key = self._alloc.on_server(m.server)
                 m.buffers["payload"] = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
@@ -319,9 +326,13 @@ class DistSyncStore(KVStoreBase):
             self._kv.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.payload_words) for m in new_pull])
             self._register([m.pull_key for m in new_pull], [m.payload_words for m in new_pull])
         if self.rank == 0:
-            self._command("layout", messages=[m.describe() for m in messages])
+            self._command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
+                                              for m in messages])
         self._kv._barrier()
         self._check_status()
+
+    def _codec_for(self, key):
+        return None if key in self._reduce_only else self._compression.codec_for(key)
 
     @staticmethod
     def _segment(message, chunk, name):

@@ -52,6 +52,7 @@ class MessageState:
 
     def set_layout(self, desc):
         self.words = desc["words"]
+        self.reduce_only = desc.get("reduce_only", False)
         self.pull_key = desc["pull_key"]
         if self.pull_key is not None and self.residual_np is None:
             self.residual_np = np.zeros(self.size, np.float32)
@@ -149,7 +150,7 @@ class CompressedServer(KVStoreServer):
 
     def finish_round(self, message):
         if not message.rejected:
-            if self.optimizer is None:
+            if self.optimizer is None or message.reduce_only:
                 self.values_np[message.value_key][:] = message.acc_np
                 if message.pull_key is not None:
                     message.encode_sum(self.values_np[message.pull_key])

@@ -1,0 +1,162 @@
+#!/usr/bin/env python
+"""Data-parallel Gluon training on Fashion-MNIST with compressed gradients (mxnet_gc's dist store).
+
+Run under the launcher, W workers and S servers (each worker reads its own shard of the 60k images):
+
+    python tools/launch.py -n 2 -s 1 .venv/bin/python examples/train_fashion_mnist.py \\
+        --model cnn --compression 4bit --groups --epochs 3
+
+Per epoch it shows a progress line every 10% of the epoch, then throughput, train loss, test accuracy
+(on the 10k test images) and the bytes this worker sent and received, measured on its sockets.
+Rank 0 writes every epoch to a JSON log (--log).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import mxnet as mx
+from mxnet import autograd, gluon
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fashion_mnist  # noqa: E402
+import mxnet_gc  # noqa: E402
+from mxnet_gc.traffic import socket_bytes  # noqa: E402
+
+MEAN, STD = 0.2860, 0.3530  # of the Fashion-MNIST training images
+
+
+def build_model(name):
+    if name == "cnn":
+        net = gluon.nn.HybridSequential()
+        net.add(gluon.nn.Conv2D(32, 3, activation="relu"), gluon.nn.MaxPool2D(2),
+                gluon.nn.Conv2D(64, 3, activation="relu"), gluon.nn.MaxPool2D(2),
+                gluon.nn.Flatten(), gluon.nn.Dense(128, activation="relu"), gluon.nn.Dense(10))
+        return net
+    from gluoncv import model_zoo  # CIFAR ResNet-20; its first convolution takes the 1 grey channel
+
+    return model_zoo.get_model("cifar_resnet20_v1", classes=10)
+
+
+def compression_params(args):
+    if args.compression == "none":
+        return {"type": "none"}
+    if args.compression in ("2bit", "gc_2bit"):
+        return {"type": args.compression, "threshold": args.threshold}
+    thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
+    return {"type": "4bit", "thresholds": thresholds}
+
+
+def to_batch(images, labels):
+    x = (images.astype(np.float32) / 255 - MEAN) / STD
+    return mx.nd.array(x[:, None]), mx.nd.array(labels.astype(np.float32))
+
+
+def evaluate(net, images, labels, batch=1000):
+    correct = 0
+    for i in range(0, len(images), batch):
+        x, y = to_batch(images[i:i + batch], labels[i:i + batch])
+        correct += (net(x).argmax(axis=1) == y).sum().asscalar()
+    return correct / len(images)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
+    p.add_argument("--kvstore", default="dist_sync", help="'dist_sync' (mxnet_gc's store) or an MXNet store")
+    p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit"], default="4bit",
+                   help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's")
+    p.add_argument("--threshold", type=float, default=0.5, help="2bit threshold")
+    p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
+    p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
+    p.add_argument("--calibration-steps", type=int, default=50, help="steps measured before choosing groups")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=64, help="per worker")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr-steps", default="", help="epochs after which the learning rate is multiplied by "
+                                                  "--lr-factor, comma-separated")
+    p.add_argument("--lr-factor", type=float, default=0.1)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--wd", type=float, default=1e-4)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--limit", type=int, default=0, help="use only the first N training images (quick runs)")
+    p.add_argument("--log", help="JSON log of every epoch (written by rank 0)")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    mx.random.seed(args.seed)
+    np.random.seed(args.seed)
+    train_x, train_y = fashion_mnist.load("train")
+    test_x, test_y = fashion_mnist.load("test")
+    if args.limit:
+        train_x, train_y = train_x[:args.limit], train_y[:args.limit]
+
+    kv = mxnet_gc.kvstore.create(args.kvstore)
+    rank, workers = kv.rank, kv.num_workers
+    net = build_model(args.model)
+    net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
+    net(mx.nd.zeros((1, 1, 28, 28)))
+    steps_per_epoch = (len(train_x) // workers) // args.batch_size
+    lr_steps = [int(e) * steps_per_epoch for e in args.lr_steps.split(",") if e]
+    schedule = mx.lr_scheduler.MultiFactorScheduler(lr_steps, args.lr_factor, base_lr=args.lr) if lr_steps else None
+    optimizer_params = {"learning_rate": args.lr, "momentum": args.momentum, "wd": args.wd}
+    if schedule:
+        optimizer_params["lr_scheduler"] = schedule
+    compression = compression_params(args)
+    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", optimizer_params, kvstore=kv,
+                                     compression_params=compression,
+                                     threshold_groups="auto" if args.groups else None,
+                                     calibration_steps=args.calibration_steps)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    x_shard, y_shard = fashion_mnist.shard(train_x, train_y, rank, workers)
+    values = sum(p.data().size for p in net.collect_params().values() if p.grad_req != "null")
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say("%d workers, model %s (%d parameters), compression %s%s, %d steps per epoch"
+        % (workers, args.model, values, json.dumps(compression), " with per-layer groups" if args.groups else "",
+           steps_per_epoch), flush=True)
+    log = {"args": vars(args), "workers": workers, "parameters": values, "epochs": []}
+    for epoch in range(args.epochs):
+        order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
+        sent0, received0 = socket_bytes()
+        start, losses = time.time(), []
+        for step in range(steps_per_epoch):
+            idx = order[step * args.batch_size:(step + 1) * args.batch_size]
+            x, y = to_batch(x_shard[idx], y_shard[idx])
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            trainer.step(args.batch_size)
+            losses.append(loss.mean())
+            if (step + 1) % max(1, steps_per_epoch // 10) == 0:
+                done = (step + 1) / steps_per_epoch
+                say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
+                                                          losses[-1].asscalar()), flush=True)
+        train_loss = float(np.mean([l.asscalar() for l in losses]))
+        elapsed = time.time() - start
+        sent, received = (b - a for a, b in zip((sent0, received0), socket_bytes()))
+        accuracy = evaluate(net, test_x, test_y) if rank == 0 else None
+        record = {"epoch": epoch + 1, "train_loss": train_loss, "test_accuracy": accuracy, "seconds": elapsed,
+                  "images_per_second": steps_per_epoch * args.batch_size * workers / elapsed,
+                  "bytes_sent": sent, "bytes_received": received,
+                  "dense_push_bytes": 4 * values * steps_per_epoch}
+        log["epochs"].append(record)
+        say("epoch %d: %.0f images/s, train loss %.4f, test accuracy %.4f, sent %.1f MB (dense would be %.1f MB), "
+            "received %.1f MB" % (epoch + 1, record["images_per_second"], train_loss, accuracy or 0, sent / 1e6,
+                                  record["dense_push_bytes"] / 1e6, received / 1e6), flush=True)
+        if rank == 0 and args.log:
+            with open(args.log, "w") as f:
+                json.dump(log, f, indent=1)
+    if rank == 0 and trainer.group_table:
+        log["groups"] = trainer.group_table
+        if args.log:
+            with open(args.log, "w") as f:
+                json.dump(log, f, indent=1)
+    return log
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Bytes a process has sent and received over TCP, from the kernel's per-connection counters.
+
+Used by the benchmarks and the examples to report measured traffic (not payload sizes): ``ss -tinp``
+(iproute2) lists every TCP connection with its owner and its bytes_acked / bytes_received.
+"""
+import os
+import subprocess
+
+
+def socket_bytes(pid=None):
+    """(bytes sent and acknowledged, bytes received) over all TCP connections of process ``pid``."""
+    pid = os.getpid() if pid is None else pid
+    out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=True).stdout
+    sent = received = 0
+    mine = False
+    for line in out.splitlines():
+        if not line.startswith((" ", "\t")):
+            mine = ("pid=%d," % pid) in line
+            continue
+        if mine:
+            fields = dict(f.split(":", 1) for f in line.split() if f.startswith(("bytes_acked:", "bytes_received:")))
+            sent += int(fields.get("bytes_acked", 0))
+            received += int(fields.get("bytes_received", 0))
+    return sent, received
