@@ -83,6 +83,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="use only the first N training images (quick runs)")
     p.add_argument("--log", help="JSON log of every epoch (written by rank 0)")
+    p.add_argument("--checkpoint", help="save a checkpoint with this prefix after every epoch")
+    p.add_argument("--resume", help="continue from the checkpoint with this prefix")
     return p.parse_args(argv)
 
 
@@ -119,7 +121,8 @@ def main(argv=None):
         % (workers, args.model, values, json.dumps(compression), " with per-layer groups" if args.groups else "",
            steps_per_epoch), flush=True)
     log = {"args": vars(args), "workers": workers, "parameters": values, "epochs": []}
-    for epoch in range(args.epochs):
+    first_epoch = trainer.load_checkpoint(args.resume)["epoch"] if args.resume else 0
+    for epoch in range(first_epoch, args.epochs):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
         sent0, received0 = socket_bytes()
         start, losses = time.time(), []
@@ -150,6 +153,8 @@ def main(argv=None):
         if rank == 0 and args.log:
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)
+        if args.checkpoint:
+            trainer.save_checkpoint(args.checkpoint, extra={"epoch": epoch + 1})
     if rank == 0 and trainer.group_table:
         log["groups"] = trainer.group_table
         if args.log:

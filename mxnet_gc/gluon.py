@@ -12,6 +12,7 @@ threshold groups after ``calibration_steps`` steps (mxnet_gc/groups.py); ``group
 name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
 prints it).
 """
+import json
 import os
 
 import mxnet as mx
@@ -83,6 +84,66 @@ class Trainer(gluon.Trainer):
         self._kvstore.pull(keys, out=outs)
         if calibrating and not self._selector.calibrating:
             self._assign_groups(keys)
+
+    def save_checkpoint(self, prefix, extra=None):
+        """Saves what an exact resume needs (a collective call on the workers).
+
+        prefix.params (weights, rank 0), prefix.trainer.json (groups, rank 0), prefix.rank<r>.residuals
+        (each worker's residuals), and the optimizer states: prefix.opt.server<r> on each server when
+        the optimizer runs there, else prefix.opt (rank 0).  ``extra`` (JSON) comes back from load.
+        """
+        if not self._ours():
+            raise RuntimeError("save_checkpoint needs mxnet_gc's dist store")
+        kv = self._kvstore
+        if kv.rank == 0:
+            mx.nd.save(prefix + ".params", {p.name: p.data() for p in self._params})
+            with open(prefix + ".trainer.json", "w") as f:
+                json.dump({"group_table": self.group_table, "compression": kv._compression.config,
+                           "rescale_grad": self._optimizer.rescale_grad, "extra": extra}, f)
+        kv.save_residuals("%s.rank%d.residuals" % (prefix, kv.rank))
+        if self._update_on_kvstore:
+            kv.save_optimizer_states(prefix + ".opt", dump_optimizer=True)
+        elif kv.rank == 0:
+            with open(prefix + ".opt", "wb") as f:
+                f.write(self._updaters[0].get_states(dump_optimizer=True))
+
+    def load_checkpoint(self, prefix):
+        """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step).
+
+        Returns the ``extra`` saved with it.
+        """
+        with open(prefix + ".trainer.json") as f:
+            state = json.load(f)
+        # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
+        # a resumed trainer sends it now, so it needs the value of the run that saved.
+        self._optimizer.rescale_grad = state["rescale_grad"]
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if not self._ours():
+            raise RuntimeError("load_checkpoint needs mxnet_gc's dist store")
+        saved = mx.nd.load(prefix + ".params")
+        for p in self._params:
+            p.set_data(saved[p.name])
+        if self._params_to_init:
+            self._init_params()
+        if state["group_table"] is not None and self._selector is not None:
+            keys = [i for i, p in enumerate(self._params) if p.grad_req != "null"]
+            compression = dict(self._compression_params, per_key={k: row["levels"] for k, row in
+                                                                   zip(keys, state["group_table"])})
+            self._kvstore.set_gradient_compression(compression)
+            self.group_table = state["group_table"]
+            self._selector.steps = self._selector.calibration_steps
+        self._kvstore.load_residuals("%s.rank%d.residuals" % (prefix, self._kvstore.rank))
+        if self._update_on_kvstore:
+            self._kvstore.load_optimizer_states(prefix + ".opt")
+            return state["extra"]
+        else:
+            with open(prefix + ".opt", "rb") as f:
+                states = f.read()
+            for updater in self._updaters:
+                updater.set_states(states)
+            self._optimizer = self._updaters[0].optimizer
+        return state["extra"]
 
     def _assign_groups(self, keys):
         """Averages the calibration statistics over the workers, picks the groups, sets them everywhere."""

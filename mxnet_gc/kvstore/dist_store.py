@@ -286,6 +286,23 @@ class DistSyncStore(KVStoreBase):
         self._kv._barrier()
         self._check_status()
 
+    def save_residuals(self, fname):
+        """Writes this worker's error-feedback residuals (one array per chunk) to ``fname`` (.npz)."""
+        arrays = {str(c.id): c.residual.asnumpy() for cs in self._chunks.values() for c in cs if c.residual is not None}
+        with open(fname, "wb") as f:
+            np.savez(f, **arrays)
+
+    def load_residuals(self, fname):
+        """Restores residuals saved by ``save_residuals`` (same keys, initialized in the same order)."""
+        with np.load(fname) as saved:
+            for cs in self._chunks.values():
+                for c in cs:
+                    if str(c.id) in saved:
+                        if c.residual is None or c.residual.size != saved[str(c.id)].size:
+                            raise ValueError("%s does not match this store's keys (chunk %d of key %r)"
+                                             % (fname, c.id, c.key))
+                        c.residual[:] = saved[str(c.id)].reshape(c.residual.shape)
+
     # ---- key layout ----
 
     @staticmethod
