@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install data test bench clean
+.PHONY: install data test demo bench clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -23,6 +23,12 @@ data:
 
 test: install data
 	$(PY) -m pytest -q tests
+
+# The main job: 2 workers and 1 server train a CNN on Fashion-MNIST with 4bit gradients and per-layer
+# threshold groups (about 5 minutes on 2 cores).
+demo: install data
+	$(PY) tools/launch.py -n 2 -s 1 --timeout 1800 $(PY) examples/train_fashion_mnist.py \
+		--model cnn --compression 4bit --groups --epochs 6 --lr-steps 4,5 --log demo_log.json
 
 bench: install
 	$(PY) tools/bench_codecs.py

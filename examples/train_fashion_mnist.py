@@ -160,7 +160,21 @@ def main(argv=None):
         if args.log:
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)
+    if rank == 0 and log["epochs"]:
+        print(report(log), flush=True)
     return log
+
+
+def report(log):
+    """The closing summary: accuracy, and measured push traffic against uncompressed pushes."""
+    epochs = log["epochs"]
+    sent = sum(e["bytes_sent"] for e in epochs)
+    dense = sum(e["dense_push_bytes"] for e in epochs)
+    return ("== report ==\nfinal test accuracy: %.4f after %d epochs (%s, %d workers)\n"
+            "bytes sent by rank 0: %.1f MB; uncompressed pushes alone would be %.1f MB\n"
+            "compression ratio of the sent traffic: %.1fx (%.1f%% of the uncompressed push traffic saved)"
+            % (epochs[-1]["test_accuracy"], epochs[-1]["epoch"], log["args"]["compression"], log["workers"],
+               sent / 1e6, dense / 1e6, dense / sent, 100 * (1 - sent / dense)))
 
 
 if __name__ == "__main__":

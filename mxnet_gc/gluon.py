@@ -7,9 +7,10 @@ parameters and one push and one pull per step (one synchronisation of the worker
 Gluon's own trainer synchronises once per parameter), with small parameters sharing messages of up
 to ``bucket_size`` values (MXNET_GC_BUCKET_SIZE when set, else 262144; 0 for one message each).
 
-With ``threshold_groups='auto'`` (and 4bit compression) it gives each parameter one of three
-threshold groups after ``calibration_steps`` steps (mxnet_gc/groups.py); ``group_overrides`` maps
-name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
+With ``threshold_groups='auto'`` (and 4bit compression) it gives each parameter one of the three
+default threshold groups after ``calibration_steps`` steps, the one whose quantization error on that
+parameter's gradients was smallest (mxnet_gc/groups.py); ``threshold_groups`` may also be a dict of
+named groups; ``group_overrides`` maps name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
 prints it).
 """
 import json
@@ -148,13 +149,13 @@ class Trainer(gluon.Trainer):
     def _assign_groups(self, keys):
         """Averages the calibration statistics over the workers, picks the groups, sets them everywhere."""
         local = self._selector.local_statistics()
-        self._kvstore.init(STATS_KEY, mx.nd.zeros(len(local)), reduce_only=True)
-        total = mx.nd.zeros(len(local))
+        self._kvstore.init(STATS_KEY, mx.nd.zeros(local.shape), reduce_only=True)
+        total = mx.nd.zeros(local.shape)
         self._kvstore.pushpull(STATS_KEY, mx.nd.array(local), out=total)
-        rms = total.asnumpy() / self._kvstore.num_workers
+        statistics = total.asnumpy() / self._kvstore.num_workers
         params = [self._params[k] for k in keys]
         chosen, self.group_table = self._selector.choose([p.name for p in params],
-                                                         [p.data().size for p in params], rms)
+                                                         [p.data().size for p in params], statistics)
         compression = dict(self._compression_params, per_key={k: list(g.levels) for k, g in zip(keys, chosen)})
         self._kvstore.set_gradient_compression(compression)
         if self._kvstore.rank == 0:

@@ -1,29 +1,28 @@
 """Per-layer threshold groups: each parameter gets one of three 4bit threshold groups from its gradients.
 
-Layers differ in gradient scale by orders of magnitude, so one ladder of levels fits few of them.  The
-trainer measures each parameter's gradient RMS (root mean square per value) over the first
-``calibration_steps`` steps, averages it over all workers (so every worker and server decides the
-same), and gives the parameter the group whose base level t1 is nearest, on a log scale, to
-``BASE_PER_RMS`` x RMS.  Names matching an override pattern get the group (or levels) given.
+Layers differ in gradient scale, so one ladder of levels fits few of them.  During the first
+``calibration_steps`` steps the trainer runs, beside the real compression, each candidate group's 4bit
+codec with its own error feedback on every parameter's local gradient, and measures the share of the
+accumulated gradient that group would leave unsent (``||residual||^2 / ||residual + gradient||^2``,
+averaged over the steps).  Those errors are averaged over all workers (so every worker and server
+decides the same), and each parameter gets the group with the smallest error.  Names matching an
+override pattern get the group (or levels) given.  The table also lists each gradient's RMS.
 
-The three default ladders and BASE_PER_RMS come from an experiment on the gradients of the example
-models (tools/study_threshold_groups.py; docs/threshold_groups.md).
+The three default ladders come from an experiment on the gradients of the example models
+(tools/study_threshold_groups.py; docs/threshold_groups.md).
 """
 import fnmatch
-import math
 
 import numpy as np
 
+from .codecs.registry import create as create_codec
 from .codecs.threshold_group import DEFAULT_GROUPS, ThresholdGroup
-
-# The base level t1 that gives the smallest quantization error, relative to the gradient RMS.
-BASE_PER_RMS = 1.0
 
 
 class GroupSelector:
-    """Chooses a threshold group per parameter from gradient statistics of the first steps."""
+    """Chooses a threshold group per parameter from the quantization error each group would cause."""
 
-    def __init__(self, groups=None, calibration_steps=50, overrides=None, base_per_rms=BASE_PER_RMS):
+    def __init__(self, groups=None, calibration_steps=50, overrides=None):
         self.groups = dict(groups or DEFAULT_GROUPS)
         for name, group in self.groups.items():
             if not isinstance(group, ThresholdGroup):
@@ -34,9 +33,11 @@ class GroupSelector:
         self.overrides = dict(overrides or {})
         for pattern, group in self.overrides.items():
             self._group_of(group, pattern)  # validates
-        self.base_per_rms = base_per_rms
+        self._codecs = [create_codec({"type": "4bit", "thresholds": g}) for g in self.groups.values()]
         self.steps = 0
-        self._sums = None
+        self._residuals = None  # per parameter, per group
+        self._payloads = None
+        self._sums = None  # per parameter: errors of each group, then the gradient RMS
 
     def _group_of(self, spec, pattern):
         if isinstance(spec, str):
@@ -50,42 +51,54 @@ class GroupSelector:
         return self.steps < self.calibration_steps
 
     def observe(self, grads):
-        """Adds one step's local gradients (one NDArray per parameter) to the statistics; no wait."""
+        """Runs every group on one step's local gradients (one NDArray per parameter); no wait."""
         import mxnet as mx
 
-        rms = [mx.nd.norm(g) / math.sqrt(g.size) for g in grads]
-        step = mx.nd.concat(*[r.reshape((1,)) for r in rms], dim=0)
+        if self._residuals is None:
+            self._residuals = [[mx.nd.zeros_like(g) for _ in self._codecs] for g in grads]
+            self._payloads = [[mx.nd.zeros(c.payload_size(g.size)) for c in self._codecs] for g in grads]
+        columns = []
+        for g, residuals, payloads in zip(grads, self._residuals, self._payloads):
+            row = []
+            for codec, r, payload in zip(self._codecs, residuals, payloads):
+                accumulated = mx.nd.sum(mx.nd.square(r + g))
+                codec.encode(g, r, out=payload)
+                row.append(mx.nd.sum(mx.nd.square(r)) / mx.nd.maximum(accumulated, 1e-30))
+            row.append(mx.nd.sqrt(mx.nd.mean(mx.nd.square(g))))
+            columns.append(mx.nd.concat(*[v.reshape((1,)) for v in row], dim=0))
+        step = mx.nd.stack(*columns)
         self._sums = step if self._sums is None else self._sums + step
         self.steps += 1
 
     def local_statistics(self):
-        """Mean gradient RMS per parameter over the observed steps (numpy)."""
+        """[parameters, groups + 1]: mean error of each group, then the mean gradient RMS (numpy)."""
         return self._sums.asnumpy() / self.steps
 
-    def choose(self, names, sizes, rms):
-        """(per-parameter groups, the table to log) from the workers' mean RMS per parameter."""
-        bases = {name: g.levels[0] for name, g in self.groups.items()}
+    def choose(self, names, sizes, statistics):
+        """(per-parameter groups, the table to log) from the workers' mean statistics."""
+        labels = list(self.groups)
         chosen, table = [], []
-        for name, size, r in zip(names, sizes, rms):
+        for name, size, row in zip(names, sizes, statistics):
+            errors, rms = row[:-1], row[-1]
             pattern = next((p for p in self.overrides if fnmatch.fnmatch(name, p)), None)
             if pattern is not None:
-                group, label = self._group_of(self.overrides[pattern], pattern), "override %s" % pattern
-            elif not np.isfinite(r) or r <= 0:
-                label = min(bases, key=lambda g: bases[g])  # no gradient seen: the finest group
-                group = self.groups[label]
+                group, rule = self._group_of(self.overrides[pattern], pattern), "override %s" % pattern
             else:
-                target = math.log(self.base_per_rms * r)
-                label = min(bases, key=lambda g: abs(math.log(bases[g]) - target))
-                group = self.groups[label]
+                rule = labels[int(np.argmin(errors))]
+                group = self.groups[rule]
             chosen.append(group)
-            table.append({"name": name, "size": int(size), "grad_rms": float(r),
-                          "group": group.name or label, "rule": label, "levels": list(group.levels)})
+            table.append({"name": name, "size": int(size), "grad_rms": float(rms), "group": group.name or rule,
+                          "rule": rule, "errors": {label: float(e) for label, e in zip(labels, errors)},
+                          "levels": list(group.levels)})
         return chosen, table
 
 
 def format_table(table):
     """The group table as text, one line per parameter."""
-    lines = ["%-40s %10s %12s  %s" % ("parameter", "size", "grad RMS", "group")]
+    labels = list(table[0]["errors"]) if table else []
+    lines = ["%-40s %9s %10s  %s  %s" % ("parameter", "size", "grad RMS", "  ".join("err %-6s" % l for l in labels),
+                                           "group")]
     for row in table:
-        lines.append("%-40s %10d %12.3e  %s" % (row["name"], row["size"], row["grad_rms"], row["rule"]))
+        lines.append("%-40s %9d %10.3e  %s  %s" % (row["name"], row["size"], row["grad_rms"],
+                                                  "  ".join("%10.4f" % row["errors"][l] for l in labels), row["rule"]))
     return "\n".join(lines)

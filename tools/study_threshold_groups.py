@@ -6,15 +6,16 @@ and, on every step's real gradients, runs the 4bit codec with error feedback for
 ladders per parameter: geometric with ratio 2 or 1.5, and linear (t_k = k t1), each for base levels
 t1 = 2^-22 ... 2^3.  The error of a step is ||a - q||^2 / ||a||^2, where a = residual + gradient and
 q what 4bit sends: the share of the accumulated gradient left unsent.  Per parameter it reports the
-gradient RMS and the best base; then it derives BASE_PER_RMS (the typical best base / RMS), three
-ladders (the best bases of all parameters split into three clusters on a log scale) and compares the
-errors of one group for all layers with per-layer groups.
+gradient RMS and the best base; then it derives three ladders (bases at the size-weighted 1/6, 1/2, 5/6
+quantiles of the best bases) and compares one group for all layers with the best of the three per layer
+(the trainer's rule: it measures these errors during calibration and picks the smallest).
 
     .venv/bin/python tools/study_threshold_groups.py [--steps 200] [--out docs/threshold_groups.json]
 """
 import argparse
-import json
+import itertools
 import math
+import json
 import os
 import sys
 
@@ -89,18 +90,12 @@ def study(model, steps, batch_size, seed):
     return rows
 
 
-def three_clusters(values):
-    """1-D k-means (k = 3) on log values; returns the cluster centres, ascending."""
-    logs = np.log(np.asarray(values))
-    centres = np.quantile(logs, [1 / 6, 1 / 2, 5 / 6])
-    for _ in range(100):
-        assign = np.argmin(np.abs(logs[:, None] - centres[None]), axis=1)
-        centres = np.array([logs[assign == k].mean() if np.any(assign == k) else centres[k] for k in range(3)])
-    return np.exp(np.sort(centres))
-
-
-def nearest(bases, value):
-    return min(bases, key=lambda b: abs(math.log(b) - math.log(value)))
+def three_bases(rows):
+    """The three bases t1 (from the candidate grid) whose ladders, each layer taking the best of the
+    three, give the smallest error averaged over the layers (each layer counts once)."""
+    errors = np.array([[r["errors_geometric_x2"][repr(b)] for b in BASES] for r in rows])
+    best = min(itertools.combinations(range(len(BASES)), 3), key=lambda t: errors[:, list(t)].min(axis=1).mean())
+    return [BASES[i] for i in best]
 
 
 def main():
@@ -122,16 +117,17 @@ def main():
             r["best_error"]["linear"]))
     ratios = [r["best_base"][family] / r["grad_rms"] for r in rows]
     base_per_rms = float(np.exp(np.median(np.log(ratios))))
-    centres = three_clusters([r["best_base"][family] for r in rows])
-    ladder_bases = [nearest(BASES, c) for c in centres]
     weights = np.array([r["size"] for r in rows], float)
+    ladder_bases = three_bases(rows)
 
     def mean_error(pick):
-        return float(np.dot(weights, [r["errors_geometric_x2"][repr(pick(r))] for r in rows]) / weights.sum())
+        """(size-weighted, per-layer) mean error when each layer r uses the ladder of base pick(r)."""
+        e = np.array([r["errors_geometric_x2"][repr(pick(r))] for r in rows])
+        return float(np.dot(weights, e) / weights.sum()), float(e.mean())
 
     one_group = {b: mean_error(lambda r, b=b: b) for b in BASES}
-    best_single = min(one_group, key=one_group.get)
-    per_layer = mean_error(lambda r: nearest(ladder_bases, base_per_rms * r["grad_rms"]))
+    best_single = min(one_group, key=lambda b: one_group[b][1])
+    per_layer = mean_error(lambda r: min(ladder_bases, key=lambda b: r["errors_geometric_x2"][repr(b)]))
     oracle = mean_error(lambda r: r["best_base"][family])
     family_errors = {f: float(np.dot(weights, [r["best_error"][f] for r in rows]) / weights.sum()) for f in FAMILIES}
     summary = {"base_per_rms": base_per_rms, "ladder_bases": ladder_bases, "best_single_base": best_single,
@@ -140,9 +136,14 @@ def main():
     print("\nsize-weighted mean error per family at each layer's best base: %s"
           % ", ".join("%s %.4f" % kv for kv in family_errors.items()))
     print("BASE_PER_RMS (median best t1 / RMS): %.3f" % base_per_rms)
-    print("three ladder bases (k-means of log best t1, rounded to 2^k): %s" % ", ".join("%.3g" % b for b in ladder_bases))
-    print("size-weighted mean error: best single group (t1 = %.3g) %.4f; per-layer groups by the rule %.4f; "
-          "each layer at its own best t1 %.4f" % (best_single, one_group[best_single], per_layer, oracle))
+    print("three ladder bases (the best triple, each layer taking the best of the three): %s"
+          % ", ".join("%.3g" % b for b in ladder_bases))
+    print("\n| ladders | error, size-weighted | error, mean over layers |\n|---|---:|---:|")
+    print("| one group for all layers, the best (t1 = %.3g) | %.4f | %.4f |" % ((best_single,) + one_group[best_single]))
+    for b in ladder_bases:
+        print("| one group for all layers, t1 = %.3g | %.4f | %.4f |" % ((b,) + one_group[b]))
+    print("| per layer, the best of the three groups | %.4f | %.4f |" % per_layer)
+    print("| each layer at its own best t1 (bound) | %.4f | %.4f |" % oracle)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "summary": summary, "parameters": rows}, f, indent=1)
