@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Accuracy study: uncompressed, MXNet's 2bit, 4bit with one group, 4bit with per-layer groups.
+
+Each configuration trains the Fashion-MNIST example (examples/train_fashion_mnist.py) on a real job,
+2 workers and 1 server started by tools/launch.py, with the same model, epochs and hyperparameters,
+once per seed.  It writes docs/accuracy.md (table), docs/accuracy_epochs.png (test accuracy against
+epoch) and docs/accuracy_bytes.png (against the bytes rank 0 sent), and every epoch's log to
+docs/accuracy.json.
+
+    .venv/bin/python tools/study_accuracy.py [--epochs 6] [--seeds 1 2] [--model cnn]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = {
+    "uncompressed": ["--compression", "none"],
+    "MXNet 2bit (threshold 0.5)": ["--compression", "2bit", "--threshold", "0.5"],
+    "4bit, one group (medium)": ["--compression", "4bit", "--thresholds", "medium"],
+    "4bit, per-layer groups": ["--compression", "4bit", "--groups"],
+}
+
+
+def run(config, seed, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log.json")
+        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", "2", "-s", "1", "--timeout", "7200",
+                sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--model", args.model,
+                "--epochs", str(args.epochs), "--lr-steps", args.lr_steps, "--seed", str(seed), "--log", log]
+        proc = subprocess.run(argv + CONFIGS[config], cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit("run %s seed %d failed:\n%s\n%s" % (config, seed, proc.stdout[-3000:], proc.stderr[-3000:]))
+        with open(log) as f:
+            return json.load(f)
+
+
+def plot(results, path, x_of, xlabel):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for config, logs in results.items():
+        xs = np.mean([x_of(log) for log in logs], axis=0)
+        acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs])
+        ax.errorbar(xs, acc.mean(axis=0), yerr=[acc.mean(0) - acc.min(0), acc.max(0) - acc.mean(0)], marker="o",
+                    capsize=3, label=config)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (mean, min-max over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--lr-steps", default="4,5")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    args = parser.parse_args()
+    results = {}
+    for config in CONFIGS:
+        results[config] = []
+        for seed in args.seeds:
+            log = run(config, seed, args)
+            results[config].append(log)
+            print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
+                  flush=True)
+    with open(os.path.join(args.docs, "accuracy.json"), "w") as f:
+        json.dump({"args": vars(args), "results": results}, f, indent=1)
+    plot(results, os.path.join(args.docs, "accuracy_epochs.png"),
+         lambda log: [e["epoch"] for e in log["epochs"]], "epoch")
+    plot(results, os.path.join(args.docs, "accuracy_bytes.png"),
+         lambda log: np.cumsum([e["bytes_sent"] for e in log["epochs"]]) / 1e6, "MB sent by rank 0 (cumulative)")
+    rows = ["| configuration | final test accuracy, mean | min | max | MB sent per epoch (rank 0) |",
+            "|---|---:|---:|---:|---:|"]
+    finals = {}
+    for config, logs in results.items():
+        acc = [log["epochs"][-1]["test_accuracy"] for log in logs]
+        finals[config] = float(np.mean(acc))
+        sent = np.mean([e["bytes_sent"] for log in logs for e in log["epochs"]]) / 1e6
+        rows.append("| %s | %.4f | %.4f | %.4f | %.1f |" % (config, np.mean(acc), min(acc), max(acc), sent))
+    table = "\n".join(rows)
+    print(table)
+    groups = finals["4bit, per-layer groups"]
+    verdict = ("4bit with per-layer groups: %.2f points from uncompressed (claim: within 0.5), %+.2f points "
+               "against MXNet's 2bit (claim: above)" % (100 * (groups - finals["uncompressed"]),
+                                                       100 * (groups - finals["MXNet 2bit (threshold 0.5)"])))
+    print(verdict)
+    with open(os.path.join(args.docs, "accuracy_table.md"), "w") as f:
+        f.write(table + "\n\n" + verdict + "\n")
+
+
+if __name__ == "__main__":
+    main()
