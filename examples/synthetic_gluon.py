@@ -37,6 +37,8 @@ def main():
     parser.add_argument("--update-on-kvstore", type=int, choices=[0, 1], default=1,
                         help="1: the optimizer runs on the servers; 0: on each worker")
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--dense-warmup-steps", type=int, default=0,
+                        help="mxnet_gc.gluon.Trainer: dense pushes for this many steps, then the compression")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", help="save losses and weights here")
     args = parser.parse_args()
@@ -48,9 +50,11 @@ def main():
     net(mx.nd.zeros((1, 20)))
     kv = mxnet_gc.kvstore.create("dist_sync")
     params = net.collect_params()
+    options = {"dense_warmup_steps": args.dense_warmup_steps} if args.trainer == "gc" else {}
     make = mxnet_gc.gluon.Trainer if args.trainer == "gc" else gluon.Trainer
     trainer = make(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9}, kvstore=kv,
-                   compression_params=json.loads(args.compression), update_on_kvstore=bool(args.update_on_kvstore))
+                   compression_params=json.loads(args.compression), update_on_kvstore=bool(args.update_on_kvstore),
+                   **options)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     xs, ys = shard(kv.rank, args.steps, args.batch_size)
     losses = []
@@ -61,7 +65,8 @@ def main():
         trainer.step(args.batch_size)
         losses.append(loss.mean().asscalar())
         if step % 10 == 0 or step == args.steps - 1:
-            print("worker %d step %d loss %.4f" % (kv.rank, step, losses[-1]), flush=True)
+            print("worker %d step %d loss %.4f, pushing %s" % (kv.rank, step, losses[-1], kv._compression.type),
+                  flush=True)
     if args.out:
         weights = {name: p.data().asnumpy() for name, p in params.items()}
         np.savez(os.path.join(args.out, "rank%d.npz" % kv.rank), losses=np.array(losses), **weights)

@@ -71,7 +71,10 @@ def parse_args(argv=None):
     p.add_argument("--threshold", type=float, default=0.5, help="2bit threshold")
     p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
-    p.add_argument("--calibration-steps", type=int, default=50, help="steps measured before choosing groups")
+    p.add_argument("--calibration-steps", type=int, default=50,
+                   help="with --groups: dense steps measured before the groups are chosen")
+    p.add_argument("--dense-warmup-steps", type=int, default=0,
+                   help="without --groups: dense steps before the compression starts")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
@@ -112,7 +115,8 @@ def main(argv=None):
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", optimizer_params, kvstore=kv,
                                      compression_params=compression,
                                      threshold_groups="auto" if args.groups else None,
-                                     calibration_steps=args.calibration_steps)
+                                     calibration_steps=args.calibration_steps,
+                                     dense_warmup_steps=args.dense_warmup_steps)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     x_shard, y_shard = fashion_mnist.shard(train_x, train_y, rank, workers)
     values = sum(p.data().size for p in net.collect_params().values() if p.grad_req != "null")

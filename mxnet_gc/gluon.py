@@ -9,7 +9,9 @@ to ``bucket_size`` values (MXNET_GC_BUCKET_SIZE when set, else 262144; 0 for one
 
 With ``threshold_groups='auto'`` (and 4bit compression) it gives each parameter one of the three
 default threshold groups after ``calibration_steps`` steps, the one whose quantization error on that
-parameter's gradients was smallest (mxnet_gc/groups.py); ``threshold_groups`` may also be a dict of
+parameter's gradients was smallest (mxnet_gc/groups.py).  The calibration steps push dense gradients:
+they measure uncompressed training, and the first steps' large gradients, beyond every level of a
+group, would otherwise pile up in the residuals and can stall training; ``threshold_groups`` may also be a dict of
 named groups; ``group_overrides`` maps name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
 prints it).
 """
@@ -35,7 +37,7 @@ class Trainer(gluon.Trainer):
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, bucket_size=None, threshold_groups=None, calibration_steps=50,
-                 group_overrides=None):
+                 group_overrides=None, dense_warmup_steps=0):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.STORES:
             kvstore = gc_kvstore.create(kvstore)
         if isinstance(kvstore, DistSyncStore) and not kvstore._chunks:
@@ -52,6 +54,15 @@ class Trainer(gluon.Trainer):
             self._selector = GroupSelector(groups, calibration_steps, group_overrides)
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params=compression_params, update_on_kvstore=update_on_kvstore)
+        # Warm-up: the first steps push dense gradients, then the compression starts (with the groups,
+        # when they are calibrated over those steps).
+        self._warmup = calibration_steps if self._selector is not None else dense_warmup_steps
+        if not isinstance(self._warmup, int) or self._warmup < 0:
+            raise ValueError("dense_warmup_steps must be an int >= 0, got %r" % (self._warmup,))
+        self._steps_done = 0
+        self._group_compression = self._compression_params
+        if self._warmup and self._compression_params:
+            self._compression_params = {"type": "none"}
 
     def _ours(self):
         return isinstance(self._kvstore, DistSyncStore)
@@ -78,13 +89,16 @@ class Trainer(gluon.Trainer):
             outs.append(param.list_data() if self._update_on_kvstore else param.list_grad())
         if not keys:
             return
-        calibrating = self._selector is not None and self._selector.calibrating
-        if calibrating:
+        if self._selector is not None and self._selector.calibrating:
             self._selector.observe([g[0] for g in grads])  # this worker's gradients, before the push
         self._kvstore.push(keys, grads)
         self._kvstore.pull(keys, out=outs)
-        if calibrating and not self._selector.calibrating:
-            self._assign_groups(keys)
+        self._steps_done += 1
+        if self._steps_done == self._warmup and self._group_compression:
+            if self._selector is not None:
+                self._assign_groups(keys)
+            else:
+                self._kvstore.set_gradient_compression(self._group_compression)
 
     def save_checkpoint(self, prefix, extra=None):
         """Saves what an exact resume needs (a collective call on the workers).
@@ -100,7 +114,8 @@ class Trainer(gluon.Trainer):
             mx.nd.save(prefix + ".params", {p.name: p.data() for p in self._params})
             with open(prefix + ".trainer.json", "w") as f:
                 json.dump({"group_table": self.group_table, "compression": kv._compression.config,
-                           "rescale_grad": self._optimizer.rescale_grad, "extra": extra}, f)
+                           "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
+                           "extra": extra}, f)
         kv.save_residuals("%s.rank%d.residuals" % (prefix, kv.rank))
         if self._update_on_kvstore:
             kv.save_optimizer_states(prefix + ".opt", dump_optimizer=True)
@@ -127,9 +142,12 @@ class Trainer(gluon.Trainer):
             p.set_data(saved[p.name])
         if self._params_to_init:
             self._init_params()
+        self._steps_done = state["steps_done"]
+        if self._steps_done >= self._warmup and self._group_compression and self._selector is None:
+            self._kvstore.set_gradient_compression(self._group_compression)
         if state["group_table"] is not None and self._selector is not None:
             keys = [i for i, p in enumerate(self._params) if p.grad_req != "null"]
-            compression = dict(self._compression_params, per_key={k: row["levels"] for k, row in
+            compression = dict(self._group_compression, per_key={k: row["levels"] for k, row in
                                                                    zip(keys, state["group_table"])})
             self._kvstore.set_gradient_compression(compression)
             self.group_table = state["group_table"]
@@ -156,7 +174,7 @@ class Trainer(gluon.Trainer):
         params = [self._params[k] for k in keys]
         chosen, self.group_table = self._selector.choose([p.name for p in params],
                                                          [p.data().size for p in params], statistics)
-        compression = dict(self._compression_params, per_key={k: list(g.levels) for k, g in zip(keys, chosen)})
+        compression = dict(self._group_compression, per_key={k: list(g.levels) for k, g in zip(keys, chosen)})
         self._kvstore.set_gradient_compression(compression)
         if self._kvstore.rank == 0:
             print("mxnet_gc: threshold groups after %d calibration steps:\n%s"

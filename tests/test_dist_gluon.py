@@ -2,6 +2,7 @@
 and every worker ends with the same weights."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -14,19 +15,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FOUR_BIT = {"type": "4bit", "thresholds": [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]}
 
 
-def train(tmp_path, trainer, update_on_kvstore, compression):
+def train(tmp_path, trainer, update_on_kvstore, compression, *extra):
     argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "240", sys.executable,
             os.path.join(ROOT, "examples", "synthetic_gluon.py"), "--out", str(tmp_path), "--trainer", trainer,
-            "--update-on-kvstore", str(int(update_on_kvstore)), "--compression", json.dumps(compression)]
+            "--update-on-kvstore", str(int(update_on_kvstore)), "--compression", json.dumps(compression)] + list(extra)
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
+    return proc, [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
 
 
 @pytest.mark.parametrize("trainer,update_on_kvstore", [("gc", True), ("gc", False), ("gluon", True),
                                                        ("gluon", False)])
 def test_two_worker_training_with_4bit(tmp_path, trainer, update_on_kvstore):
-    results = train(tmp_path, trainer, update_on_kvstore, FOUR_BIT)
+    _, results = train(tmp_path, trainer, update_on_kvstore, FOUR_BIT)
+    check_trained_and_equal(results)
+
+
+def test_dense_warmup_then_4bit(tmp_path):
+    proc, results = train(tmp_path, "gc", True, FOUR_BIT, "--dense-warmup-steps", "15")
+    assert re.search(r"step 10 loss [\d.]+, pushing none", proc.stdout)  # within the warm-up: dense
+    assert re.search(r"step 20 loss [\d.]+, pushing 4bit", proc.stdout), proc.stdout
+    check_trained_and_equal(results)
+
+
+def check_trained_and_equal(results):
     for r in results:
         first, last = r["losses"][:5].mean(), r["losses"][-5:].mean()
         assert last < 0.3 * first, (first, last)

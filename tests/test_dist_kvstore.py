@@ -136,13 +136,21 @@ def test_per_key_threshold_groups(tmp_path):
 
 
 @pytest.mark.parametrize("bucket", [0, 100], ids=["one-message-per-key", "keys-share-a-message"])
-def test_sgd_momentum_on_servers(tmp_path, bucket):
+@pytest.mark.parametrize("compression", [{"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshold": 0.5}],
+                         ids=["4bit", "mxnet-2bit"])
+def test_sgd_momentum_on_servers(tmp_path, bucket, compression):
     """Pulls return weights updated on the servers; equal to MXNet's SGD applied here to the same sums."""
     opt_params = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01, "rescale_grad": 0.5}
     spec = {"keys": [[0, [20]], ["w", [3, 4]]], "steps": 4, "scale": 1.0, "seed": 7, "lists": True,
-            "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params]}
+            "compression": compression, "optimizer": ["sgd", opt_params]}
     _, results = run_job(tmp_path, spec, workers=2, servers=1 if bucket else 2,
                          env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
+    check_server_sgd(results, spec, opt_params)
+
+
+def check_server_sgd(results, spec, opt_params):
+    """Replays MXNet's SGD here on the simulated sums (restoring the optimizer state saved after step
+    spec['save_states_at'] after step spec['load_states_at']) and compares every pulled weight."""
     sums = simulate(spec, 2)
     opt = mx.optimizer.create("sgd", **opt_params)
     for i, (key, shape) in enumerate(spec["keys"]):
@@ -150,6 +158,10 @@ def test_sgd_momentum_on_servers(tmp_path, bucket):
         state = opt.create_state(i, weight)
         for step in range(spec["steps"]):
             opt.update(i, weight, mx.nd.array(sums[key, step]), state)
+            if step == spec.get("save_states_at"):
+                saved_state = state.copy()
+            if step == spec.get("load_states_at"):
+                state = saved_state
             for rank in range(2):
                 np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
 
@@ -163,19 +175,7 @@ def test_optimizer_states_saved_and_loaded_on_the_servers(tmp_path):
     _, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=1000"])
     assert sorted(os.listdir(tmp_path / "out")).count("states.server0") == 1
     assert (tmp_path / "out" / "states.server1").exists()
-    sums = simulate(spec, 2)
-    opt = mx.optimizer.create("sgd", **opt_params)
-    for i, (key, shape) in enumerate(spec["keys"]):
-        weight = mx.nd.array(initial_value(spec["seed"], i, shape))
-        state = opt.create_state(i, weight)
-        for step in range(spec["steps"]):
-            opt.update(i, weight, mx.nd.array(sums[key, step]), state)
-            if step == 1:
-                saved_state = state.copy()
-            if step == 2:
-                state = saved_state
-            for rank in range(2):
-                np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
+    check_server_sgd(results, spec, opt_params)
 
 
 # ---- bad input and faults ----

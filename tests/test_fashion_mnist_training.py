@@ -43,3 +43,13 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     with open(log) as f:
         epochs = json.load(f)["epochs"]
     assert len(epochs) == 2 and all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
+
+
+def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
+    log = str(tmp_path / "log.json")
+    proc = train(tmp_path, "--model", "resnet20", "--epochs", "1", "--log", log)
+    assert "== report ==" in proc.stdout and "compression ratio of the sent traffic" in proc.stdout
+    with open(log) as f:
+        run = json.load(f)
+    assert len(run["groups"]) == 65  # every parameter with a gradient got a group
+    assert run["epochs"][0]["test_accuracy"] > 0.1  # better than chance after 10 steps

@@ -3,7 +3,9 @@
 
 Each configuration trains the Fashion-MNIST example (examples/train_fashion_mnist.py) on a real job,
 2 workers and 1 server started by tools/launch.py, with the same model, epochs and hyperparameters,
-once per seed.  It writes docs/accuracy.md (table), docs/accuracy_epochs.png (test accuracy against
+once per seed; every compressed configuration pushes dense gradients for its first 50 steps (the
+per-layer groups are calibrated on them).  It prints the table and the verdict for docs/accuracy.md,
+and writes docs/accuracy_epochs.png (test accuracy against
 epoch) and docs/accuracy_bytes.png (against the bytes rank 0 sent), and every epoch's log to
 docs/accuracy.json.
 
@@ -19,11 +21,13 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WARMUP = "50"  # dense steps before the compression starts, for every compressed configuration
 CONFIGS = {
     "uncompressed": ["--compression", "none"],
-    "MXNet 2bit (threshold 0.5)": ["--compression", "2bit", "--threshold", "0.5"],
-    "4bit, one group (medium)": ["--compression", "4bit", "--thresholds", "medium"],
-    "4bit, per-layer groups": ["--compression", "4bit", "--groups"],
+    "MXNet 2bit (threshold 0.5)": ["--compression", "2bit", "--threshold", "0.5", "--dense-warmup-steps", WARMUP],
+    "MXNet 2bit (threshold 2)": ["--compression", "2bit", "--threshold", "2", "--dense-warmup-steps", WARMUP],
+    "4bit, one group (medium)": ["--compression", "4bit", "--thresholds", "medium", "--dense-warmup-steps", WARMUP],
+    "4bit, per-layer groups": ["--compression", "4bit", "--groups", "--calibration-steps", WARMUP],
 }
 
 
@@ -67,16 +71,23 @@ def main():
     parser.add_argument("--lr-steps", default="4,5")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    parser.add_argument("--only", nargs="+", choices=list(CONFIGS), help="run only these configurations and "
+                        "keep the others' results from docs/accuracy.json")
     args = parser.parse_args()
     results = {}
-    for config in CONFIGS:
+    saved = os.path.join(args.docs, "accuracy.json")
+    if args.only and os.path.exists(saved):
+        with open(saved) as f:
+            results = {k: v for k, v in json.load(f)["results"].items() if k not in args.only}
+    for config in args.only or CONFIGS:
         results[config] = []
         for seed in args.seeds:
             log = run(config, seed, args)
             results[config].append(log)
             print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
                   flush=True)
-    with open(os.path.join(args.docs, "accuracy.json"), "w") as f:
+    results = {k: results[k] for k in CONFIGS if k in results}
+    with open(saved, "w") as f:
         json.dump({"args": vars(args), "results": results}, f, indent=1)
     plot(results, os.path.join(args.docs, "accuracy_epochs.png"),
          lambda log: [e["epoch"] for e in log["epochs"]], "epoch")
@@ -93,12 +104,11 @@ def main():
     table = "\n".join(rows)
     print(table)
     groups = finals["4bit, per-layer groups"]
-    verdict = ("4bit with per-layer groups: %.2f points from uncompressed (claim: within 0.5), %+.2f points "
-               "against MXNet's 2bit (claim: above)" % (100 * (groups - finals["uncompressed"]),
-                                                       100 * (groups - finals["MXNet 2bit (threshold 0.5)"])))
+    best_2bit = max((v, k) for k, v in finals.items() if "2bit" in k)
+    verdict = ("4bit with per-layer groups: %+.2f points against uncompressed (claim: within 0.5), %+.2f points "
+               "against the better MXNet 2bit run, %s (claim: above)"
+               % (100 * (groups - finals["uncompressed"]), 100 * (groups - best_2bit[0]), best_2bit[1]))
     print(verdict)
-    with open(os.path.join(args.docs, "accuracy_table.md"), "w") as f:
-        f.write(table + "\n\n" + verdict + "\n")
 
 
 if __name__ == "__main__":
