@@ -71,10 +71,13 @@ class Trainer(gluon.Trainer):
         if not self._ours():
             return super()._init_params()
         ready = [p for p in self._params_to_init if not p._deferred_init]
-        if ready:
-            keys = [self._param2idx[p.name] for p in ready]
-            self._kvstore.init(keys, [p.list_data()[0] for p in ready])
-            self._kvstore.pull(keys, out=[p.list_data() for p in ready])
+        # Parameters that get gradients are pushed together each step, so they are initialized together
+        # (and may share messages); the others (batch-norm statistics) apart from them.
+        for group in ([p for p in ready if p.grad_req != "null"], [p for p in ready if p.grad_req == "null"]):
+            if group:
+                keys = [self._param2idx[p.name] for p in group]
+                self._kvstore.init(keys, [p.list_data()[0] for p in group])
+                self._kvstore.pull(keys, out=[p.list_data() for p in group])
         self._params_to_init = [p for p in self._params_to_init if p._deferred_init]
 
     def _allreduce_grads(self):

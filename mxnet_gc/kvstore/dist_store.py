@@ -157,11 +157,11 @@ class DistSyncStore(KVStoreBase):
         if reduce_only:
             self._reduce_only.update(keys)
         messages = self._layout.add(keys, [v.shape for v in values])
-        flat = {k: v.reshape(-1) for k, v in zip(keys, values)}
-        # A message's value is its chunks' parts, end to end.  (A private array: MXNet keeps the array
-        # given to init as the key's buffer for later pulls.)
-        initial = [mx.nd.concat(*[flat[c.key][c.begin:c.end] for c in m.chunks], dim=0) if len(m.chunks) > 1
-                   else flat[m.chunks[0].key][m.chunks[0].begin:m.chunks[0].end].copy() for m in messages]
+        # A message's value is its chunks' parts, end to end, in a private array (MXNet keeps the array
+        # given to init as the key's buffer for later pulls).  Through numpy: an array in MKL-DNN's
+        # layout cannot be viewed flat.
+        flat = {k: v.asnumpy().ravel() for k, v in zip(keys, values)}
+        initial = [mx.nd.array(np.concatenate([flat[c.key][c.begin:c.end] for c in m.chunks])) for m in messages]
         self._kv.init([m.value_key for m in messages], initial)
         self._register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages)
