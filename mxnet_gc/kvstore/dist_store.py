@@ -6,7 +6,6 @@ worker's payload and sum; a pull returns that sum in float32 (or, with ``set_opt
 the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/kvstore/protocol.py.
 """
 import base64
-import ctypes
 import os
 import pickle
 import sys
