@@ -1,0 +1,47 @@
+"""tools/netns_cluster.py: a job across network namespaces with shaped links; nothing left behind."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from dist.job import HERE, ROOT
+
+CLUSTER = os.path.join(ROOT, "tools", "netns_cluster.py")
+
+
+def namespaces():
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+
+
+def test_job_across_shaped_hosts(tmp_path):
+    """6 MB of dense pushes through a 20 Mbit/s server link cannot take less than 2.4 s."""
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = {"keys": [["big", [250000]]], "steps": 3, "scale": 1.0, "seed": 1, "lists": True,
+            "compression": {"type": "none"}, "out": str(out)}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    start = time.time()
+    proc = subprocess.run([sys.executable, CLUSTER, "--hosts", "4", "--rate", "20mbit", "--", "-n", "2", "-s", "1",
+                           "--timeout", "120", sys.executable, os.path.join(HERE, "worker.py"),
+                           str(tmp_path / "spec.json")], cwd=ROOT, capture_output=True, text=True, timeout=200)
+    elapsed = time.time() - start
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(os.listdir(out)) == ["rank0.npz", "rank1.npz"]
+    assert not [n for n in namespaces() if n.startswith("mxgc")]
+    counters = {line.split()[0]: (int(line.split()[1]), int(line.split()[2]))
+                for line in proc.stdout.splitlines() if line.startswith("198.18.0.")}
+    assert sorted(counters) == ["198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4"]
+    server_received = counters["198.18.0.2"][1]  # the scheduler is .1, the server .2
+    assert server_received >= 2 * 3 * 250000 * 4
+    assert elapsed >= server_received * 8 / 20e6
+
+
+def test_refuses_when_namespaces_of_an_earlier_run_exist():
+    subprocess.run(["ip", "netns", "add", "mxgc-h0"], check=True)
+    try:
+        proc = subprocess.run([sys.executable, CLUSTER, "--hosts", "2", "--", "-n", "1", "true"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "exist from an earlier run" in proc.stderr
+    finally:
+        subprocess.run(["ip", "netns", "del", "mxgc-h0"])

@@ -1,0 +1,154 @@
+#!/usr/bin/env python
+"""A bandwidth-limited cluster on one machine: one network namespace per host, shaped links.
+
+    sudo .venv/bin/python tools/netns_cluster.py --hosts 4 --rate 100mbit -- \\
+        -n 2 -s 1 .venv/bin/python examples/synthetic_gluon.py
+
+Creates hosts mxgc-h0 ... mxgc-h{N-1}, each a network namespace with one interface (address
+198.18.0.{i+1}/24, the range reserved for benchmarks) joined to the others through a bridge in its own
+namespace (mxgc-sw).  Each host's link is limited to --rate in both directions with tc's token
+bucket filter (``unlimited`` leaves it alone).  Then it runs tools/launch.py with the given arguments
+across those hosts (its ssh launcher, with tools/netns_ssh.py in place of ssh: the scheduler on the
+first host, then servers and workers, one host each), prints each host's bytes sent and received
+from its interface counters, and removes every namespace it made, also on failure and Ctrl-C.
+
+Needs root and iproute2 (ip, tc); without them it refuses with a message.
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PREFIX = "mxgc-h"
+SWITCH = "mxgc-sw"
+SUBNET = "198.18.0.%d"
+
+
+def run(*argv, check=True):
+    return subprocess.run(argv, check=check, capture_output=True, text=True)
+
+
+def address(i):
+    return SUBNET % (i + 1)
+
+
+class Cluster:
+    """Namespaces, links and shaping for N hosts; ``close`` removes all of them."""
+
+    def __init__(self, hosts, rate):
+        self.hosts, self.rate = hosts, rate
+        self.made = []
+
+    def __enter__(self):
+        try:
+            self._ns(SWITCH)
+            run("ip", "netns", "exec", SWITCH, "ip", "link", "add", "br0", "type", "bridge")
+            run("ip", "netns", "exec", SWITCH, "ip", "link", "set", "br0", "up")
+            for i in range(self.hosts):
+                ns = PREFIX + str(i)
+                self._ns(ns)
+                # the veth pair is created inside the host namespace, its peer moved to the switch
+                run("ip", "netns", "exec", ns, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "p%d" % i)
+                run("ip", "netns", "exec", ns, "ip", "link", "set", "p%d" % i, "netns", SWITCH)
+                run("ip", "netns", "exec", SWITCH, "ip", "link", "set", "p%d" % i, "master", "br0", "up")
+                run("ip", "netns", "exec", ns, "ip", "addr", "add", address(i) + "/24", "dev", "eth0")
+                run("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
+                run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+                if self.rate != "unlimited":  # egress of the host, and egress towards it from the switch
+                    for where, dev in ((ns, "eth0"), (SWITCH, "p%d" % i)):
+                        run("ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                            self.rate, "burst", "256kbit", "latency", "100ms")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _ns(self, name):
+        run("ip", "netns", "add", name)
+        self.made.append(name)
+
+    def counters(self):
+        """{host address: (bytes sent, bytes received)} from each host's interface."""
+        out = {}
+        for i in range(self.hosts):
+            values = []
+            for counter in ("tx_bytes", "rx_bytes"):
+                r = run("ip", "netns", "exec", PREFIX + str(i), "cat", "/sys/class/net/eth0/statistics/" + counter)
+                values.append(int(r.stdout))
+            out[address(i)] = tuple(values)
+        return out
+
+    def close(self):
+        """Deletes every namespace made (their interfaces and the bridge go with them); kills what ran there."""
+        for ns in reversed(self.made):
+            pids = run("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            run("ip", "netns", "del", ns, check=False)
+        self.made = []
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def leftovers():
+    """Namespaces of an earlier run that did not end cleanly."""
+    names = run("ip", "netns", "list", check=False).stdout.split()
+    return [n for n in names if n.startswith(PREFIX) or n == SWITCH]
+
+
+def check_environment():
+    if os.geteuid() != 0:
+        sys.exit("netns_cluster.py: needs root (network namespaces and tc); run it as root")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            sys.exit("netns_cluster.py: needs %s from iproute2 (apt-get install iproute2)" % tool)
+    probe = "mxgc-probe"
+    r = run("ip", "netns", "add", probe, check=False)
+    if r.returncode != 0:
+        sys.exit("netns_cluster.py: cannot create network namespaces here: %s" % r.stderr.strip())
+    run("ip", "netns", "del", probe, check=False)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hosts", type=int, required=True, help="scheduler + servers + workers")
+    parser.add_argument("--rate", default="unlimited", help="per-host link rate for tc (100mbit, 1gbit, ...)")
+    parser.add_argument("launch_args", nargs=argparse.REMAINDER,
+                        help="after --: the arguments of tools/launch.py (-n, -s, the worker command)")
+    args = parser.parse_args(argv)
+    launch_args = args.launch_args[1:] if args.launch_args[:1] == ["--"] else args.launch_args
+    check_environment()
+    stale = leftovers()
+    if stale:
+        sys.exit("netns_cluster.py: namespaces %s exist from an earlier run; delete them with "
+                 "`ip netns del NAME`" % ", ".join(stale))
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+
+    signal.signal(signal.SIGTERM, interrupted)
+    with Cluster(args.hosts, args.rate) as cluster, tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
+        hostfile.write("\n".join(address(i) for i in range(args.hosts)) + "\n")
+        hostfile.flush()
+        ssh = "%s %s" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py"))
+        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "--launcher", "ssh", "-H", hostfile.name,
+                "--ssh", ssh] + launch_args
+        before = cluster.counters()
+        code = subprocess.call(argv, cwd=os.getcwd())
+        after = cluster.counters()
+        print("host          bytes sent  bytes received")
+        for host in after:
+            print("%-12s %11d %15d" % (host, after[host][0] - before[host][0], after[host][1] - before[host][1]))
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/usr/bin/env python
+"""ssh for tools/netns_cluster.py's hosts: ``netns_ssh.py [ssh options] ADDRESS COMMAND`` runs COMMAND
+inside the network namespace that holds ADDRESS (198.18.0.{i+1} is namespace mxgc-h{i}).
+
+ssh's options (``-tt``, ``-o KEY=VALUE``) are accepted and ignored; the process replaces itself
+with ``ip netns exec NS sh -c COMMAND``, so the launcher's signals reach the command.
+"""
+import os
+import sys
+
+args = sys.argv[1:]
+while args and args[0].startswith("-"):
+    if args.pop(0) in ("-o", "-p", "-i", "-l"):
+        args.pop(0)
+host, command = args[0], " ".join(args[1:])
+parts = host.split(".")
+if len(parts) != 4 or parts[:3] != ["198", "18", "0"]:
+    sys.exit("netns_ssh.py: %s is not a host of tools/netns_cluster.py (198.18.0.N)" % host)
+os.execvp("ip", ["ip", "netns", "exec", "mxgc-h%d" % (int(parts[3]) - 1), "sh", "-c", command])
