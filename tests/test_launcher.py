@@ -1,4 +1,5 @@
 """tools/launch.py: exit codes, failure reports, timeouts, Ctrl-C, the ssh launcher; no process left."""
+import json
 import os
 import signal
 import subprocess
@@ -49,6 +50,22 @@ def test_successful_job_exits_zero(tag):
     assert sorted(line.split("] ")[1] for line in proc.stdout.splitlines() if "worker " in line) == \
         ["worker 0 of 2", "worker 1 of 2"]
     assert processes_with(tag) == []
+
+
+def test_report_has_each_process_cpu_time(tag, tmp_path):
+    """--report: each worker is charged at least the CPU time it measured itself (1 s of spinning)."""
+    spin = STORE + "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass\n" \
+                   "print('cpu', kv.rank, time.process_time())"
+    report = tmp_path / "report.json"
+    proc = launch(tag, "-n", "2", "-s", "1", "--timeout", "60", "--report", str(report), sys.executable, "-c", spin)
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r["role"], r["rank"]): r for r in json.loads(report.read_text())}
+    assert sorted(rows) == [("scheduler", 0), ("server", 0), ("worker", 0), ("worker", 1)]
+    assert all(r["exit_code"] == 0 and r["host"] == "127.0.0.1" and r["cpu_seconds"] > 0 for r in rows.values())
+    own = dict(line.split()[-2:] for line in proc.stdout.splitlines() if "] cpu " in line)
+    for rank in (0, 1):
+        measured, total = float(own[str(rank)]), rows["worker", rank]["cpu_seconds"]
+        assert measured >= 1.0 and measured <= total <= measured + 3.0
 
 
 def test_failing_worker_fails_the_job_with_its_last_lines(tag):

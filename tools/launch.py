@@ -14,6 +14,7 @@ The hosts must share the code at the same path and reach each other's addresses.
 """
 import argparse
 import collections
+import json
 import os
 import shlex
 import signal
@@ -32,10 +33,13 @@ EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the sch
 class Process:
     """One started process, its output streamed with a prefix and its last lines kept."""
 
-    def __init__(self, role, rank, argv, env, echo):
+    def __init__(self, role, rank, host, argv, env, echo):
         self.role, self.rank = role, rank
         self.name = "scheduler" if role == "scheduler" else "%s %d" % (role, rank)
         self.tail = collections.deque(maxlen=TAIL_LINES)
+        self.host = host
+        self.started = time.time()
+        self.cpu_seconds = self.wall_seconds = None  # user + system CPU time of it and its children, at exit
         self.popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, start_new_session=True)
         self.reader = threading.Thread(target=self._read, args=(echo,), daemon=True)
@@ -49,8 +53,18 @@ class Process:
                 sys.stdout.write("[%s] %s\n" % (self.name, line))
                 sys.stdout.flush()
 
-    def poll(self):
-        return self.popen.poll()
+    def poll(self, block=False):
+        """The exit code, or None while it runs; reaps it with wait4 to keep its CPU time."""
+        if self.popen.returncode is None:
+            try:
+                pid, status, usage = os.wait4(self.popen.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return self.popen.poll()
+            if pid:
+                self.popen.returncode = os.waitstatus_to_exitcode(status)
+                self.cpu_seconds = usage.ru_utime + usage.ru_stime
+                self.wall_seconds = time.time() - self.started
+        return self.popen.returncode
 
     def signal(self, sig):
         """Signals the process's whole session (it and everything it started)."""
@@ -126,7 +140,7 @@ class Job:
             argv = command
             full_env = dict(os.environ, **env)
         echo = role == "worker" or self.args.verbose
-        self.processes.append(Process(role, rank, argv, full_env, echo))
+        self.processes.append(Process(role, rank, host, argv, full_env, echo))
 
     def start_all(self):
         if self.args.mxnet_servers:  # MXNet runs its stock server (and the scheduler) inside `import mxnet`
@@ -186,7 +200,7 @@ class Job:
             time.sleep(0.05)
         for p in self.processes:
             p.signal(signal.SIGKILL)  # also reaches children left in the session
-            p.popen.wait()
+            p.poll(block=True)
             p.reader.join(timeout=1.0)
 
 
@@ -206,6 +220,8 @@ def parse_args(argv):
     parser.add_argument("--mxnet-servers", action="store_true",
                         help="run MXNet's stock parameter server instead of mxnet_gc's (to compare with MXNet's "
                              "own dist kvstore; mxnet_gc's stores need mxnet_gc's server)")
+    parser.add_argument("--report", metavar="FILE",
+                        help="write a JSON list of the processes: role, rank, host, exit code, wall and CPU seconds")
     parser.add_argument("-v", "--verbose", action="store_true", help="also show server and scheduler output")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -230,10 +246,15 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, interrupted)
     try:
         job.start_all()
-        return job.watch()
+        code = job.watch()
     except BaseException:
         job.stop()
         raise
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump([{"role": p.role, "rank": p.rank, "host": p.host, "exit_code": p.popen.returncode,
+                        "wall_seconds": p.wall_seconds, "cpu_seconds": p.cpu_seconds} for p in job.processes], f)
+    return code
 
 
 if __name__ == "__main__":
