@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install data test demo bench clean
+.PHONY: install data test demo bench bench-network clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -32,6 +32,12 @@ demo: install data
 
 bench: install
 	$(PY) tools/bench_codecs.py
+
+# The network benchmark on namespaced, bandwidth-limited hosts (root; about 40 minutes on 2 cores):
+# rewrites its section of docs/performance.md, docs/bench_network.csv and docs/bench_network.png.
+bench-network: install data
+	$(PY) tools/bench_network.py --csv docs/bench_network.csv --plot docs/bench_network.png \
+		--markdown docs/performance.md
 
 clean:
 	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so

@@ -1,86 +1,419 @@
 #!/usr/bin/env python
-"""Step time and traffic per compression on a bandwidth-limited cluster (tools/netns_cluster.py).
+"""The network benchmark: a Gluon training step per compression on a bandwidth-limited cluster.
 
-For every model, mode (see tools/bench_kvstore.py), link rate and worker count it runs one job on its
-own namespaced hosts (scheduler, 1 server, W workers; every link shaped to the rate) in which each
-worker pushes and pulls every parameter once per step.  Per run: rank 0's step time (median, min,
-max of the timed steps), the bytes each host's interface sent and received over the whole job, and
-the wire-time bound: the server link's bytes per timed step at the link rate, the least time a step
-can take on that network.  The server link carries every worker's pushes in and pulls out; it is
-computed as W x rank 0's bytes per timed step (kernel socket counters, workers being symmetric).
+    .venv/bin/python tools/bench_network.py                 # the whole benchmark (about 40 minutes, root)
+    .venv/bin/python tools/bench_network.py --models fmnist-cnn --modes none 4bit --rates 1gbit --workers 2
 
-    .venv/bin/python tools/bench_network.py --models mlp10m --modes gc-none 4bit --rates 100mbit \\
-        --workers 2 [--steps 5] [--csv results.csv]
+Every job runs on its own hosts made by tools/netns_cluster.py (scheduler, 1 server and W workers,
+each a network namespace whose link is shaped to the rate in both directions), started through
+tools/launch.py's ssh launcher.  Each worker trains one model with Gluon and its kvstore:
 
-Needs root (network namespaces, tc).  Still being built: the full benchmark of the issue (every
-codec, 100 Mbit/s / 1 Gbit/s / unlimited, 2 and 4 workers, both models, with CPU time per process).
+    mlp10m      an MLP 1024-2048-2048-2048-10 (10.5M parameters) on synthetic input, batch 32
+    fmnist-cnn  the Fashion-MNIST example's CNN (examples/train_fashion_mnist.py), real images, batch 64
+
+and one of these modes:
+
+    none         MXNet's own dist_sync store and server, uncompressed (gluon.Trainer)
+    mxnet-2bit   MXNet's own dist_sync store and server, MXNet's built-in 2bit (gluon.Trainer)
+    gc-none      mxnet_gc's store and server, uncompressed (mxnet_gc.gluon.Trainer, shared messages)
+    gc_2bit      mxnet_gc's store, its 2bit codec
+    4bit         mxnet_gc's store, 4bit (group 'medium' for every layer)
+    4bit-groups  4bit with a threshold group per layer, chosen during dense calibration steps
+    4bit-cpull   4bit, and the servers send the sum 4bit-encoded too (compressed pull; the optimizer
+                 then runs on the workers, in the others on the servers)
+
+Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), split
+into compute (forward + backward, waited for) and communication (trainer.step until the new
+parameters are ready); the bytes each worker's interface sent and received during the timed steps
+(the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
+worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
+gradients (our codecs only; measured by this script outside the cluster, on an idle machine).  Beside each row, the wire bound: the
+server link's busier direction at the link rate, the least time a step's traffic needs.
+
+Writes the rows to --csv, a plot to --plot and the tables to --markdown (replacing the part between
+the benchmark's markers in docs/performance.md).  Checks at the end that no namespace and no process
+of the benchmark is left.  Needs root (network namespaces, tc).
 """
 import argparse
 import csv
 import json
 import os
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import netns_cluster  # noqa: E402
+
 RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
+MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bit-cpull"]
+MODELS = ["mlp10m", "fmnist-cnn"]
+COMPRESSION = {"none": None, "mxnet-2bit": {"type": "2bit", "threshold": 0.5}, "gc-none": {"type": "none"},
+               "gc_2bit": {"type": "gc_2bit", "threshold": 0.5}, "4bit": {"type": "4bit", "thresholds": "medium"},
+               "4bit-groups": {"type": "4bit", "thresholds": "medium"},
+               "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True}}
+CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
+BEGIN, END = "<!-- bench_network:begin -->", "<!-- bench_network:end -->"
 
 
-def run(model, mode, rate, workers, args):
+# ---------------------------------------------------------------- the worker (inside the cluster)
+
+def model_and_batches(model, rank, workers):
+    """(network, batch size, function step -> (x, y)) of one worker."""
+    import numpy as np
+    import mxnet as mx
+    from mxnet import gluon
+
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import fashion_mnist
+    import train_fashion_mnist
+
+    if model == "mlp10m":
+        net = gluon.nn.HybridSequential()
+        for width in (2048, 2048, 2048):
+            net.add(gluon.nn.Dense(width, activation="relu"))
+        net.add(gluon.nn.Dense(10))
+        rng = np.random.default_rng(rank)
+        x = mx.nd.array(rng.standard_normal((32, 1024)).astype(np.float32))
+        y = mx.nd.array(rng.integers(0, 10, 32).astype(np.float32))
+        return net, (1, 1024), 32, lambda step: (x, y)
+    images, labels = fashion_mnist.shard(*fashion_mnist.load("train"), rank, workers)
+    batch = 64
+
+    def batches(step):
+        start = (step * batch) % (len(images) - batch)
+        return train_fashion_mnist.to_batch(images[start:start + batch], labels[start:start + batch])
+
+    return train_fashion_mnist.build_model("cnn"), (1, 1, 28, 28), batch, batches
+
+
+def interface_bytes():
+    """(sent, received) bytes of this host's interface in the cluster (eth0), else of this process's sockets."""
+    if os.path.exists("/sys/class/net/eth0/statistics/tx_bytes"):
+        values = []
+        for counter in ("tx_bytes", "rx_bytes"):
+            with open("/sys/class/net/eth0/statistics/" + counter) as f:
+                values.append(int(f.read()))
+        return tuple(values)
+    from mxnet_gc.traffic import socket_bytes
+
+    return socket_bytes()
+
+
+def codec_times(mode, arrays, repeats=5):
+    """Median seconds to encode, and to decode, all ``arrays`` with the mode's codec (our codecs only)."""
+    import mxnet as mx
+    import mxnet_gc
+
+    params = dict(COMPRESSION[mode] or {})
+    kind = {"gc_2bit": "2bit", "4bit": "4bit"}.get(params.get("type"))
+    if kind is None:
+        return None, None
+    codec = mxnet_gc.codecs.create({"type": kind, **{k: v for k, v in params.items()
+                                                     if k in ("threshold", "thresholds")}})
+    residuals = [mx.nd.zeros(a.shape) for a in arrays]
+    payloads = [mx.nd.zeros((codec.payload_size(a.size),)) for a in arrays]
+    outs = [mx.nd.zeros(a.shape) for a in arrays]
+    encode, decode = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for a, r, p in zip(arrays, residuals, payloads):
+            codec.encode(a, r, out=p)
+        mx.nd.waitall()
+        t1 = time.perf_counter()
+        for p, o in zip(payloads, outs):
+            codec.decode(p, o)
+        mx.nd.waitall()
+        encode.append(t1 - t0)
+        decode.append(time.perf_counter() - t1)
+    return statistics.median(encode), statistics.median(decode)
+
+
+def local_gradients(model):
+    """The model's gradients after one forward and backward pass on this machine (no kvstore)."""
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    net, shape, _, batches = model_and_batches(model, 0, 1)
+    net.initialize(mx.init.Xavier(magnitude=2))
+    net(mx.nd.zeros(shape))
+    x, y = batches(0)
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+    loss.backward()
+    return [p.grad() for p in net.collect_params().values() if p.grad_req != "null"]
+
+
+def worker(args):
+    """One worker: trains, times, writes args.out/rank<r>.json."""
+    import mxnet as mx
+    from mxnet import autograd, gluon
+    import mxnet_gc
+
+    mx.random.seed(1)
+    compression = COMPRESSION[args.mode]
+    kv = mx.kv.create("dist_sync") if args.mode in ("none", "mxnet-2bit") else mxnet_gc.kvstore.create("dist_sync")
+    net, shape, batch, batches = model_and_batches(args.model, kv.rank, kv.num_workers)
+    net.initialize(mx.init.Xavier(magnitude=2))
+    net(mx.nd.zeros(shape))
+    params = net.collect_params()
+    optimizer = ("sgd", {"learning_rate": 0.01, "momentum": 0.9})
+    if args.mode in ("none", "mxnet-2bit"):
+        trainer = gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression)
+    else:
+        groups = args.mode == "4bit-groups"
+        trainer = mxnet_gc.gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression,
+                                         threshold_groups="auto" if groups else None,
+                                         calibration_steps=CALIBRATION_STEPS,
+                                         update_on_kvstore=False if args.mode == "4bit-cpull" else None)
+    trained = [p for p in params.values() if p.grad_req != "null"]
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step(i):
+        x, y = batches(i)
+        t0 = time.perf_counter()
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        for p in trained:
+            p.grad().wait_to_read()
+        t1 = time.perf_counter()
+        trainer.step(batch)
+        for p in trained:
+            p.data().wait_to_read()
+        return t1 - t0, time.perf_counter() - t1
+
+    warmup = args.warmup + (CALIBRATION_STEPS if args.mode == "4bit-groups" else 0)
+    for i in range(warmup):
+        step(i)
+    bytes0, cpu0 = interface_bytes(), time.process_time()
+    phases = [step(warmup + i) for i in range(args.steps)]
+    bytes1, cpu1 = interface_bytes(), time.process_time()
+    totals = [a + b for a, b in phases]
+    result = {"rank": kv.rank, "parameters": sum(p.data().size for p in trained), "step_s": totals,
+              "compute_s": statistics.median(a for a, _ in phases), "comm_s": statistics.median(b for _, b in phases),
+              "sent_per_step": (bytes1[0] - bytes0[0]) / args.steps,
+              "received_per_step": (bytes1[1] - bytes0[1]) / args.steps,
+              "cpu_per_step": (cpu1 - cpu0) / args.steps}
+    with open(os.path.join(args.out, "rank%d.json" % kv.rank), "w") as f:
+        json.dump(result, f)
+
+
+# ---------------------------------------------------------------- the driver (outside)
+
+CODEC_SECONDS = {}  # mode -> (encode, decode) seconds of the current model's gradients
+
+
+def run(model, mode, rate, workers, args, tag):
+    """One job on its own shaped hosts; returns its row."""
     with tempfile.TemporaryDirectory() as out:
-        launch = ["-n", str(workers), "-s", "1", "--timeout", "1800"]
-        launch += ["--mxnet-servers"] if mode.startswith("mxnet") else ["--env", "MXNET_GC_BUCKET_SIZE=262144"]
-        launch += [sys.executable, os.path.join(ROOT, "tools", "bench_kvstore.py"), "--worker", "--model", model,
-                   "--mode", mode, "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
-        argv = [sys.executable, os.path.join(ROOT, "tools", "netns_cluster.py"), "--hosts", str(2 + workers),
-                "--rate", rate, "--"] + launch
-        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit("%s %s %s failed:\n%s\n%s" % (model, mode, rate, proc.stdout[-3000:], proc.stderr[-3000:]))
-        with open(os.path.join(out, "rank0.json")) as f:
-            result = json.load(f)
-    hosts = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("198.18.0."):
-            host, sent, received = line.split()
-            hosts[host] = (int(sent), int(received))
-    busiest = workers * max(result["sent_per_step"], result["recv_per_step"])  # the server's link
-    bits = RATES_BITS.get(rate)
-    return {"model": model, "mode": mode, "rate": rate, "workers": workers, "step_ms": 1e3 * result["step_s"],
-            "step_ms_min": 1e3 * result["step_s_spread"][0], "step_ms_max": 1e3 * result["step_s_spread"][1],
-            "host_bytes_whole_job": hosts, "server_link_bytes_per_step": busiest, "wire_bound_ms": 1e3 * busiest * 8 / bits if bits else 0.0,
-            "rank0_sent_per_step": result["sent_per_step"], "rank0_received_per_step": result["recv_per_step"]}
+        report = os.path.join(out, "launch.json")
+        launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report,
+                  "--env", tag]
+        launch += ["--mxnet-servers"] if mode in ("none", "mxnet-2bit") else []
+        launch += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
+        code, hosts = netns_cluster.run_job(2 + workers, rate, launch)
+        if code != 0:
+            raise SystemExit("bench_network.py: job %s %s %s %d workers failed (exit %d)" % (model, mode, rate,
+                                                                                         workers, code))
+        ranks = []
+        for r in range(workers):
+            with open(os.path.join(out, "rank%d.json" % r)) as f:
+                ranks.append(json.load(f))
+        with open(report) as f:
+            processes = json.load(f)
+    r0 = ranks[0]
+    server_in = sum(r["sent_per_step"] for r in ranks)
+    server_out = sum(r["received_per_step"] for r in ranks)
+    bits = RATES_BITS[rate]
+    wire = 8 * max(server_in, server_out) / bits if bits else 0.0
+    codec = None
+    if mode not in CODEC_SECONDS:  # measured here, on the idle machine, on the model's real gradients
+        CODEC_SECONDS[mode] = codec_times(mode, local_gradients(model))
+    encode, decode = CODEC_SECONDS[mode]
+    if encode is not None:  # a worker encodes, the server decodes each worker's push (and, for a compressed
+        codec = encode + workers * decode  # pull, encodes the sum, which the worker decodes)
+        if mode == "4bit-cpull":
+            codec += encode + decode
+    cpu = {(p["role"], p["rank"]): p["cpu_seconds"] for p in processes}
+    by_role = {p["role"]: [] for p in processes}
+    for p in processes:
+        by_role[p["role"]].append(hosts[p["host"]])
+    return {"model": model, "mode": mode, "rate": rate, "workers": workers, "parameters": r0["parameters"],
+            "step_ms": 1e3 * statistics.median(r0["step_s"]), "step_ms_min": 1e3 * min(r0["step_s"]),
+            "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]),
+            "compute_ms": 1e3 * r0["compute_s"], "comm_ms": 1e3 * r0["comm_s"],
+            "server_in_mb_per_step": server_in / 1e6, "server_out_mb_per_step": server_out / 1e6,
+            "worker0_sent_mb_per_step": r0["sent_per_step"] / 1e6,
+            "worker0_received_mb_per_step": r0["received_per_step"] / 1e6,
+            "wire_bound_ms": 1e3 * wire, "codec_ms": None if codec is None else 1e3 * codec,
+            "worker_cpu_ms_per_step": 1e3 * statistics.mean(r["cpu_per_step"] for r in ranks),
+            "cpu_s_scheduler": cpu["scheduler", 0], "cpu_s_server": cpu["server", 0],
+            "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)),
+            "job_mb_sent_server": by_role["server"][0][0] / 1e6, "job_mb_received_server": by_role["server"][0][1] / 1e6,
+            "job_mb_sent_scheduler": by_role["scheduler"][0][0] / 1e6,
+            "job_mb_sent_worker_mean": statistics.mean(h[0] for h in by_role["worker"]) / 1e6,
+            "job_mb_received_worker_mean": statistics.mean(h[1] for h in by_role["worker"]) / 1e6}
+
+
+def fmt(value, digits=0):
+    return "–" if value is None else "%.*f" % (digits, value)
+
+
+def table(rows):
+    lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | server in / out "
+             "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %.1f |" % (
+            r["model"], r["workers"], r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
+            fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
+            r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
+            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), r["cpu_s_server"]))
+    return "\n".join(lines)
+
+
+def targets(rows):
+    """The issue's target ratios, each from rows of this run: (text, ratio, target, met)."""
+    step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in rows}
+    found = []
+    for (model, workers, rate, mode), ms in sorted(step.items()):
+        base = step.get((model, workers, rate, "none"))
+        if mode in ("4bit", "4bit-groups", "4bit-cpull") and base and model == "mlp10m" and rate == "100mbit":
+            found.append(("%s, %d workers, 100 Mbit/s: uncompressed / %s step time" % (model, workers, mode),
+                          base / ms, ">= 4", base / ms >= 4))
+        if mode in ("4bit", "4bit-groups", "4bit-cpull") and base and rate == "unlimited":
+            found.append(("%s, %d workers, unlimited: %s / uncompressed step time" % (model, workers, mode),
+                          ms / base, "<= 1.3", ms / base <= 1.3))
+        ours = step.get((model, workers, rate, "mxnet-2bit"))
+        if mode == "gc_2bit" and ours:
+            found.append(("%s, %d workers, %s: our 2bit / MXNet's 2bit step time" % (model, workers, rate),
+                          ms / ours, "<= 1.2", ms / ours <= 1.2))
+    return found
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["model"], r["workers"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (model, workers) in zip(axes[0], panels):
+        mine = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
+        rates = [rate for rate in RATES_BITS if any(r["rate"] == rate for r in mine)]
+        modes = [m for m in MODES if any(r["mode"] == m for r in mine)]
+        width = 0.8 / len(modes)
+        for j, mode in enumerate(modes):
+            for i, rate in enumerate(rates):
+                row = next((r for r in mine if (r["rate"], r["mode"]) == (rate, mode)), None)
+                if row is None:
+                    continue
+                x = i + (j - (len(modes) - 1) / 2) * width
+                ax.bar(x, row["step_ms"], width, color="C%d" % j, label=mode if i == 0 else None)
+                ax.plot([x - width / 2, x + width / 2], [row["compute_ms"]] * 2, color="white", lw=1)
+                if row["wire_bound_ms"]:
+                    ax.plot([x - width / 2, x + width / 2], [row["wire_bound_ms"]] * 2, color="black", lw=1.5)
+        ax.set_xticks(range(len(rates)), rates)
+        ax.set_yscale("log")
+        ax.set_ylabel("step time, ms (log)")
+        ax.set_title("%s, %d workers" % (model, workers))
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Step time per compression (bars), wire bound (black), compute (white); tools/bench_network.py",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def leftover_processes(tag):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if tag.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def write_markdown(path, text):
+    with open(path) as f:
+        doc = f.read()
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit("bench_network.py: %s has no %s ... %s markers" % (path, BEGIN, END))
+    head, rest = doc.split(BEGIN, 1)
+    with open(path, "w") as f:
+        f.write(head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["mlp10m"])
-    parser.add_argument("--modes", nargs="+", default=["gc-none", "mxnet-2bit", "gc_2bit", "4bit"])
-    parser.add_argument("--rates", nargs="+", default=["100mbit"], choices=list(RATES_BITS))
-    parser.add_argument("--workers", type=int, nargs="+", default=[2])
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--csv", help="also write the rows here")
+    parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--rates", nargs="+", default=list(RATES_BITS), choices=list(RATES_BITS))
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    parser.add_argument("--job-timeout", type=int, default=1800, help="seconds before a job is ended")
+    parser.add_argument("--csv", help="write the rows here")
+    parser.add_argument("--plot", help="write the plot here (.png)")
+    parser.add_argument("--markdown", help="put the tables between the benchmark's markers in this file")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rows = []
-    print("| model | mode | rate | workers | step ms (median) | min | max | server link MB/step | wire bound ms |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    for model in args.models:
-        for rate in args.rates:
+    if args.worker:
+        return worker(args)
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+
+    signal.signal(signal.SIGTERM, interrupted)
+    tag = "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex
+    command = " ".join(["tools/bench_network.py"] + sys.argv[1:])
+    rows, started = [], time.time()
+    try:
+        for model in args.models:
+            CODEC_SECONDS.clear()
             for workers in args.workers:
-                for mode in args.modes:
-                    r = run(model, mode, rate, workers, args)
-                    rows.append(r)
-                    print("| %s | %s | %s | %d | %.0f | %.0f | %.0f | %.2f | %.0f |" % (
-                        model, mode, rate, workers, r["step_ms"], r["step_ms_min"], r["step_ms_max"],
-                        r["server_link_bytes_per_step"] / 1e6, r["wire_bound_ms"]), flush=True)
+                for rate in args.rates:
+                    for mode in args.modes:
+                        rows.append(run(model, mode, rate, workers, args, tag))
+                        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    finally:
+        left = leftover_processes(tag)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        namespaces = netns_cluster.leftovers()
+        print("left behind: %d processes, namespaces %s" % (len(left), namespaces or "none"), flush=True)
+    found = targets(rows)
+    text = ["Command: `.venv/bin/python %s` (%s, %.0f minutes, %s cores)" % (
+                command, time.strftime("%Y-%m-%d"), (time.time() - started) / 60, os.cpu_count()), "",
+            table(rows), "", "Targets, each a ratio of two rows above:", "",
+            "| | ratio | target | met |", "|---|---:|---:|---|"]
+    text += ["| %s | %.2f | %s | %s |" % (what, ratio, goal, "yes" if ok else "**no**") for what, ratio, goal, ok in found]
+    print("\n".join(text[2:]))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
+    if args.plot:
+        plot(rows, args.plot)
+        text += ["", "![step times](%s)" % os.path.basename(args.plot)]
+    if args.markdown:
+        write_markdown(args.markdown, "\n".join(text))
+    return 1 if left or namespaces else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -117,6 +117,26 @@ def check_environment():
     run("ip", "netns", "del", probe, check=False)
 
 
+def run_job(hosts, rate, launch_args):
+    """Runs tools/launch.py with ``launch_args`` across ``hosts`` new hosts shaped to ``rate``, then removes
+    them.  Returns (launch.py's exit code, {host address: (bytes sent, bytes received) during the job})."""
+    check_environment()
+    stale = leftovers()
+    if stale:
+        sys.exit("netns_cluster.py: namespaces %s exist from an earlier run; delete them with "
+                 "`ip netns del NAME`" % ", ".join(stale))
+    with Cluster(hosts, rate) as cluster, tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
+        hostfile.write("\n".join(address(i) for i in range(hosts)) + "\n")
+        hostfile.flush()
+        ssh = "%s %s" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py"))
+        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "--launcher", "ssh", "-H", hostfile.name,
+                "--ssh", ssh] + list(launch_args)
+        before = cluster.counters()
+        code = subprocess.call(argv, cwd=os.getcwd())
+        after = cluster.counters()
+    return code, {host: (after[host][0] - before[host][0], after[host][1] - before[host][1]) for host in after}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, required=True, help="scheduler + servers + workers")
@@ -125,29 +145,16 @@ def main(argv=None):
                         help="after --: the arguments of tools/launch.py (-n, -s, the worker command)")
     args = parser.parse_args(argv)
     launch_args = args.launch_args[1:] if args.launch_args[:1] == ["--"] else args.launch_args
-    check_environment()
-    stale = leftovers()
-    if stale:
-        sys.exit("netns_cluster.py: namespaces %s exist from an earlier run; delete them with "
-                 "`ip netns del NAME`" % ", ".join(stale))
 
     def interrupted(signum, _frame):
         raise KeyboardInterrupt("signal %d" % signum)
 
     signal.signal(signal.SIGTERM, interrupted)
-    with Cluster(args.hosts, args.rate) as cluster, tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
-        hostfile.write("\n".join(address(i) for i in range(args.hosts)) + "\n")
-        hostfile.flush()
-        ssh = "%s %s" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py"))
-        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "--launcher", "ssh", "-H", hostfile.name,
-                "--ssh", ssh] + launch_args
-        before = cluster.counters()
-        code = subprocess.call(argv, cwd=os.getcwd())
-        after = cluster.counters()
-        print("host          bytes sent  bytes received")
-        for host in after:
-            print("%-12s %11d %15d" % (host, after[host][0] - before[host][0], after[host][1] - before[host][1]))
-        return code
+    code, traffic = run_job(args.hosts, args.rate, launch_args)
+    print("host          bytes sent  bytes received")
+    for host, (sent, received) in traffic.items():
+        print("%-12s %11d %15d" % (host, sent, received))
+    return code
 
 
 if __name__ == "__main__":
