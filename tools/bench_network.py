@@ -163,6 +163,9 @@ def worker(args):
     params = net.collect_params()
     optimizer = ("sgd", {"learning_rate": 0.01, "momentum": 0.9})
     if args.mode in ("none", "mxnet-2bit"):
+        if compression:  # MXNet 1.9.1's dist store refuses pushpull with compression; gluon.Trainer calls it
+            kv.pushpull = lambda key, value, out=None, priority=0: (
+                kv.push(key, value, priority=priority), kv.pull(key, value if out is None else out, priority=priority))
         trainer = gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression)
     else:
         groups = args.mode == "4bit-groups"
