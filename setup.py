@@ -54,6 +54,7 @@ class BuildMXNetLibrary(build_ext):
             levels.update({name: [flag] for name, flag in X86_LEVELS.items()})
         units = [("quantizer_kernels.cc", "kernels_%s.o" % name, ["-DMXGC_ISA=" + name] + flags)
                  for name, flags in levels.items()]
+        units.append(("topk_sparsifier.cc", "topk_sparsifier.o", []))
         units.append(("dispatch.cc", "dispatch.o", ["-DMXGC_MULTI_ISA"] if multi_isa else []))
         units.append(("mxnet_ops.cc", "mxnet_ops.o", ['-DMXGC_BUILD_ID="%s"' % _build_id()]))
         commands = [["g++", *CXXFLAGS, *includes, *flags, "-c", os.path.join(src, source), "-o",

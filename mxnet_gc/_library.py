@@ -62,6 +62,16 @@ def decode_now(bits, payload, out, levels, add):
                            out_ptr, ctypes.c_int64(out.size), _floats(levels), ctypes.c_int(levels.size))
 
 
+def topk_decode_now(payload, capacity, out, add):
+    """decode_now for 'layerwise_topk' payloads; raises ValueError for a corrupt payload (out untouched)."""
+    error = ctypes.create_string_buffer(256)
+    out_ptr = _floats(out)
+    code = load().mxgc_topk_decode_now(_floats(payload), ctypes.c_int64(capacity), out_ptr if add else None, out_ptr,
+                                       ctypes.c_int64(out.size), error, ctypes.c_int(len(error)))
+    if code != 0:
+        raise ValueError("layerwise_topk: corrupt payload: %s" % error.value.decode())
+
+
 def set_num_threads(n):
     """Threads the codec kernels use (default: MXNET_GC_NUM_THREADS, OMP_NUM_THREADS or all cores).
 

@@ -3,11 +3,13 @@
 // x86-64 only the baseline copy exists.
 #include <omp.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
 
 #include "threshold_quantizer.h"
+#include "topk_sparsifier.h"
 
 namespace mxgc {
 
@@ -101,6 +103,15 @@ void mxgc_encode_now(int bits, const float* grad, float* residual, void* payload
 void mxgc_decode_now(int bits, const void* payload, const float* acc, float* out, int64_t n,
                      const float* levels, int num_levels) {
   mxgc::decode(bits, payload, acc, out, n, levels, num_levels);
+}
+
+// The same for the top-k sparsifier's payloads; returns 0, or -1 with a message in error[0..error_size).
+int mxgc_topk_decode_now(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
+                         char* error, int error_size) {
+  std::string message;
+  if (mxgc::topk_decode(payload, capacity, acc, out, n, &message)) return 0;
+  std::snprintf(error, error_size, "%s", message.c_str());
+  return -1;
 }
 
 }  // extern "C"

@@ -7,6 +7,12 @@
 //
 // levels: comma-separated float32 thresholds, strictly increasing (2bit: exactly one).
 // shape: comma-separated dimensions of the decoded array.
+//
+//   mxgc_topk_encode(grad, state; density, momentum, gamma, delta, reset_every, capacity) -> payload
+//   mxgc_topk_decode(payload; capacity, shape)       -> values
+//   mxgc_topk_decode_add(payload, acc; capacity)     -> acc + values
+//
+// The layer-wise sparsifier (topk_sparsifier.h): state is updated in place; parameters as there.
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -15,6 +21,7 @@
 
 #include "mxnet/lib_api.h"
 #include "threshold_quantizer.h"
+#include "topk_sparsifier.h"
 
 using mxnet::ext::MXReturnValue;
 using mxnet::ext::MXTensor;
@@ -209,6 +216,138 @@ MXReturnValue decode_add_forward(const Attrs& attrs, std::vector<MXTensor>* in, 
   return MX_SUCCESS;
 }
 
+// ---- layer-wise top-k sparsification ----
+
+bool parse_number(const Attrs& attrs, const char* key, double* value) {
+  std::vector<double> v;
+  if (!parse_list<double>(attrs, key, [](const char* s, char** e) { return std::strtod(s, e); }, &v) ||
+      v.size() != 1) {
+    MX_ERROR_MSG << "mxnet_gc topk: attribute '" << key << "' missing or not one number";
+    return false;
+  }
+  *value = v[0];
+  return true;
+}
+
+bool parse_capacity(const Attrs& attrs, int64_t* capacity) {
+  double c;
+  if (!parse_number(attrs, "capacity", &c)) return false;
+  if (!(c >= 1) || c != std::floor(c)) {
+    MX_ERROR_MSG << "mxnet_gc topk: capacity must be an integer >= 1, got " << c;
+    return false;
+  }
+  *capacity = static_cast<int64_t>(c);
+  return true;
+}
+
+bool parse_topk(const Attrs& attrs, mxgc::TopkParams* p) {
+  double density, momentum, gamma, delta, reset_every;
+  if (!parse_number(attrs, "density", &density) || !parse_number(attrs, "momentum", &momentum) ||
+      !parse_number(attrs, "gamma", &gamma) || !parse_number(attrs, "delta", &delta) ||
+      !parse_number(attrs, "reset_every", &reset_every) || !parse_capacity(attrs, &p->capacity))
+    return false;
+  if (!(density > 0 && density <= 1) || !(momentum >= 0 && momentum < 1) || !(gamma > 0 && gamma < 1) ||
+      !(delta >= 0 && delta < 1) || !(reset_every >= 1)) {
+    MX_ERROR_MSG << "mxnet_gc topk: needs 0 < density <= 1, 0 <= momentum < 1, 0 < gamma < 1, 0 <= delta < 1 "
+                    "and reset_every >= 1";
+    return false;
+  }
+  p->density = density;
+  p->momentum = static_cast<float>(momentum);
+  p->gamma = static_cast<float>(gamma);
+  p->delta = static_cast<float>(delta);
+  p->reset_every = static_cast<int>(reset_every);
+  return true;
+}
+
+MXReturnValue topk_encode_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  mxgc::TopkParams p;
+  if (!parse_topk(attrs, &p)) return MX_FAIL;
+  *num_in = 2;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue topk_encode_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+  mxgc::TopkParams p;
+  if (!parse_topk(attrs, &p)) return MX_FAIL;
+  const int64_t n = numel((*in)[0]);
+  const int64_t state = numel((*in)[1]);
+  if ((*in)[1].size() != 1 || state != mxgc::topk_state_words(n, p.momentum > 0)) {
+    MX_ERROR_MSG << "mxnet_gc topk encode: the state must be flat with "
+                 << mxgc::topk_state_words(n, p.momentum > 0) << " words for " << n << " values, got "
+                 << state;
+    return MX_FAIL;
+  }
+  (*out)[0] = {static_cast<unsigned int>(mxgc::topk_payload_words(p.capacity))};
+  return MX_SUCCESS;
+}
+
+MXReturnValue topk_encode_forward(const Attrs& attrs, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
+                                  const OpResource&) {
+  mxgc::TopkParams p;
+  if (!parse_topk(attrs, &p)) return MX_FAIL;
+  mxgc::topk_encode((*in)[0].data<float>(), (*in)[1].data<float>(), (*in)[0].size(), p, (*out)[0].data<float>());
+  return MX_SUCCESS;
+}
+
+bool check_topk_payload(const std::vector<unsigned int>& payload_shape, int64_t capacity) {
+  if (payload_shape.size() != 1 || payload_shape[0] != mxgc::topk_payload_words(capacity)) {
+    MX_ERROR_MSG << "mxnet_gc topk decode: payload has " << numel(payload_shape) << " float32 words, expected "
+                 << mxgc::topk_payload_words(capacity) << " for capacity " << capacity;
+    return false;
+  }
+  return true;
+}
+
+MXReturnValue topk_decode_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  int64_t capacity;
+  std::vector<unsigned int> shape;
+  if (!parse_capacity(attrs, &capacity) || !parse_shape(attrs, &shape)) return MX_FAIL;
+  *num_in = 1;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue topk_decode_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+  int64_t capacity;
+  std::vector<unsigned int> shape;
+  if (!parse_capacity(attrs, &capacity) || !parse_shape(attrs, &shape) || !check_topk_payload((*in)[0], capacity))
+    return MX_FAIL;
+  (*out)[0] = shape;
+  return MX_SUCCESS;
+}
+
+MXReturnValue topk_decode_add_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  int64_t capacity;
+  if (!parse_capacity(attrs, &capacity)) return MX_FAIL;
+  *num_in = 2;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue topk_decode_add_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+  int64_t capacity;
+  if (!parse_capacity(attrs, &capacity) || !check_topk_payload((*in)[0], capacity)) return MX_FAIL;
+  (*out)[0] = (*in)[1];
+  return MX_SUCCESS;
+}
+
+// decode (one input) and decode_add (payload, acc) share this forward.
+MXReturnValue topk_decode_forward(const Attrs& attrs, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
+                                  const OpResource&) {
+  int64_t capacity;
+  if (!parse_capacity(attrs, &capacity)) return MX_FAIL;
+  const float* acc = in->size() > 1 ? (*in)[1].data<float>() : nullptr;
+  std::string error;
+  if (!mxgc::topk_decode((*in)[0].data<float>(), capacity, acc, (*out)[0].data<float>(), (*out)[0].size(),
+                         &error)) {
+    MX_ERROR_MSG << "mxnet_gc topk decode: " << error;
+    return MX_FAIL;
+  }
+  return MX_SUCCESS;
+}
+
 }  // namespace
 
 #define MXGC_REGISTER_CODEC(BITS)                                                                 \
@@ -231,6 +370,23 @@ MXReturnValue decode_add_forward(const Attrs& attrs, std::vector<MXTensor>* in, 
 
 MXGC_REGISTER_CODEC(2)
 MXGC_REGISTER_CODEC(4)
+
+REGISTER_OP(mxgc_topk_encode)
+    .setParseAttrs(topk_encode_attrs)
+    .setInferType(all_float32)
+    .setInferShape(topk_encode_shape)
+    .setMutateInputs(residual_is_mutated)
+    .setForward(topk_encode_forward, "cpu");
+REGISTER_OP(mxgc_topk_decode)
+    .setParseAttrs(topk_decode_attrs)
+    .setInferType(all_float32)
+    .setInferShape(topk_decode_shape)
+    .setForward(topk_decode_forward, "cpu");
+REGISTER_OP(mxgc_topk_decode_add)
+    .setParseAttrs(topk_decode_add_attrs)
+    .setInferType(all_float32)
+    .setInferShape(topk_decode_add_shape)
+    .setForward(topk_decode_forward, "cpu");
 
 #ifndef MXGC_BUILD_ID
 #define MXGC_BUILD_ID "unknown"

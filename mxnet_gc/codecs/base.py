@@ -12,6 +12,7 @@ class Codec:
     """Interface of a gradient codec.  Subclasses set ``type`` and implement the four methods."""
 
     type = None
+    compressed_pull = True  # servers can re-encode a sum with encode_numpy
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""

@@ -335,7 +335,7 @@ class DistSyncStore(KVStoreBase):
             for c in m.chunks:
                 c.views = {name: self._segment(m, c, name) for name in m.buffers}
                 if m.coded and c.residual is None:  # shaped like what push encodes
-                    c.residual = mx.nd.zeros(c.shape if c.whole_key else (c.size,))
+                    c.residual = c.codec.new_residual(c.shape if c.whole_key else (c.size,))
         if new_payload:
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:

@@ -1,0 +1,122 @@
+"""The 'layerwise_topk' codec: each layer sends only its largest accumulated values (SPEC section 3).
+
+Per layer (one codec call), with error feedback: a = residual + grad (or, with ``momentum``, DGC's
+momentum correction v = momentum * v + grad, a = residual + v); the values with |a| >= the layer's
+threshold are sent as (index, value) pairs and cleared from the residual.  The threshold starts as the
+exact k-th largest |a| (k = max(1, round(density * n))), is recomputed exactly every ``reset_every``
+steps, and in between adapts each step: x (1 + adapt_rate) after a step that selected more than
+(1 + tolerance) k values, x (1 - adapt_rate) after one that selected fewer than (1 - tolerance) k.
+At most ``capacity(n)`` = min(n, ceil((1 + tolerance) k)) values go out per step (the largest, when more
+pass): transports that need fixed-size messages reserve that much.  Kernels in src_cpp/topk_sparsifier.*;
+the wire format is in docs/wire_format.md.
+
+The per-layer state (residual, momentum velocity, threshold, step count) lives in one flat float32
+array made by ``new_residual(shape)``, which takes the residual's place in the store.
+"""
+import math
+import numbers
+
+import mxnet as mx
+import numpy as np
+
+from .._library import topk_decode_now
+from .base import Codec, check_dense_float32, check_payload
+from .registry import register
+
+MAX_VALUES = 2 ** 31 - 1  # indices are int32
+
+
+def _number(name, value, low, high, low_open=False, high_open=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError("layerwise_topk: %r must be a finite number, got %r" % (name, value))
+    below = value <= low if low_open else value < low
+    above = value >= high if high_open else value > high
+    if below or above:
+        raise ValueError("layerwise_topk: %r must be in %s%g, %g%s, got %r" % (
+            name, "(" if low_open else "[", low, high, ")" if high_open else "]", value))
+    return float(value)
+
+
+@register
+class LayerwiseTopkCodec(Codec):
+    """Adaptive-threshold top-k sparsification with error feedback; payload: count, indices, values."""
+
+    type = "layerwise_topk"
+    compressed_pull = False
+
+    def __init__(self, density=0.01, adapt_rate=0.1, tolerance=0.2, reset_every=100, momentum=0.0):
+        self.density = _number("density", density, 0, 1, low_open=True)
+        self.adapt_rate = _number("adapt_rate", adapt_rate, 0, 1, low_open=True, high_open=True)
+        self.tolerance = _number("tolerance", tolerance, 0, 1, high_open=True)
+        self.momentum = _number("momentum", momentum, 0, 1, high_open=True)
+        if isinstance(reset_every, bool) or not isinstance(reset_every, int) or reset_every < 1:
+            raise ValueError("layerwise_topk: 'reset_every' must be an int >= 1, got %r" % (reset_every,))
+        self.reset_every = reset_every
+        self._attrs = dict(density=repr(self.density), gamma=repr(self.adapt_rate), delta=repr(self.tolerance),
+                           momentum=repr(self.momentum), reset_every=str(reset_every))
+
+    def config(self):
+        return {"type": self.type, "density": self.density, "adapt_rate": self.adapt_rate,
+                "tolerance": self.tolerance, "reset_every": self.reset_every, "momentum": self.momentum}
+
+    def target(self, n):
+        """k: the number of values a step aims to send for n values."""
+        return min(n, max(1, int(math.floor(self.density * n + 0.5))))
+
+    def capacity(self, n):
+        """The most values one payload for n values holds."""
+        return min(n, int(math.ceil((1 + self.tolerance) * self.target(n))))
+
+    def payload_size(self, n):
+        return 1 + 2 * self.capacity(n)
+
+    def state_size(self, n):
+        return n * (2 if self.momentum > 0 else 1) + 2
+
+    def new_residual(self, shape):
+        """The zeroed per-layer state for a gradient of ``shape`` (residual, velocity, threshold, step count)."""
+        return mx.nd.zeros((self.state_size(int(np.prod(shape))),))
+
+    def _check_size(self, n):
+        if n == 0:
+            raise ValueError("cannot encode an empty gradient")
+        if n > MAX_VALUES:
+            raise ValueError("layerwise_topk: %d values exceed the int32 indices (split the layer)" % n)
+
+    def encode(self, grad, residual, out=None, validate=True):
+        if validate:
+            check_dense_float32("gradient", grad)
+            check_dense_float32("state", residual)
+            self._check_size(grad.size)
+            if residual.shape != (self.state_size(grad.size),):
+                raise ValueError("layerwise_topk: the state for %d values must have shape (%d,) (new_residual), "
+                                 "got %s" % (grad.size, self.state_size(grad.size), residual.shape))
+            if out is not None:
+                check_payload(self, out, grad.size)
+        kwargs = dict(self._attrs, capacity=str(self.capacity(grad.size)))
+        if out is not None:
+            kwargs["out"] = out
+        return mx.nd.mxgc_topk_encode(grad, residual, **kwargs)
+
+    def decode(self, payload, out):
+        check_dense_float32("out", out)
+        check_payload(self, payload, out.size)
+        return mx.nd.mxgc_topk_decode(payload, capacity=str(self.capacity(out.size)),
+                                      shape=",".join(map(str, out.shape)), out=out)
+
+    def decode_add(self, payload, acc):
+        check_dense_float32("acc", acc)
+        check_payload(self, payload, acc.size)
+        return mx.nd.mxgc_topk_decode_add(payload, acc, capacity=str(self.capacity(acc.size)), out=acc)
+
+    def encode_numpy(self, grad, residual, out):
+        raise ValueError("layerwise_topk payloads are not re-encoded by servers (no compressed pull)")
+
+    def decode_numpy(self, payload, out, add=False):
+        if payload.dtype != np.float32 or payload.shape != (self.payload_size(out.size),):
+            raise ValueError("layerwise_topk payload for %d values must be float32 of shape (%d,), got %s %s"
+                             % (out.size, self.payload_size(out.size), payload.dtype, payload.shape))
+        if out.dtype != np.float32 or not out.flags.c_contiguous or not payload.flags.c_contiguous:
+            raise ValueError("the numpy codec calls need C-contiguous float32 arrays")
+        topk_decode_now(payload, self.capacity(out.size), out, add)
+        return out

@@ -1,0 +1,147 @@
+// Kernels of topk_sparsifier.h.  Two passes over the layer, parallel over blocks with OpenMP above
+// kParallelMin values: (1) accumulate into the residual and count the values over the threshold per
+// block; (2) write each block's selected indices at its prefix offset.  The exact k-th largest (first
+// step, every reset_every steps, and whenever more than `capacity` values pass) uses nth_element.
+#include "topk_sparsifier.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "threshold_quantizer.h"  // num_threads()
+
+namespace mxgc {
+
+namespace {
+
+constexpr int64_t kParallelMin = 65536;
+
+inline float bits_to_float(int32_t v) {
+  float f;
+  std::memcpy(&f, &v, sizeof f);
+  return f;
+}
+
+inline int32_t float_to_bits(float f) {
+  int32_t v;
+  std::memcpy(&v, &f, sizeof v);
+  return v;
+}
+
+inline bool selected(float a, float threshold) { return a != 0.0f && std::fabs(a) >= threshold; }
+
+// The k-th largest |a| over a[0..n) (k in 1..n).
+float kth_largest_magnitude(const float* a, int64_t n, int64_t k) {
+  std::vector<float> mag(a, a + n);
+  for (float& m : mag) m = std::fabs(m);
+  std::nth_element(mag.begin(), mag.begin() + (k - 1), mag.end(), std::greater<float>());
+  return mag[k - 1];
+}
+
+int threads_for(int64_t n) { return n >= kParallelMin ? std::max(1, num_threads()) : 1; }
+
+}  // namespace
+
+void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload) {
+  const bool use_momentum = p.momentum > 0.0f;
+  float* residual = state;
+  float* velocity = use_momentum ? state + n : nullptr;
+  float* threshold = state + (use_momentum ? 2 * n : n);
+  int32_t steps = float_to_bits(threshold[1]);
+  const int64_t k = std::min<int64_t>(n, std::max<int64_t>(1, std::llround(p.density * n)));
+  const int nt = threads_for(n);
+  const int64_t block = (n + nt - 1) / nt;
+
+  // Pass 1: accumulate.  (The threshold may be recomputed afterwards, so counting waits for pass 2.)
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) {
+    const int64_t end = std::min(n, (t + 1) * block);
+    for (int64_t i = t * block; i < end; ++i) {
+      const float v = use_momentum ? p.momentum * velocity[i] + grad[i] : grad[i];
+      const float a = residual[i] + v;
+      if (std::isfinite(a)) {
+        residual[i] = a;
+        if (use_momentum) velocity[i] = v;
+      }
+    }
+  }
+  if (steps % p.reset_every == 0 || !(threshold[0] > 0.0f)) threshold[0] = kth_largest_magnitude(residual, n, k);
+  const float theta = threshold[0];
+
+  // Pass 2: count per block, then write each block's indices at its offset.
+  std::vector<int64_t> counts(nt + 1, 0);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) {
+    const int64_t end = std::min(n, (t + 1) * block);
+    int64_t c = 0;
+    for (int64_t i = t * block; i < end; ++i) c += selected(residual[i], theta);
+    counts[t + 1] = c;
+  }
+  for (int t = 0; t < nt; ++t) counts[t + 1] += counts[t];
+  const int64_t passed = counts[nt];
+  std::vector<int32_t> candidates(passed);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int t = 0; t < nt; ++t) {
+    const int64_t end = std::min(n, (t + 1) * block);
+    int64_t o = counts[t];
+    for (int64_t i = t * block; i < end; ++i)
+      if (selected(residual[i], theta)) candidates[o++] = static_cast<int32_t>(i);
+  }
+  if (passed > p.capacity) {  // keep the capacity largest |a|, ties to the lower index, then index order
+    auto larger = [residual](int32_t x, int32_t y) {
+      const float fx = std::fabs(residual[x]), fy = std::fabs(residual[y]);
+      return fx > fy || (fx == fy && x < y);
+    };
+    std::nth_element(candidates.begin(), candidates.begin() + (p.capacity - 1), candidates.end(), larger);
+    candidates.resize(p.capacity);
+    std::sort(candidates.begin(), candidates.end());
+  }
+  const int64_t c = static_cast<int64_t>(candidates.size());
+  int32_t* words = reinterpret_cast<int32_t*>(payload);
+  words[0] = static_cast<int32_t>(c);
+  float* values = payload + 1 + c;
+  for (int64_t j = 0; j < c; ++j) {
+    const int32_t i = candidates[j];
+    words[1 + j] = i;
+    values[j] = residual[i];
+    residual[i] = 0.0f;
+    if (use_momentum) velocity[i] = 0.0f;
+  }
+  std::memset(payload + 1 + 2 * c, 0, sizeof(float) * 2 * (p.capacity - c));
+
+  if (passed > (1.0 + p.delta) * k)
+    threshold[0] = theta * (1.0f + p.gamma);
+  else if (passed < (1.0 - p.delta) * k)
+    threshold[0] = theta * (1.0f - p.gamma);
+  threshold[1] = bits_to_float(steps + 1);
+}
+
+bool topk_decode(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
+                 std::string* error) {
+  const int32_t* words = reinterpret_cast<const int32_t*>(payload);
+  const int64_t c = words[0];
+  if (c < 0 || c > capacity || c > n) {
+    *error = "payload count " + std::to_string(c) + " is outside 0.." + std::to_string(std::min(capacity, n));
+    return false;
+  }
+  const int32_t* index = words + 1;
+  for (int64_t j = 0; j < c; ++j) {
+    if (index[j] < 0 || index[j] >= n || (j > 0 && index[j] <= index[j - 1])) {
+      *error = "payload index " + std::to_string(index[j]) + " at position " + std::to_string(j) +
+               " is out of range for " + std::to_string(n) + " values or not ascending";
+      return false;
+    }
+  }
+  if (acc == nullptr)
+    std::memset(out, 0, sizeof(float) * n);
+  else if (acc != out)
+    std::memcpy(out, acc, sizeof(float) * n);
+  const float* values = payload + 1 + c;
+  for (int64_t j = 0; j < c; ++j) out[index[j]] += values[j];
+  return true;
+}
+
+}  // namespace mxgc

@@ -1,0 +1,58 @@
+"""'layerwise_topk' on the parameter server: real jobs (tools/launch.py), every pulled value compared
+exactly with a numpy simulation in which each worker sparsifies each chunk with its own state
+(tests/topk_reference.py) and the servers sum the scattered values."""
+import re
+
+import numpy as np
+import pytest
+
+import topk_reference as ref
+from dist.job import gradient, run_job
+from mxnet_gc.kvstore import protocol
+
+PARAMS = {"density": 0.05, "adapt_rate": 0.1, "tolerance": 0.2, "reset_every": 3}
+
+
+def simulate(spec, workers, servers, bound):
+    """{(key, step): expected pulled value}: per chunk and worker, the reference sparsifier; summed."""
+    comp = {k: v for k, v in spec["compression"].items() if k != "type"}
+    expected = {}
+    for i, (key, shape) in enumerate(spec["keys"]):
+        n = int(np.prod(shape))
+        sizes = protocol.split_sizes(n, servers) if n >= bound and servers > 1 else [n]
+        edges = np.cumsum([0] + sizes)
+        states = [[ref.new_state(s) for s in sizes] for _ in range(workers)]
+        for step in range(spec["steps"]):
+            total = np.zeros(n, np.float32)
+            for rank in range(workers):
+                g = gradient(spec["seed"], rank, step, i, shape, spec["scale"]).ravel()
+                for c, (b, e) in enumerate(zip(edges[:-1], edges[1:])):
+                    idx, vals, _ = ref.step(g[b:e], states[rank][c], **comp)
+                    total[b + idx] += vals
+            expected[key, step] = total.reshape(shape)
+    return expected
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_two_workers_two_servers_split_and_shared_messages(tmp_path, momentum):
+    keys = [["big", [3000]], ["w1", [20, 10]], ["b1", [20]], ["tiny", [1]], ["w2", [7, 3]]]
+    spec = {"keys": keys, "steps": 6, "scale": 1.0, "seed": 5, "lists": True,
+            "compression": dict(PARAMS, type="layerwise_topk", momentum=momentum)}
+    proc, results = run_job(tmp_path, spec, workers=2, servers=2,
+                            env=["MXNET_GC_BIGARRAY_BOUND=1000", "MXNET_GC_BUCKET_SIZE=500"])
+    expected = simulate(spec, 2, 2, bound=1000)
+    assert sorted(results) == [0, 1]
+    for rank, saved in results.items():
+        for (key, step), want in expected.items():
+            np.testing.assert_array_equal(saved["%s/%d" % (key, step)], want, err_msg="rank %d %s %d" % (rank, key, step))
+    # the small keys share messages: fewer pushes than keys x workers x steps
+    pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout)]
+    assert len(pushes) == 2 and sum(pushes) < len(keys) * 2 * 6
+
+
+def test_compressed_pull_is_refused(tmp_path):
+    spec = {"keys": [["w", [10]]], "steps": 1, "scale": 1.0, "seed": 1,
+            "compression": {"type": "layerwise_topk", "compressed_pull": True}}
+    proc, _ = run_job(tmp_path, spec, workers=1, servers=1, expect_success=False)
+    assert proc.returncode != 0
+    assert "layerwise_topk does not support 'compressed_pull'" in proc.stdout + proc.stderr
