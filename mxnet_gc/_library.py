@@ -72,6 +72,14 @@ def topk_decode_now(payload, capacity, out, add):
         raise ValueError("layerwise_topk: corrupt payload: %s" % error.value.decode())
 
 
+def sparse_pack_now(values, capacity, payload):
+    """Packs the nonzeros of numpy ``values`` into a 'layerwise_topk' payload, losslessly, at once."""
+    error = ctypes.create_string_buffer(256)
+    if load().mxgc_sparse_pack_now(_floats(values), ctypes.c_int64(values.size), ctypes.c_int64(capacity),
+                                   _floats(payload), error, ctypes.c_int(len(error))) != 0:
+        raise ValueError("layerwise_topk: %s" % error.value.decode())
+
+
 def set_num_threads(n):
     """Threads the codec kernels use (default: MXNET_GC_NUM_THREADS, OMP_NUM_THREADS or all cores).
 

@@ -114,4 +114,12 @@ int mxgc_topk_decode_now(const float* payload, int64_t capacity, const float* ac
   return -1;
 }
 
+int mxgc_sparse_pack_now(const float* values, int64_t n, int64_t capacity, float* payload, char* error,
+                         int error_size) {
+  std::string message;
+  if (mxgc::sparse_pack(values, n, capacity, payload, &message)) return 0;
+  std::snprintf(error, error_size, "%s", message.c_str());
+  return -1;
+}
+
 }  // extern "C"

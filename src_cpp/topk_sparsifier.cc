@@ -119,6 +119,26 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   threshold[1] = bits_to_float(steps + 1);
 }
 
+bool sparse_pack(const float* values, int64_t n, int64_t capacity, float* payload, std::string* error) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) c += values[i] != 0.0f;
+  if (c > capacity) {
+    *error = std::to_string(c) + " nonzero values do not fit a payload of capacity " + std::to_string(capacity);
+    return false;
+  }
+  int32_t* words = reinterpret_cast<int32_t*>(payload);
+  words[0] = static_cast<int32_t>(c);
+  float* out = payload + 1 + c;
+  for (int64_t i = 0, j = 0; i < n; ++i) {
+    if (values[i] != 0.0f) {
+      words[1 + j] = static_cast<int32_t>(i);
+      out[j++] = values[i];
+    }
+  }
+  std::memset(payload + 1 + 2 * c, 0, sizeof(float) * 2 * (capacity - c));
+  return true;
+}
+
 bool topk_decode(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
                  std::string* error) {
   const int32_t* words = reinterpret_cast<const int32_t*>(payload);

@@ -37,6 +37,11 @@ inline int64_t topk_payload_words(int64_t capacity) { return 1 + 2 * capacity; }
 // Encodes grad (n values) into payload (topk_payload_words(p.capacity) words); updates state in place.
 void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload);
 
+// Packs every nonzero of values (n) into a payload of the same format, losslessly (a server's sum of
+// workers' payloads, for a sparse pull).  Returns false, with a message in *error, if more than capacity
+// values are nonzero; payload is then untouched.
+bool sparse_pack(const float* values, int64_t n, int64_t capacity, float* payload, std::string* error);
+
 // Scatters a payload into out (n values): out = values, or out = acc + values when acc is given (out may
 // be acc).  Returns false, with a message in *error, for a payload that is not a valid one for n values
 // and this capacity (count out of range, an index out of range or not ascending); out is then untouched.

@@ -50,9 +50,16 @@ def test_two_workers_two_servers_split_and_shared_messages(tmp_path, momentum):
     assert len(pushes) == 2 and sum(pushes) < len(keys) * 2 * 6
 
 
-def test_compressed_pull_is_refused(tmp_path):
-    spec = {"keys": [["w", [10]]], "steps": 1, "scale": 1.0, "seed": 1,
-            "compression": {"type": "layerwise_topk", "compressed_pull": True}}
-    proc, _ = run_job(tmp_path, spec, workers=1, servers=1, expect_success=False)
-    assert proc.returncode != 0
-    assert "layerwise_topk does not support 'compressed_pull'" in proc.stdout + proc.stderr
+def test_sparse_pull_three_workers(tmp_path):
+    """With compressed_pull the servers send the sum back as one sparse payload (every nonzero); sums of
+    3 workers' values may round differently by order of arrival, so to float32 precision."""
+    keys = [["w", [400]], ["b", [30]]]
+    comp = dict(PARAMS, type="layerwise_topk")
+    spec = {"keys": keys, "steps": 5, "scale": 1.0, "seed": 6, "lists": True,
+            "compression": dict(comp, compressed_pull=True)}
+    _, results = run_job(tmp_path, spec, workers=3, servers=1)
+    expected = simulate(dict(spec, compression=comp), 3, 1, bound=10 ** 9)
+    for rank, saved in results.items():
+        for (key, step), want in expected.items():
+            np.testing.assert_allclose(saved["%s/%d" % (key, step)], want, rtol=1e-6, atol=1e-6)
+            assert np.count_nonzero(saved["%s/%d" % (key, step)]) == np.count_nonzero(want)

@@ -20,7 +20,7 @@ def state_of(codec, state, n):
 def run_both(codec, grads, threads=None):
     """Encodes the gradient stream with the kernels and the reference; asserts equality at every step."""
     n = grads[0].size
-    params = {k: v for k, v in codec.config().items() if k != "type"}
+    params = {k: v for k, v in codec.config().items() if k not in ("type", "sum_of")}
     state = codec.new_residual((n,))
     expected = ref.new_state(n)
     if threads:
@@ -169,3 +169,20 @@ def test_bad_arrays():
         codec.encode(g.astype("float16"), codec.new_residual((10,)))
     with pytest.raises(ValueError, match="payload for 10 values must have shape \\(5,\\)"):
         codec.decode(mx.nd.zeros(4), mx.nd.zeros(10))
+
+
+def test_pull_codec_packs_a_sum_without_loss():
+    codec = codecs.create({"type": "layerwise_topk", "density": 0.1})
+    pull = codec.pull_codec(3)
+    n = 100
+    assert pull.sum_of == 3 and pull.capacity(n) == 3 * codec.capacity(n)
+    total = np.zeros(n, np.float32)
+    total[[3, 50, 99]] = [1.5, -2.0, 4.0]
+    payload = np.zeros(pull.payload_size(n), np.float32)
+    pull.encode_numpy(total, np.zeros(n, np.float32), payload)
+    np.testing.assert_array_equal(payload, ref.payload(np.array([3, 50, 99]), total[[3, 50, 99]], pull.capacity(n)))
+    out = mx.nd.zeros(n)
+    pull.decode(mx.nd.array(payload), out)
+    np.testing.assert_array_equal(out.asnumpy(), total)
+    with pytest.raises(ValueError, match="100 nonzero values do not fit a payload of capacity 36"):
+        pull.encode_numpy(np.ones(n, np.float32), np.zeros(n, np.float32), payload)

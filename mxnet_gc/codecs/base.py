@@ -12,7 +12,6 @@ class Codec:
     """Interface of a gradient codec.  Subclasses set ``type`` and implement the four methods."""
 
     type = None
-    compressed_pull = True  # servers can re-encode a sum with encode_numpy
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""
@@ -21,6 +20,14 @@ class Codec:
     def payload_size(self, n):
         """Number of float32 words in the payload of an n-value gradient."""
         raise NotImplementedError
+
+    def new_residual(self, shape):
+        """The zeroed per-worker state ``encode`` takes as its residual, for a gradient of ``shape``."""
+        return mx.nd.zeros(shape)
+
+    def pull_codec(self, num_workers):
+        """The codec of a compressed pull: the servers' sum of num_workers pushes (by default this one)."""
+        return self
 
     def encode(self, grad, residual, out=None, validate=True):
         """Compresses ``grad`` with error feedback, updating ``residual`` in place; returns the payload.

@@ -10,6 +10,9 @@ At most ``capacity(n)`` = min(n, ceil((1 + tolerance) k)) values go out per step
 pass): transports that need fixed-size messages reserve that much.  Kernels in src_cpp/topk_sparsifier.*;
 the wire format is in docs/wire_format.md.
 
+With ``compressed_pull``, the servers send the sum of the workers' payloads back as one payload of the
+same format (``pull_codec``: every nonzero, capacity ``sum_of`` = W times larger; nothing is lost).
+
 The per-layer state (residual, momentum velocity, threshold, step count) lives in one flat float32
 array made by ``new_residual(shape)``, which takes the residual's place in the store.
 """
@@ -19,7 +22,7 @@ import numbers
 import mxnet as mx
 import numpy as np
 
-from .._library import topk_decode_now
+from .._library import sparse_pack_now, topk_decode_now
 from .base import Codec, check_dense_float32, check_payload
 from .registry import register
 
@@ -42,9 +45,8 @@ class LayerwiseTopkCodec(Codec):
     """Adaptive-threshold top-k sparsification with error feedback; payload: count, indices, values."""
 
     type = "layerwise_topk"
-    compressed_pull = False
 
-    def __init__(self, density=0.01, adapt_rate=0.1, tolerance=0.2, reset_every=100, momentum=0.0):
+    def __init__(self, density=0.01, adapt_rate=0.1, tolerance=0.2, reset_every=100, momentum=0.0, sum_of=1):
         self.density = _number("density", density, 0, 1, low_open=True)
         self.adapt_rate = _number("adapt_rate", adapt_rate, 0, 1, low_open=True, high_open=True)
         self.tolerance = _number("tolerance", tolerance, 0, 1, high_open=True)
@@ -52,20 +54,29 @@ class LayerwiseTopkCodec(Codec):
         if isinstance(reset_every, bool) or not isinstance(reset_every, int) or reset_every < 1:
             raise ValueError("layerwise_topk: 'reset_every' must be an int >= 1, got %r" % (reset_every,))
         self.reset_every = reset_every
+        if isinstance(sum_of, bool) or not isinstance(sum_of, int) or sum_of < 1:
+            raise ValueError("layerwise_topk: 'sum_of' must be an int >= 1, got %r" % (sum_of,))
+        self.sum_of = sum_of
         self._attrs = dict(density=repr(self.density), gamma=repr(self.adapt_rate), delta=repr(self.tolerance),
                            momentum=repr(self.momentum), reset_every=str(reset_every))
 
     def config(self):
         return {"type": self.type, "density": self.density, "adapt_rate": self.adapt_rate,
-                "tolerance": self.tolerance, "reset_every": self.reset_every, "momentum": self.momentum}
+                "tolerance": self.tolerance, "reset_every": self.reset_every, "momentum": self.momentum,
+                "sum_of": self.sum_of}
 
     def target(self, n):
         """k: the number of values a step aims to send for n values."""
         return min(n, max(1, int(math.floor(self.density * n + 0.5))))
 
     def capacity(self, n):
-        """The most values one payload for n values holds."""
-        return min(n, int(math.ceil((1 + self.tolerance) * self.target(n))))
+        """The most values one payload for n values holds (for the sum of ``sum_of`` workers' payloads)."""
+        return min(n, self.sum_of * int(math.ceil((1 + self.tolerance) * self.target(n))))
+
+    def pull_codec(self, num_workers):
+        """The codec of a sparse pull: the servers' sum of num_workers payloads, packed without loss."""
+        return LayerwiseTopkCodec(**dict({k: v for k, v in self.config().items() if k != "type"},
+                                          sum_of=self.sum_of * num_workers))
 
     def payload_size(self, n):
         return 1 + 2 * self.capacity(n)
@@ -110,7 +121,13 @@ class LayerwiseTopkCodec(Codec):
         return mx.nd.mxgc_topk_decode_add(payload, acc, capacity=str(self.capacity(acc.size)), out=acc)
 
     def encode_numpy(self, grad, residual, out):
-        raise ValueError("layerwise_topk payloads are not re-encoded by servers (no compressed pull)")
+        """A server's sparse pull: packs every nonzero of the sum (at most capacity), losslessly;
+        ``residual`` stays untouched (nothing is left out)."""
+        if out.dtype != np.float32 or out.shape != (self.payload_size(grad.size),):
+            raise ValueError("layerwise_topk payload for %d values must be float32 of shape (%d,), got %s %s"
+                             % (grad.size, self.payload_size(grad.size), out.dtype, out.shape))
+        sparse_pack_now(grad, self.capacity(grad.size), out)
+        return out
 
     def decode_numpy(self, payload, out, add=False):
         if payload.dtype != np.float32 or payload.shape != (self.payload_size(out.size),):

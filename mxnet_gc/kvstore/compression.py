@@ -67,8 +67,6 @@ class Compression:
         if not isinstance(per_key, dict):
             raise ValueError("'per_key' must be a dict from key to codec parameters, got %r" % (per_key,))
         self._default = codecs.create(dict(params, type=self.codec_type))
-        if self.compressed_pull and not self._default.compressed_pull:
-            raise ValueError("%s does not support 'compressed_pull'" % self.codec_type)
         self._per_key = {str(k): self._key_codec(params, k, v) for k, v in per_key.items()}
         self.config = {"type": kind, "default": self._default.config(), "compressed_pull": self.compressed_pull,
                        "per_key": {k: c.config() for k, c in sorted(self._per_key.items())}}

@@ -246,7 +246,7 @@ class DistSyncStore(KVStoreBase):
             src.copyto(dst)
         for c in decodes:
             out = targets[c.key][0]
-            c.codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
+            c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
         if synchronized:
             self._raise_on_server_errors()
         for t in targets.values():
@@ -317,14 +317,14 @@ class DistSyncStore(KVStoreBase):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
         new_payload, new_pull = [], []
         for m in messages:
-            if m.set_codecs(self._codec_for):
+            if m.set_codecs(self._codec_for, self.num_workers):
                 m.payload_key = self._alloc.on_server(m.server)
                 m.buffers["payload"] = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
                 m.pull_key = None
             if m.coded and self._compression.compressed_pull and m.pull_key is None:
                 m.pull_key = self._alloc.on_server(m.server)
-                m.buffers["pulled"] = mx.nd.zeros(m.payload_words)
+                m.buffers["pulled"] = mx.nd.zeros(m.pull_words)
                 new_pull.append(m)
             elif not (m.coded and self._compression.compressed_pull):
                 m.pull_key = None
@@ -339,8 +339,8 @@ class DistSyncStore(KVStoreBase):
         if new_payload:
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:
-            self._kv.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.payload_words) for m in new_pull])
-            self._register([m.pull_key for m in new_pull], [m.payload_words for m in new_pull])
+            self._kv.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.pull_words) for m in new_pull])
+            self._register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
         if self.rank == 0:
             self._command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                               for m in messages])
@@ -356,8 +356,10 @@ class DistSyncStore(KVStoreBase):
         buffer = message.buffers[name]
         if len(message.chunks) == 1:
             return buffer
-        if name in ("payload", "pulled"):
+        if name == "payload":
             return buffer[chunk.payload_offset:chunk.payload_offset + chunk.payload_words]
+        if name == "pulled":
+            return buffer[chunk.pull_offset:chunk.pull_offset + chunk.pull_words]
         view = buffer[chunk.offset:chunk.offset + chunk.size]
         return view.reshape(chunk.shape) if name == "recv" else view
 

@@ -47,6 +47,7 @@ class Message:
         self.size = 0
         self.payload_key = None
         self.payload_words = None
+        self.pull_words = None  # words of a compressed pull's payload
         self.pull_key = None  # compressed pull: where the server puts the re-encoded sum
         self.rounds = 0  # pushes so far (a compressed pull needs one)
         self.buffers = {}  # worker state, see DistSyncStore
@@ -64,25 +65,33 @@ class Message:
     def push_key(self):
         return self.payload_key if self.coded else self.value_key
 
-    def set_codecs(self, codec_for):
-        """Gives each chunk its key's codec; returns True if the payload size changed."""
-        words = 0
+    def set_codecs(self, codec_for, num_workers):
+        """Gives each chunk its key's codec (and the codec of a compressed pull of the sum of num_workers
+        pushes); returns True if the size of the push or pull payload changed."""
+        words = pull_words = 0
         for c in self.chunks:
             c.codec = codec_for(c.key)
-            c.payload_offset = words
+            c.pull_codec = None if c.codec is None else c.codec.pull_codec(num_workers)
+            c.payload_offset, c.pull_offset = words, pull_words
             c.payload_words = c.size if c.codec is None else c.codec.payload_size(c.size)
+            c.pull_words = c.size if c.codec is None else c.pull_codec.payload_size(c.size)
             words += c.payload_words
-        changed = self.coded and words != self.payload_words
+            pull_words += c.pull_words
+        changed = self.coded and (words, pull_words) != (self.payload_words, self.pull_words)
         self.payload_words = words if self.coded else None
+        self.pull_words = pull_words if self.coded else None
         return changed
 
     def describe(self):
         """The message as the servers need it (see server.MessageState)."""
         return {"push_key": self.push_key, "value_key": self.value_key, "pull_key": self.pull_key, "size": self.size,
-                "words": self.payload_words if self.coded else self.size,
+                "words": self.payload_words if self.coded else self.size, "pull_words": self.pull_words,
                 "segments": [{"id": c.id, "index": c.key, "offset": c.offset, "size": c.size,
                               "payload_offset": c.payload_offset, "payload_words": c.payload_words,
-                              "codec": None if c.codec is None else c.codec.config()} for c in self.chunks]}
+                              "pull_offset": c.pull_offset, "pull_words": c.pull_words,
+                              "codec": None if c.codec is None else c.codec.config(),
+                              "pull_codec": None if c.codec is None else c.pull_codec.config()}
+                             for c in self.chunks]}
 
 
 class Layout:

@@ -56,7 +56,8 @@ class MessageState:
         self.pull_key = desc["pull_key"]
         if self.pull_key is not None and self.residual_np is None:
             self.residual_np = np.zeros(self.size, np.float32)
-        self.segments = [dict(seg, codec=None if seg["codec"] is None else codecs.create(seg["codec"]))
+        self.segments = [dict(seg, codec=None if seg["codec"] is None else codecs.create(seg["codec"]),
+                              pull_codec=None if seg["codec"] is None else codecs.create(seg["pull_codec"]))
                          for seg in desc["segments"]]
         self.coded = self.segments[0]["codec"] is not None
 
@@ -77,8 +78,8 @@ class MessageState:
         """Re-encodes the accumulated sum into ``out`` (a payload), with the server's own residual."""
         for seg in self.segments:
             values = slice(seg["offset"], seg["offset"] + seg["size"])
-            words = slice(seg["payload_offset"], seg["payload_offset"] + seg["payload_words"])
-            seg["codec"].encode_numpy(self.acc_np[values], self.residual_np[values], out[words])
+            words = slice(seg["pull_offset"], seg["pull_offset"] + seg["pull_words"])
+            seg["pull_codec"].encode_numpy(self.acc_np[values], self.residual_np[values], out[words])
 
 
 class CompressedServer(KVStoreServer):
