@@ -9,7 +9,7 @@ from mxnet_gc.kvstore.compression import Compression
 
 
 def test_supported_types_and_names():
-    assert mxnet_gc.kvstore.supported_types() == ["none", "2bit", "4bit", "gc_2bit"]
+    assert mxnet_gc.kvstore.supported_types() == ["none", "2bit", "4bit", "gc_2bit", "layerwise_topk"]
     assert Compression({"type": "2bit", "threshold": 0.5}).is_mxnet
     assert Compression({"type": "gc_2bit"}).codec_for("w").config() == {"type": "2bit", "threshold": 0.5}
     four = Compression({"type": "4bit", "thresholds": "small", "per_key": {"fc": [0.5, 1.0], 3: "large"}})
@@ -71,3 +71,18 @@ def test_store_outside_a_job_says_how_to_start_one(monkeypatch):
     monkeypatch.delenv("DMLC_NUM_SERVER", raising=False)
     with pytest.raises(RuntimeError, match="start the job with tools/launch.py"):
         mxnet_gc.kvstore.create("dist_sync")
+
+
+def test_layout_with_merge_groups():
+    """Each group is one message on one server, whatever the bucket size; split keys keep their own messages."""
+    from mxnet_gc.kvstore.layout import Layout
+
+    layout = Layout(num_servers=2, bound=1000, bucket=0, allocator=protocol.KeyAllocator(2))
+    keys = ["a", "b", "big", "c", "d"]
+    shapes = [(10,), (20, 2), (3000,), (5,), (7,)]
+    messages = layout.add(keys, shapes, groups=[["d", "c", "big"], ["a", "b"]])
+    as_keys = sorted(sorted(c.key for c in m.chunks) for m in messages)
+    assert as_keys == [["a", "b"], ["big"], ["big"], ["c", "d"]]
+    assert all(len({c.message.server for c in m.chunks}) == 1 for m in messages)
+    with pytest.raises(ValueError, match="every key being initialized exactly once"):
+        Layout(2, 1000, 0, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])

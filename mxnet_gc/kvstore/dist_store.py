@@ -139,8 +139,10 @@ class DistSyncStore(KVStoreBase):
         self._compression = compression
         self._assign_codecs(self._layout.messages)
 
-    def init(self, key, value, reduce_only=False):
+    def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (a collective call, like MXNet's init).
+
+        ``groups``: lists of the keys, each sent as one message (a merge plan, mxnet_gc/merge_planner.py).
 
         ``reduce_only=True``: these keys are pushed dense whatever the compression and pulls return
         the exact sum, never an optimizer's update (for statistics, such as the trainer's calibration).
@@ -155,7 +157,7 @@ class DistSyncStore(KVStoreBase):
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
             self._reduce_only.update(keys)
-        messages = self._layout.add(keys, [v.shape for v in values])
+        messages = self._layout.add(keys, [v.shape for v in values], groups)
         # A message's value is its chunks' parts, end to end, in a private array (MXNet keeps the array
         # given to init as the key's buffer for later pulls).  Through numpy: an array in MKL-DNN's
         # layout cannot be viewed flat.

@@ -5,6 +5,8 @@
 - A smaller key goes whole to the least loaded server (by bytes).  With ``bucket`` > 0, consecutive
   small keys of one ``init`` call that land on the same server share a message of at most ``bucket``
   values: one push and one pull per step for all of them, instead of one per key.
+- With explicit ``groups`` (the merge planner's), each group of keys is one message, whatever its size
+  (a key that is split stays in messages of its own).
 - A message has a value key (what pulls return) and, for mxnet_gc codecs, a payload key; each chunk
   owns a segment of the message's values and of its payload.
 
@@ -113,15 +115,27 @@ class Layout:
         self.messages.append(m)
         return m
 
-    def add(self, keys, shapes):
-        """Places new keys; returns their messages."""
-        new, open_by_server = [], {}
+    def add(self, keys, shapes, groups=None):
+        """Places new keys; returns their messages.  ``groups``: lists of keys, one message each."""
+        if groups is not None and sorted(map(str, keys)) != sorted(str(k) for g in groups for k in g):
+            raise ValueError("merge groups must hold every key being initialized exactly once")
+        group_of = {k: g for g, members in enumerate(groups or []) for k in members}
+        new, open_by_server, group_message = [], {}, {}
+
+        def message(server):
+            new.append(self._message(server))
+            return new[-1]
+
         for key, shape in zip(keys, shapes):
             n = 1
             for d in shape:
                 n *= d
-            if n >= self.bound and self.num_servers > 1:
+            split = n >= self.bound and self.num_servers > 1
+            grouped = group_message.get(group_of.get(key))
+            if split:
                 parts, servers = protocol.split_sizes(n, self.num_servers), range(self.num_servers)
+            elif grouped is not None:
+                parts, servers = [n], [grouped.server]
             else:
                 parts, servers = [n], [min(range(self.num_servers), key=lambda s: self.server_bytes[s])]
             self.chunks[key], begin = [], 0
@@ -130,11 +144,18 @@ class Layout:
                 begin += size
                 self.chunks[key].append(chunk)
                 self.server_bytes[server] += 4 * size
-                m = open_by_server.get(server)
-                if len(parts) > 1 or not (m is not None and m.size + size <= self.bucket):
-                    m = self._message(server)
-                    new.append(m)
-                    open_by_server[server] = m if len(parts) == 1 and size < self.bucket else None
+                if split:
+                    m = message(server)
+                    open_by_server[server] = None
+                elif groups is not None:
+                    if grouped is None:
+                        grouped = group_message[group_of[key]] = message(server)
+                    m = grouped
+                else:
+                    m = open_by_server.get(server)
+                    if m is None or m.size + size > self.bucket:
+                        m = message(server)
+                        open_by_server[server] = m if size < self.bucket else None
                 m.append(chunk)
         return new
 
