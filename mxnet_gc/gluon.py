@@ -14,19 +14,33 @@ they measure uncompressed training, and the first steps' large gradients, beyond
 group, would otherwise pile up in the residuals and can stall training; ``threshold_groups`` may also be a dict of
 named groups; ``group_overrides`` maps name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
 prints it).
+
+With ``merge`` ('dp', 'layerwise', 'one', or an int: fixed buckets of that many payload bytes) the
+parameters' messages follow a merge plan (mxnet_gc/merge_planner.py), made at the first step from
+measurements averaged over the workers: when each gradient became ready after ``step`` was called (in
+backward's order, last layer first), how long its codec takes, and the time of pushpulls of a few
+sizes on the store (the per-message and per-byte cost).  Rank 0 prints the plan; it is
+``trainer.merge_plan``.  ``pipeline`` (default True) pushes each message as soon as its gradients are
+ready, through the engine's dependencies; ``pipeline=False`` waits for every gradient first.
 """
 import json
 import os
+import statistics
+import time
 
 import mxnet as mx
 
 from mxnet import gluon
 
 from . import kvstore as gc_kvstore
+from . import merge_planner
 from .groups import GroupSelector, format_table
 from .kvstore.dist_store import DistSyncStore
 
 STATS_KEY = "__mxgc_grad_rms__"
+MERGE_KEY = "__mxgc_merge_profile__"
+PROBE_SIZES = (1, 4096, 65536, 262144)  # float32 values of the transport probes
+PROBE_REPEATS = 3
 
 
 DEFAULT_BUCKET_SIZE = 262144  # values (1 MiB of float32)
@@ -37,7 +51,7 @@ class Trainer(gluon.Trainer):
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, bucket_size=None, threshold_groups=None, calibration_steps=50,
-                 group_overrides=None, dense_warmup_steps=0):
+                 group_overrides=None, dense_warmup_steps=0, merge=None, pipeline=True):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.STORES:
             kvstore = gc_kvstore.create(kvstore)
         if isinstance(kvstore, DistSyncStore) and not kvstore._chunks:
@@ -46,6 +60,14 @@ class Trainer(gluon.Trainer):
             kvstore.set_bucket_size(bucket_size)
         self._selector = None
         self.group_table = None
+        if merge is not None and not (merge in ("dp", "layerwise", "one") or
+                                      (isinstance(merge, int) and not isinstance(merge, bool) and merge > 0)):
+            raise ValueError("merge must be 'dp', 'layerwise', 'one' or a bucket size in bytes > 0, got %r" % (merge,))
+        if merge is not None and not isinstance(kvstore, DistSyncStore):
+            raise ValueError("merge needs mxnet_gc's dist store (kvstore='dist_sync')")
+        self._merge, self._pipeline = merge, bool(pipeline)
+        self.merge_plan = None
+        self._step_started = None
         if threshold_groups is not None:
             if (compression_params or {}).get("type") != "4bit":
                 raise ValueError("threshold_groups needs compression_params of type '4bit', got %r"
@@ -67,16 +89,22 @@ class Trainer(gluon.Trainer):
     def _ours(self):
         return isinstance(self._kvstore, DistSyncStore)
 
+    def step(self, batch_size, ignore_stale_grad=False):
+        self._step_started = time.perf_counter()  # backward runs asynchronously: ready times count from here
+        super().step(batch_size, ignore_stale_grad)
+
     def _init_params(self):
         if not self._ours():
             return super()._init_params()
         ready = [p for p in self._params_to_init if not p._deferred_init]
         # Parameters that get gradients are pushed together each step, so they are initialized together
         # (and may share messages); the others (batch-norm statistics) apart from them.
-        for group in ([p for p in ready if p.grad_req != "null"], [p for p in ready if p.grad_req == "null"]):
+        trained = [p for p in ready if p.grad_req != "null"]
+        merged = self._plan_merging(trained) if self._merge is not None and trained else None
+        for group, groups in ((trained, merged), ([p for p in ready if p.grad_req == "null"], None)):
             if group:
                 keys = [self._param2idx[p.name] for p in group]
-                self._kvstore.init(keys, [p.list_data()[0] for p in group])
+                self._kvstore.init(keys, [p.list_data()[0] for p in group], groups=groups)
                 self._kvstore.pull(keys, out=[p.list_data() for p in group])
         self._params_to_init = [p for p in self._params_to_init if p._deferred_init]
 
@@ -94,6 +122,9 @@ class Trainer(gluon.Trainer):
             return
         if self._selector is not None and self._selector.calibrating:
             self._selector.observe([g[0] for g in grads])  # this worker's gradients, before the push
+        if not self._pipeline:  # the baseline: communication starts after the whole backward
+            for g in grads:
+                g[0].wait_to_read()
         self._kvstore.push(keys, grads)
         self._kvstore.pull(keys, out=outs)
         self._steps_done += 1
@@ -166,6 +197,61 @@ class Trainer(gluon.Trainer):
                 updater.set_states(states)
             self._optimizer = self._updaters[0].optimizer
         return state["extra"]
+
+    def _plan_merging(self, params):
+        """Measures, averages over the workers, plans; returns the groups of keys (a collective call)."""
+        kv = self._kvstore
+        order = list(reversed(params))  # backward produces the last layer's gradient first
+        ready = []
+        for p in order:
+            p.grad().wait_to_read()
+            ready.append(time.perf_counter() - (self._step_started or time.perf_counter()))
+        encode, nbytes = [], []
+        for p in order:
+            codec = kv._compression.codec_for(self._param2idx[p.name])
+            n = p.data().size
+            if codec is None:  # dense pushes and pulls
+                encode.append(0.0)
+                nbytes.append(8 * n)
+                continue
+            state, payload = codec.new_residual(p.shape), mx.nd.zeros(codec.payload_size(n))
+            times = []
+            for _ in range(2):  # the first call may take the exact path; time the steady one
+                start = time.perf_counter()
+                codec.encode(p.grad(), state, out=payload).wait_to_read()
+                times.append(time.perf_counter() - start)
+            encode.append(times[-1])
+            pull = codec.pull_codec(kv.num_workers).payload_size(n) if kv._compression.compressed_pull else n
+            nbytes.append(4 * (codec.payload_size(n) + pull))
+        probes = []
+        for size in PROBE_SIZES:
+            key = "%s%d" % (MERGE_KEY, size)
+            kv.init(key, mx.nd.zeros(size), reduce_only=True)
+            value, times = mx.nd.zeros(size), []
+            for _ in range(PROBE_REPEATS + 1):
+                start = time.perf_counter()
+                kv.pushpull(key, value, out=value)
+                value.wait_to_read()
+                times.append(time.perf_counter() - start)
+            probes.append(statistics.median(times[1:]))
+        local = mx.nd.array(ready + encode + probes)
+        kv.init(MERGE_KEY, mx.nd.zeros(local.shape), reduce_only=True)
+        total = mx.nd.zeros(local.shape)
+        kv.pushpull(MERGE_KEY, local, out=total)
+        mean = (total.asnumpy() / kv.num_workers).tolist()
+        k = len(order)
+        cost = merge_planner.CostModel.fit([8 * s for s in PROBE_SIZES], mean[2 * k:])
+        layers = [merge_planner.Layer(p.name, b, max(0.0, r), e)
+                  for p, b, r, e in zip(order, nbytes, mean[:k], mean[k:2 * k])]
+        for a, b in zip(layers, layers[1:]):  # rounding in the average must not reorder them
+            b.ready = max(a.ready, b.ready)
+        strategy = "fixed" if isinstance(self._merge, int) else self._merge
+        self.merge_plan = merge_planner.make_plan(strategy, layers, cost, bucket_bytes=self._merge)
+        if kv.rank == 0:
+            print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message; %s"
+                  % (1e3 * cost.alpha, 1e9 * cost.beta, self.merge_plan.describe(layers)), flush=True)
+        key_of = {p.name: self._param2idx[p.name] for p in params}
+        return [[key_of[name] for name in g] for g in self.merge_plan.groups]
 
     def _assign_groups(self, keys):
         """Averages the calibration statistics over the workers, picks the groups, sets them everywhere."""

@@ -1,0 +1,55 @@
+"""A worker of tests/test_dist_merge.py: an MLP trained with mxnet_gc.gluon.Trainer, 'layerwise_topk',
+sparse pulls and a merge plan; saves each step's local gradients and the pulled sums it applied.
+
+    merge_worker.py OUT MERGE PIPELINE      (MERGE: dp, layerwise, one or a bucket size in bytes)
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import mxnet as mx
+from mxnet import autograd, gluon
+
+import mxnet_gc
+
+COMPRESSION = {"type": "layerwise_topk", "density": 0.05, "reset_every": 4, "compressed_pull": True}
+STEPS = 5
+
+
+def main():
+    out, merge, pipeline = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    merge = int(merge) if merge.isdigit() else merge
+    mx.random.seed(1)
+    net = gluon.nn.HybridSequential()
+    for width in (64, 3, 48, 32):
+        net.add(gluon.nn.Dense(width, activation="relu"))
+    net.add(gluon.nn.Dense(4))
+    net.initialize(mx.init.Xavier())
+    net(mx.nd.zeros((1, 20)))
+    kv = mxnet_gc.kvstore.create("dist_sync")
+    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
+                                     compression_params=COMPRESSION, update_on_kvstore=False, merge=merge,
+                                     pipeline=pipeline)
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    rng = np.random.default_rng(kv.rank)
+    saved = {}
+    for step in range(STEPS):
+        x = mx.nd.array(rng.standard_normal((16, 20)).astype(np.float32))
+        y = mx.nd.array(rng.integers(0, 4, 16).astype(np.float32))
+        with autograd.record():
+            loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
+        loss.backward()
+        for i, p in enumerate(params):  # (waits for backward: these steps are not pipelined)
+            saved["local/%d/%d" % (step, i)] = p.grad().asnumpy()
+        trainer.step(16)
+        for i, p in enumerate(params):
+            saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
+    np.savez(os.path.join(out, "rank%d.npz" % kv.rank), **saved)
+    if kv.rank == 0:
+        with open(os.path.join(out, "plan.json"), "w") as f:
+            json.dump({"groups": trainer.merge_plan.groups, "names": [p.name for p in params]}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Merged, pipelined 'layerwise_topk' training on real jobs: the plan the trainer makes at its first step,
+and every pulled sum equal to a numpy simulation of each worker's per-layer sparsifier."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import topk_reference as ref
+from dist.job import HERE, LAUNCH, ROOT
+
+WORKER = os.path.join(HERE, "merge_worker.py")
+
+
+def run(tmp_path, merge, pipeline=True, workers=2):
+    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "180", sys.executable, WORKER,
+            str(tmp_path), str(merge), "1" if pipeline else "0"]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(tmp_path / "plan.json") as f:
+        plan = json.load(f)
+    saved = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(workers)]
+    return proc, plan, saved
+
+
+def check_sums(saved, workers, steps=5):
+    n_params = len({k.split("/")[2] for k in saved[0] if k.startswith("local/")})
+    for i in range(n_params):
+        states = [ref.new_state(saved[0]["local/0/%d" % i].size) for _ in range(workers)]
+        for step in range(steps):
+            total = np.zeros(saved[0]["local/0/%d" % i].size, np.float32)
+            for r in range(workers):
+                idx, vals, _ = ref.step(saved[r]["local/%d/%d" % (step, i)], states[r], density=0.05, reset_every=4)
+                total[idx] += vals
+            for r in range(workers):
+                np.testing.assert_array_equal(saved[r]["pulled/%d/%d" % (step, i)].ravel(), total,
+                                              err_msg="param %d step %d rank %d" % (i, step, r))
+
+
+@pytest.mark.parametrize("merge, pipeline", [("dp", True), ("layerwise", False), ("one", True), (2000, True)])
+def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
+    proc, plan, saved = run(tmp_path, merge, pipeline)
+    check_sums(saved, 2)
+    names = plan["names"]
+    # the plan covers every parameter once, in gradient-ready order (last layer first)
+    planned = [n for g in plan["groups"] for n in g]
+    assert sorted(planned) == sorted(names)
+    layers = [int(re.match(r"dense(\d+)_", n).group(1)) for n in planned]
+    assert layers == sorted(layers, reverse=True)
+    if merge == "layerwise":
+        assert len(plan["groups"]) == len(names)
+    if merge == "one":
+        assert len(plan["groups"]) == 1
+    assert re.search(r"merge plan \((dp|layerwise|one|fixed)\): %d messages" % len(plan["groups"]), proc.stdout)
+    assert "transport cost" in proc.stdout
+    pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout + proc.stderr)]
+    if pushes:  # one push per message, worker and step (+ the planner's probes and statistics)
+        assert pushes[0] >= len(plan["groups"]) * 2 * 5
+
+
+def test_bad_merge_option():
+    import mxnet as mx
+    from mxnet import gluon
+    import mxnet_gc
+
+    net = gluon.nn.Dense(2)
+    net.initialize()
+    with pytest.raises(ValueError, match="merge must be 'dp', 'layerwise', 'one' or a bucket size"):
+        mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore=mx.kv.create("local"), merge="best")
+    with pytest.raises(ValueError, match="merge needs mxnet_gc's dist store"):
+        mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore=mx.kv.create("local"), merge="dp")
