@@ -45,6 +45,9 @@ def compression_params(args):
         return {"type": "none"}
     if args.compression in ("2bit", "gc_2bit"):
         return {"type": args.compression, "threshold": args.threshold}
+    if args.compression == "layerwise_topk":  # servers send the summed sparse values back sparse
+        return {"type": "layerwise_topk", "density": args.density, "momentum": args.topk_momentum,
+                "compressed_pull": True}
     thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
     return {"type": "4bit", "thresholds": thresholds}
 
@@ -66,8 +69,13 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
     p.add_argument("--kvstore", default="dist_sync", help="'dist_sync' (mxnet_gc's store) or an MXNet store")
-    p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit"], default="4bit",
+    p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk"], default="4bit",
                    help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's")
+    p.add_argument("--density", type=float, default=0.01, help="layerwise_topk: fraction of each layer sent")
+    p.add_argument("--topk-momentum", type=float, default=0.0,
+                   help="layerwise_topk: DGC momentum correction factor (0: off)")
+    p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")
+    p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
     p.add_argument("--threshold", type=float, default=0.5, help="2bit threshold")
     p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
@@ -116,7 +124,10 @@ def main(argv=None):
                                      compression_params=compression,
                                      threshold_groups="auto" if args.groups else None,
                                      calibration_steps=args.calibration_steps,
-                                     dense_warmup_steps=args.dense_warmup_steps)
+                                     dense_warmup_steps=args.dense_warmup_steps,
+                                     update_on_kvstore=False if compression.get("compressed_pull") else None,
+                                     merge=int(args.merge) if (args.merge or "").isdigit() else args.merge,
+                                     pipeline=not args.no_pipeline)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     x_shard, y_shard = fashion_mnist.shard(train_x, train_y, rank, workers)
     values = sum(p.data().size for p in net.collect_params().values() if p.grad_req != "null")

@@ -16,11 +16,12 @@ named groups; ``group_overrides`` maps name patterns to a group name or levels. 
 prints it).
 
 With ``merge`` ('dp', 'layerwise', 'one', or an int: fixed buckets of that many payload bytes) the
-parameters' messages follow a merge plan (mxnet_gc/merge_planner.py), made at the first step from
-measurements averaged over the workers: when each gradient became ready after ``step`` was called (in
-backward's order, last layer first), how long its codec takes, and the time of pushpulls of a few
-sizes on the store (the per-message and per-byte cost).  Rank 0 prints the plan; it is
-``trainer.merge_plan``.  ``pipeline`` (default True) pushes each message as soon as its gradients are
+parameters' messages follow a merge plan (mxnet_gc/merge_planner.py).  The first ``profile_steps``
+steps send each parameter alone and measure, on every worker: when each gradient becomes ready after
+``step`` is called (in backward's order, last layer first; the median over the steps after the first),
+how long its codec takes, and the time of pushpulls of a few sizes on the store (the per-message and
+per-byte cost).  The averages over the workers give one plan everywhere; the store regroups its
+messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.  ``pipeline`` (default True) pushes each message as soon as its gradients are
 ready, through the engine's dependencies; ``pipeline=False`` waits for every gradient first.
 """
 import json
@@ -51,7 +52,7 @@ class Trainer(gluon.Trainer):
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, bucket_size=None, threshold_groups=None, calibration_steps=50,
-                 group_overrides=None, dense_warmup_steps=0, merge=None, pipeline=True):
+                 group_overrides=None, dense_warmup_steps=0, merge=None, pipeline=True, profile_steps=3):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.STORES:
             kvstore = gc_kvstore.create(kvstore)
         if isinstance(kvstore, DistSyncStore) and not kvstore._chunks:
@@ -65,7 +66,12 @@ class Trainer(gluon.Trainer):
             raise ValueError("merge must be 'dp', 'layerwise', 'one' or a bucket size in bytes > 0, got %r" % (merge,))
         if merge is not None and not isinstance(kvstore, DistSyncStore):
             raise ValueError("merge needs mxnet_gc's dist store (kvstore='dist_sync')")
-        self._merge, self._pipeline = merge, bool(pipeline)
+        if merge is not None and update_on_kvstore is not False:
+            raise ValueError("merge needs the optimizer on the workers: pass update_on_kvstore=False")
+        if not isinstance(profile_steps, int) or isinstance(profile_steps, bool) or profile_steps < 1:
+            raise ValueError("profile_steps must be an int >= 1, got %r" % (profile_steps,))
+        self._merge, self._pipeline, self._profile_steps = merge, bool(pipeline), profile_steps
+        self._ready_samples = []
         self.merge_plan = None
         self._step_started = None
         if threshold_groups is not None:
@@ -100,8 +106,8 @@ class Trainer(gluon.Trainer):
         # Parameters that get gradients are pushed together each step, so they are initialized together
         # (and may share messages); the others (batch-norm statistics) apart from them.
         trained = [p for p in ready if p.grad_req != "null"]
-        merged = self._plan_merging(trained) if self._merge is not None and trained else None
-        for group, groups in ((trained, merged), ([p for p in ready if p.grad_req == "null"], None)):
+        alone = [[self._param2idx[p.name]] for p in trained] if self._merge is not None else None
+        for group, groups in ((trained, alone), ([p for p in ready if p.grad_req == "null"], None)):
             if group:
                 keys = [self._param2idx[p.name] for p in group]
                 self._kvstore.init(keys, [p.list_data()[0] for p in group], groups=groups)
@@ -122,12 +128,17 @@ class Trainer(gluon.Trainer):
             return
         if self._selector is not None and self._selector.calibrating:
             self._selector.observe([g[0] for g in grads])  # this worker's gradients, before the push
-        if not self._pipeline:  # the baseline: communication starts after the whole backward
+        profiling = self._merge is not None and self.merge_plan is None
+        if profiling:
+            self._ready_samples.append(self._ready_times([self._params[k] for k in keys]))
+        elif not self._pipeline:  # the baseline: communication starts after the whole backward
             for g in grads:
                 g[0].wait_to_read()
         self._kvstore.push(keys, grads)
         self._kvstore.pull(keys, out=outs)
         self._steps_done += 1
+        if profiling and len(self._ready_samples) == self._profile_steps:
+            self._kvstore.regroup(self._plan_merging([self._params[k] for k in keys]))
         if self._steps_done == self._warmup and self._group_compression:
             if self._selector is not None:
                 self._assign_groups(keys)
@@ -198,14 +209,20 @@ class Trainer(gluon.Trainer):
             self._optimizer = self._updaters[0].optimizer
         return state["extra"]
 
+    def _ready_times(self, params):
+        """Seconds from the call of ``step`` until each gradient is ready, in backward's order."""
+        ready = []
+        for p in reversed(params):  # backward produces the last layer's gradient first
+            p.grad().wait_to_read()
+            ready.append(time.perf_counter() - self._step_started)
+        return ready
+
     def _plan_merging(self, params):
         """Measures, averages over the workers, plans; returns the groups of keys (a collective call)."""
         kv = self._kvstore
-        order = list(reversed(params))  # backward produces the last layer's gradient first
-        ready = []
-        for p in order:
-            p.grad().wait_to_read()
-            ready.append(time.perf_counter() - (self._step_started or time.perf_counter()))
+        order = list(reversed(params))
+        samples = self._ready_samples[1:] or self._ready_samples  # the first step is a warm-up
+        ready = [statistics.median(column) for column in zip(*samples)]
         encode, nbytes = [], []
         for p in order:
             codec = kv._compression.codec_for(self._param2idx[p.name])

@@ -16,7 +16,7 @@ WORKER = os.path.join(HERE, "merge_worker.py")
 
 
 def run(tmp_path, merge, pipeline=True, workers=2):
-    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "180", sys.executable, WORKER,
+    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "180", "-v", sys.executable, WORKER,
             str(tmp_path), str(merge), "1" if pipeline else "0"]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -56,9 +56,10 @@ def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
         assert len(plan["groups"]) == 1
     assert re.search(r"merge plan \((dp|layerwise|one|fixed)\): %d messages" % len(plan["groups"]), proc.stdout)
     assert "transport cost" in proc.stdout
-    pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout + proc.stderr)]
-    if pushes:  # one push per message, worker and step (+ the planner's probes and statistics)
-        assert pushes[0] >= len(plan["groups"]) * 2 * 5
+    pushes = [int(n) for n in re.findall(r"\] mxnet_gc server \d: (\d+) pushes", proc.stdout)]
+    # 2 workers: 2 profiling steps with one message per parameter, then 3 steps with one per group, plus
+    # the planner's transport probes (4 sizes x 4 rounds) and its statistics (1)
+    assert pushes == [2 * (2 * len(names) + 3 * len(plan["groups"]) + 4 * 4 + 1)]
 
 
 def test_bad_merge_option():

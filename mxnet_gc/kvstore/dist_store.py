@@ -167,6 +167,29 @@ class DistSyncStore(KVStoreBase):
         self._register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages)
 
+    def regroup(self, groups):
+        """Sends initialized keys as one message per group from now on (a collective call, between steps).
+
+        Each key keeps its codec state (residual).  Only without an optimizer on the servers: the new
+        messages start from zero values, as a sum does.
+        """
+        if self._optimizer_on_servers:
+            raise ValueError("regroup needs the optimizer on the workers (update_on_kvstore=False)")
+        keys = [k for g in groups for k in g]
+        for k in keys:
+            self._check_initialized(k)
+        for a in self._pulled:
+            a.wait_to_read()
+        residuals = {k: [c.residual for c in self._chunks[k]] for k in keys}
+        gone = self._layout.remove(keys)
+        messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups)
+        self._kv.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
+        self._register([m.value_key for m in messages], [m.size for m in messages])
+        for k in keys:  # the same chunks as before (splits depend on the size only): keep their state
+            for c, r in zip(self._chunks[k], residuals[k]):
+                c.residual = r
+        self._assign_codecs(messages, dropped=[m.value_key for m in gone])
+
     def set_bucket_size(self, values):
         """Small keys initialized together share messages of up to ``values`` values (0: off).
 
@@ -315,7 +338,7 @@ class DistSyncStore(KVStoreBase):
         if key not in self._chunks:
             raise ValueError("key %r is not initialized (call init first)" % (key,))
 
-    def _assign_codecs(self, messages):
+    def _assign_codecs(self, messages, dropped=()):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
         new_payload, new_pull = [], []
         for m in messages:
@@ -345,7 +368,7 @@ class DistSyncStore(KVStoreBase):
             self._register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
         if self.rank == 0:
             self._command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
-                                              for m in messages])
+                                              for m in messages], dropped=list(dropped))
         self._kv._barrier()
         self._check_status()
 

@@ -159,6 +159,19 @@ class Layout:
                 m.append(chunk)
         return new
 
+    def remove(self, keys):
+        """Takes ``keys`` out of the layout; returns their messages (which must hold no other key)."""
+        gone = self.messages_of(keys)
+        others = [c.key for m in gone for c in m.chunks if c.key not in set(keys)]
+        if others:
+            raise ValueError("keys %s share messages with %s; regroup them together" % (list(keys), others))
+        self.messages = [m for m in self.messages if m not in gone]
+        for m in gone:
+            self.server_bytes[m.server] -= 4 * m.size
+        for k in keys:
+            del self.chunks[k]
+        return gone
+
     def messages_of(self, keys):
         """The messages holding ``keys``, each once, in layout order."""
         wanted = {id(c.message) for k in keys for c in self.chunks[k]}

@@ -182,7 +182,9 @@ class CompressedServer(KVStoreServer):
         mine = [k for k in value_keys if protocol.server_of(k, self.num_servers) == self.server_rank]
         self.expected.update(k for k in mine if k not in self.values)
 
-    def on_layout(self, messages):
+    def on_layout(self, messages, dropped=()):
+        """New or changed messages; ``dropped``: value keys of messages no longer sent (after a regroup)."""
+        self.messages = {k: m for k, m in self.messages.items() if m.value_key not in set(dropped)}
         for desc in messages:
             if protocol.server_of(desc["value_key"], self.num_servers) != self.server_rank:
                 continue

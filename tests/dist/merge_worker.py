@@ -28,7 +28,7 @@ def main():
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1, 20)))
     kv = mxnet_gc.kvstore.create("dist_sync")
-    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
+    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv, profile_steps=2,
                                      compression_params=COMPRESSION, update_on_kvstore=False, merge=merge,
                                      pipeline=pipeline)
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
