@@ -37,6 +37,9 @@ from . import kvstore as gc_kvstore
 from . import merge_planner
 from .groups import GroupSelector, format_table
 from .kvstore.dist_store import DistSyncStore
+from .kvstore.horovod_store import HorovodStore
+
+OUR_STORES = (DistSyncStore, HorovodStore)
 
 STATS_KEY = "__mxgc_grad_rms__"
 MERGE_KEY = "__mxgc_merge_profile__"
@@ -64,8 +67,8 @@ class Trainer(gluon.Trainer):
         if merge is not None and not (merge in ("dp", "layerwise", "one") or
                                       (isinstance(merge, int) and not isinstance(merge, bool) and merge > 0)):
             raise ValueError("merge must be 'dp', 'layerwise', 'one' or a bucket size in bytes > 0, got %r" % (merge,))
-        if merge is not None and not isinstance(kvstore, DistSyncStore):
-            raise ValueError("merge needs mxnet_gc's dist store (kvstore='dist_sync')")
+        if merge is not None and not isinstance(kvstore, OUR_STORES):
+            raise ValueError("merge needs one of mxnet_gc's stores (kvstore='dist_sync' or 'horovod')")
         if merge is not None and update_on_kvstore is not False:
             raise ValueError("merge needs the optimizer on the workers: pass update_on_kvstore=False")
         if not isinstance(profile_steps, int) or isinstance(profile_steps, bool) or profile_steps < 1:
@@ -93,7 +96,7 @@ class Trainer(gluon.Trainer):
             self._compression_params = {"type": "none"}
 
     def _ours(self):
-        return isinstance(self._kvstore, DistSyncStore)
+        return isinstance(self._kvstore, OUR_STORES)
 
     def step(self, batch_size, ignore_stale_grad=False):
         self._step_started = time.perf_counter()  # backward runs asynchronously: ready times count from here
@@ -227,9 +230,9 @@ class Trainer(gluon.Trainer):
         for p in order:
             codec = kv._compression.codec_for(self._param2idx[p.name])
             n = p.data().size
-            if codec is None:  # dense pushes and pulls
+            if codec is None:  # dense
                 encode.append(0.0)
-                nbytes.append(8 * n)
+                nbytes.append(kv.wire_bytes(None, n))
                 continue
             state, payload = codec.new_residual(p.shape), mx.nd.zeros(codec.payload_size(n))
             times = []
@@ -238,8 +241,7 @@ class Trainer(gluon.Trainer):
                 codec.encode(p.grad(), state, out=payload).wait_to_read()
                 times.append(time.perf_counter() - start)
             encode.append(times[-1])
-            pull = codec.pull_codec(kv.num_workers).payload_size(n) if kv._compression.compressed_pull else n
-            nbytes.append(4 * (codec.payload_size(n) + pull))
+            nbytes.append(kv.wire_bytes(codec, n))
         probes = []
         for size in PROBE_SIZES:
             key = "%s%d" % (MERGE_KEY, size)

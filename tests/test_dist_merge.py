@@ -71,5 +71,5 @@ def test_bad_merge_option():
     net.initialize()
     with pytest.raises(ValueError, match="merge must be 'dp', 'layerwise', 'one' or a bucket size"):
         mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore=mx.kv.create("local"), merge="best")
-    with pytest.raises(ValueError, match="merge needs mxnet_gc's dist store"):
+    with pytest.raises(ValueError, match="merge needs one of mxnet_gc's stores"):
         mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore=mx.kv.create("local"), merge="dp")

@@ -3,10 +3,12 @@
     kv = mxnet_gc.kvstore.create('dist_sync')
     kv.set_gradient_compression({'type': '4bit', 'thresholds': [...]})
 
-After ``import mxnet_gc`` the same store is ``mx.kv.create('gc_dist_sync')``.  Other names are MXNet's
-own stores, returned as MXNet creates them.
+``create('horovod')`` is the same API over Horovod's collectives (processes started by horovodrun).
+After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')`` and ``'gc_horovod'``.
+Other names are MXNet's own stores, returned as MXNet creates them.
 
 dist_store.py   the worker side (DistSyncStore)
+horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
 server.py       the server side (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
 protocol.py     key placement, commands and status shared by both
 compression.py  the accepted compression settings
@@ -16,8 +18,9 @@ from mxnet.kvstore import KVStoreBase
 
 from .compression import Compression, supported_types
 from .dist_store import DistSyncStore
+from .horovod_store import HorovodStore
 
-STORES = {"dist_sync": DistSyncStore}
+STORES = {"dist_sync": DistSyncStore, "horovod": HorovodStore}
 MX_NAMES = {"gc_" + name: cls for name, cls in STORES.items()}
 
 
@@ -33,4 +36,4 @@ def create(name="dist_sync"):
 for _name, _cls in MX_NAMES.items():
     KVStoreBase.kv_registry[_name] = _cls
 
-__all__ = ["create", "DistSyncStore", "Compression", "supported_types"]
+__all__ = ["create", "DistSyncStore", "HorovodStore", "Compression", "supported_types"]

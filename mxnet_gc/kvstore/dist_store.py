@@ -190,6 +190,13 @@ class DistSyncStore(KVStoreBase):
                 c.residual = r
         self._assign_codecs(messages, dropped=[m.value_key for m in gone])
 
+    def wire_bytes(self, codec, n):
+        """Bytes one worker sends and receives per step for a key of n values."""
+        if codec is None:
+            return 8 * n
+        pull = codec.pull_codec(self.num_workers).payload_size(n) if self._compression.compressed_pull else n
+        return 4 * (codec.payload_size(n) + pull)
+
     def set_bucket_size(self, values):
         """Small keys initialized together share messages of up to ``values`` values (0: off).
 

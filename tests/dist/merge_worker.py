@@ -1,7 +1,8 @@
 """A worker of tests/test_dist_merge.py: an MLP trained with mxnet_gc.gluon.Trainer, 'layerwise_topk',
 sparse pulls and a merge plan; saves each step's local gradients and the pulled sums it applied.
 
-    merge_worker.py OUT MERGE PIPELINE      (MERGE: dp, layerwise, one or a bucket size in bytes)
+    merge_worker.py OUT MERGE PIPELINE [STORE]   (MERGE: dp, layerwise, one or a bucket size in bytes;
+                                                   STORE: dist_sync (default) or horovod)
 """
 import json
 import os
@@ -27,7 +28,7 @@ def main():
     net.add(gluon.nn.Dense(4))
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1, 20)))
-    kv = mxnet_gc.kvstore.create("dist_sync")
+    kv = mxnet_gc.kvstore.create(sys.argv[4] if len(sys.argv) > 4 else "dist_sync")
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv, profile_steps=2,
                                      compression_params=COMPRESSION, update_on_kvstore=False, merge=merge,
                                      pipeline=pipeline)

@@ -1,0 +1,45 @@
+"""A worker of tests/test_horovod.py, started by horovodrun: runs a job spec (as tests/dist/worker.py
+does for the parameter server) on mxnet_gc's horovod store and saves every pulled value."""
+import json
+import os
+import sys
+
+import numpy as np
+import mxnet as mx
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import mxnet_gc  # noqa: E402
+from dist.job import gradient, initial_value  # noqa: E402
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    kv = mxnet_gc.kvstore.create("horovod")
+    compression = dict(spec["compression"])
+    if spec.get("differ") and kv.rank == 1:
+        compression["density"] = 0.5
+    kv.set_gradient_compression(compression)
+    keys = [k for k, _ in spec["keys"]]
+    shapes = {k: tuple(s) for k, s in spec["keys"]}
+    kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, shapes[k]) + kv.rank) for i, k in enumerate(keys)],
+            groups=spec.get("groups"))
+    saved = {}
+    outs = [mx.nd.zeros(shapes[k]) for k in keys]
+    kv.pull(keys, out=outs)
+    for k, o in zip(keys, outs):
+        saved["%s/init" % k] = o.asnumpy()
+    for step in range(spec["steps"]):
+        if step == spec.get("regroup_at"):
+            kv.regroup([keys])
+        grads = [mx.nd.array(gradient(spec["seed"], kv.rank, step, i, shapes[k], spec["scale"]))
+                 for i, k in enumerate(keys)]
+        kv.push(keys, grads)
+        kv.pull(keys, out=outs)
+        for k, o in zip(keys, outs):
+            saved["%s/%d" % (k, step)] = o.asnumpy()
+    np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
+
+
+if __name__ == "__main__":
+    main()

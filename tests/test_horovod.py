@@ -1,0 +1,94 @@
+"""mxnet_gc's horovod store on real jobs started by horovodrun (Gloo, 2 processes on loopback): every
+pulled value against the numpy references, merged training as on the parameter server, and errors."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import reference
+import topk_reference as ref
+from dist.job import HERE, ROOT, gradient, initial_value
+from test_dist_merge import check_sums
+
+HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
+
+
+def horovodrun(script, *args, np_=2, timeout=180):
+    argv = [HOROVODRUN, "-np", str(np_), "-H", "localhost:%d" % np_, "--gloo", "--start-timeout", "60",
+            sys.executable, os.path.join(HERE, script)] + [str(a) for a in args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def run_spec(tmp_path, spec, workers=2):
+    spec = dict(spec, out=str(tmp_path))
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = horovodrun("horovod_worker.py", tmp_path / "spec.json", np_=workers)
+    results = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(workers)] if proc.returncode == 0 else None
+    return proc, results
+
+
+def expected_sums(spec, workers):
+    comp = spec["compression"]
+    out = {}
+    for i, (key, shape) in enumerate(spec["keys"]):
+        n = int(np.prod(shape))
+        states = [ref.new_state(n) for _ in range(workers)]
+        residuals = [np.zeros(shape, np.float32) for _ in range(workers)]
+        for step in range(spec["steps"]):
+            total = np.zeros(n, np.float32)
+            for r in range(workers):
+                g = gradient(spec["seed"], r, step, i, shape, spec["scale"])
+                if comp["type"] == "layerwise_topk":
+                    idx, vals, _ = ref.step(g, states[r], **{k: v for k, v in comp.items() if k != "type"})
+                    total[idx] += vals
+                elif comp["type"] == "4bit":
+                    q, residuals[r] = reference.quantize_array(g, residuals[r], comp["thresholds"])
+                    total += q.ravel()
+                else:
+                    total += g.ravel()
+            out[key, step] = total.reshape(shape)
+    return out
+
+
+@pytest.mark.parametrize("compression, groups, regroup_at", [
+    ({"type": "layerwise_topk", "density": 0.1, "reset_every": 3}, None, None),
+    ({"type": "layerwise_topk", "density": 0.1, "momentum": 0.9}, [["b", "w"], ["c"]], 2),
+    ({"type": "4bit", "thresholds": POW2}, None, None),
+    ({"type": "none"}, [["w", "b", "c"]], None),
+], ids=["topk", "topk-momentum-merged-regrouped", "4bit", "dense-merged"])
+def test_pulled_sums_match_the_reference(tmp_path, compression, groups, regroup_at):
+    spec = {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 9,
+            "compression": compression, "groups": groups, "regroup_at": regroup_at}
+    proc, results = run_spec(tmp_path, spec)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    expected = expected_sums(spec, 2)
+    for r, saved in enumerate(results):
+        for i, (key, shape) in enumerate(spec["keys"]):  # init broadcasts rank 0's values
+            np.testing.assert_array_equal(saved["%s/init" % key], initial_value(spec["seed"], i, tuple(shape)))
+        for (key, step), want in expected.items():
+            np.testing.assert_array_equal(saved["%s/%d" % (key, step)], want, err_msg="rank %d %s %d" % (r, key, step))
+
+
+def test_different_compression_on_the_workers_fails_on_all(tmp_path):
+    spec = {"keys": [["w", [10]]], "steps": 1, "scale": 1.0, "seed": 1, "differ": True,
+            "compression": {"type": "layerwise_topk", "density": 0.1}}
+    proc, _ = run_spec(tmp_path, spec)
+    assert proc.returncode != 0
+    assert proc.stdout.count("the workers set different compression settings") + \
+        proc.stderr.count("the workers set different compression settings") >= 2
+
+
+@pytest.mark.parametrize("merge", ["dp", "one"])
+def test_merged_training_on_horovod(tmp_path, merge):
+    """The parameter server's merged-training job, unchanged but for the store: the same exact sums."""
+    proc = horovodrun("merge_worker.py", tmp_path, merge, 1, "horovod")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(tmp_path / "plan.json") as f:
+        plan = json.load(f)
+    assert len(plan["groups"]) == 1 if merge == "one" else len(plan["groups"]) >= 1
+    check_sums([dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)], 2)
+    assert "merge plan (%s)" % merge in proc.stdout
