@@ -1,7 +1,8 @@
 // Kernels of topk_sparsifier.h.  Two passes over the layer, parallel over blocks with OpenMP above
 // kParallelMin values: (1) accumulate into the residual and count the values over the threshold per
-// block; (2) write each block's selected indices at its prefix offset.  The exact k-th largest (first
-// step, every reset_every steps, and whenever more than `capacity` values pass) uses nth_element.
+// block; (2) write each block's selected (|a|, index) pairs at its prefix offset.  The exact k-th largest
+// (first step, every reset_every steps: nth_element over the layer; an overflowing step: over its
+// candidates) costs extra passes only then.
 #include "topk_sparsifier.h"
 
 #include <omp.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "threshold_quantizer.h"  // num_threads()
@@ -50,15 +52,19 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   float* residual = state;
   float* velocity = use_momentum ? state + n : nullptr;
   float* threshold = state + (use_momentum ? 2 * n : n);
-  int32_t steps = float_to_bits(threshold[1]);
+  const int32_t steps = float_to_bits(threshold[1]);
   const int64_t k = std::min<int64_t>(n, std::max<int64_t>(1, std::llround(p.density * n)));
+  const bool exact = steps % p.reset_every == 0 || !(threshold[0] > 0.0f);
   const int nt = threads_for(n);
   const int64_t block = (n + nt - 1) / nt;
+  std::vector<int64_t> counts(nt + 1, 0);
 
-  // Pass 1: accumulate.  (The threshold may be recomputed afterwards, so counting waits for pass 2.)
+  // Pass 1: accumulate, and (with a known threshold) count per block what passes it.
+  const float known = threshold[0];
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int t = 0; t < nt; ++t) {
     const int64_t end = std::min(n, (t + 1) * block);
+    int64_t c = 0;
     for (int64_t i = t * block; i < end; ++i) {
       const float v = use_momentum ? p.momentum * velocity[i] + grad[i] : grad[i];
       const float a = residual[i] + v;
@@ -66,56 +72,62 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
         residual[i] = a;
         if (use_momentum) velocity[i] = v;
       }
+      c += selected(residual[i], known);
     }
-  }
-  if (steps % p.reset_every == 0 || !(threshold[0] > 0.0f)) threshold[0] = kth_largest_magnitude(residual, n, k);
-  const float theta = threshold[0];
-
-  // Pass 2: count per block, then write each block's indices at its offset.
-  std::vector<int64_t> counts(nt + 1, 0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) {
-    const int64_t end = std::min(n, (t + 1) * block);
-    int64_t c = 0;
-    for (int64_t i = t * block; i < end; ++i) c += selected(residual[i], theta);
     counts[t + 1] = c;
   }
+  if (exact) {
+    threshold[0] = kth_largest_magnitude(residual, n, k);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int t = 0; t < nt; ++t) {
+      const int64_t end = std::min(n, (t + 1) * block);
+      int64_t c = 0;
+      for (int64_t i = t * block; i < end; ++i) c += selected(residual[i], threshold[0]);
+      counts[t + 1] = c;
+    }
+  }
+  const float theta = threshold[0];
+
+  // Pass 2: each block's selected (|a|, index) pairs at its offset, in index order.
   for (int t = 0; t < nt; ++t) counts[t + 1] += counts[t];
   const int64_t passed = counts[nt];
-  std::vector<int32_t> candidates(passed);
+  std::vector<std::pair<float, int32_t>> candidates(passed);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int t = 0; t < nt; ++t) {
     const int64_t end = std::min(n, (t + 1) * block);
     int64_t o = counts[t];
     for (int64_t i = t * block; i < end; ++i)
-      if (selected(residual[i], theta)) candidates[o++] = static_cast<int32_t>(i);
+      if (selected(residual[i], theta)) candidates[o++] = {std::fabs(residual[i]), static_cast<int32_t>(i)};
   }
-  if (passed > p.capacity) {  // keep the capacity largest |a|, ties to the lower index, then index order
-    auto larger = [residual](int32_t x, int32_t y) {
-      const float fx = std::fabs(residual[x]), fy = std::fabs(residual[y]);
-      return fx > fy || (fx == fy && x < y);
+  float next = theta;
+  if (passed > p.capacity) {
+    // Keep the capacity largest |a| (ties to the lower index); the k-th largest of them is this step's
+    // exact top-k threshold, and the next step's threshold.
+    auto larger = [](const std::pair<float, int32_t>& x, const std::pair<float, int32_t>& y) {
+      return x.first > y.first || (x.first == y.first && x.second < y.second);
     };
     std::nth_element(candidates.begin(), candidates.begin() + (p.capacity - 1), candidates.end(), larger);
     candidates.resize(p.capacity);
-    std::sort(candidates.begin(), candidates.end());
+    std::nth_element(candidates.begin(), candidates.begin() + (k - 1), candidates.end(), larger);
+    next = candidates[k - 1].first;
+    std::sort(candidates.begin(), candidates.end(),
+              [](const std::pair<float, int32_t>& x, const std::pair<float, int32_t>& y) { return x.second < y.second; });
+  } else if (passed < (1.0 - p.delta) * k) {
+    next = theta * (1.0f - p.gamma);
   }
   const int64_t c = static_cast<int64_t>(candidates.size());
   int32_t* words = reinterpret_cast<int32_t*>(payload);
   words[0] = static_cast<int32_t>(c);
   float* values = payload + 1 + c;
   for (int64_t j = 0; j < c; ++j) {
-    const int32_t i = candidates[j];
+    const int32_t i = candidates[j].second;
     words[1 + j] = i;
     values[j] = residual[i];
     residual[i] = 0.0f;
     if (use_momentum) velocity[i] = 0.0f;
   }
   std::memset(payload + 1 + 2 * c, 0, sizeof(float) * 2 * (p.capacity - c));
-
-  if (passed > (1.0 + p.delta) * k)
-    threshold[0] = theta * (1.0f + p.gamma);
-  else if (passed < (1.0 - p.delta) * k)
-    threshold[0] = theta * (1.0f - p.gamma);
+  threshold[0] = next;
   threshold[1] = bits_to_float(steps + 1);
 }
 

@@ -4,10 +4,11 @@
 // Per step, for one layer (or one chunk of it) of n values:
 //   v = momentum * v + grad (with momentum > 0: DGC's momentum correction), a = residual + v (or + grad);
 //   the threshold is the exact k-th largest |a| (k = max(1, round(density * n))) on the first step and
-//   every reset_every steps; in between it adapts: times (1 + gamma) after a step that selected more
-//   than (1 + delta) k values, times (1 - gamma) after one that selected fewer than (1 - delta) k.
-//   Selected: the nonzero a with |a| >= threshold; if more than `capacity`, the capacity largest |a|
-//   (ties: lower index first).  They are sent and cleared from the residual (and from v); the rest stays.
+//   every reset_every steps.  Selected: the nonzero a with |a| >= threshold; if more than `capacity`
+//   pass, the capacity largest |a| (ties: lower index first).  They are sent and cleared from the
+//   residual (and from v); the rest stays.  The next step's threshold: after a step where more than
+//   capacity passed, the exact k-th largest |a| of that step (found among its candidates anyway); after
+//   one that selected fewer than (1 - delta) k, times (1 - gamma); else unchanged.
 //   A non-finite a is dropped: the residual and v keep their previous values.
 //
 // State (float32 words): [residual: n][v: n, only with momentum][threshold][steps (int32 bits)].

@@ -47,8 +47,8 @@ def step(grad, state, density, adapt_rate=0.1, tolerance=0.2, reset_every=100, m
     r[over] = 0
     if momentum > 0:
         state["velocity"][over] = 0
-    if passed > (1.0 + float(np.float32(tolerance))) * k:
-        state["threshold"] = np.float32(theta * (np.float32(1) + np.float32(adapt_rate)))
+    if passed > cap:  # the exact k-th largest of this step's candidates
+        state["threshold"] = np.sort(np.abs(values))[::-1][k - 1]
     elif passed < (1.0 - float(np.float32(tolerance))) * k:
         state["threshold"] = np.float32(theta * (np.float32(1) - np.float32(adapt_rate)))
     state["steps"] += 1

@@ -12,7 +12,8 @@ across those hosts (its ssh launcher, with tools/netns_ssh.py in place of ssh: t
 first host, then servers and workers, one host each), prints each host's bytes sent and received
 from its interface counters, and removes every namespace it made, also on failure and Ctrl-C.
 
-Needs root and iproute2 (ip, tc); without them it refuses with a message.
+Needs root and iproute2 (ip, tc); without them it refuses with a message.  MXNET_GC_NETNS=NAME (default
+mxgc) names the namespaces, so that two clusters can exist at once.
 """
 import argparse
 import os
@@ -23,8 +24,11 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PREFIX = "mxgc-h"
-SWITCH = "mxgc-sw"
+# MXNET_GC_NETNS=NAME names the namespaces NAME-h0... and NAME-sw (default mxgc), so that clusters can
+# run side by side; tools/netns_ssh.py reads the same variable.
+NAME = os.environ.get("MXNET_GC_NETNS", "mxgc")
+PREFIX = NAME + "-h"
+SWITCH = NAME + "-sw"
 SUBNET = "198.18.0.%d"
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """ssh for tools/netns_cluster.py's hosts: ``netns_ssh.py [ssh options] ADDRESS COMMAND`` runs COMMAND
-inside the network namespace that holds ADDRESS (198.18.0.{i+1} is namespace mxgc-h{i}).
+inside the network namespace that holds ADDRESS (198.18.0.{i+1} is namespace mxgc-h{i}; the prefix
+mxgc is MXNET_GC_NETNS when set, as for tools/netns_cluster.py).
 
 ssh's options (``-tt``, ``-o KEY=VALUE``) are accepted and ignored; the process replaces itself
 with ``ip netns exec NS sh -c COMMAND``, so the launcher's signals reach the command.
@@ -16,4 +17,5 @@ host, command = args[0], " ".join(args[1:])
 parts = host.split(".")
 if len(parts) != 4 or parts[:3] != ["198", "18", "0"]:
     sys.exit("netns_ssh.py: %s is not a host of tools/netns_cluster.py (198.18.0.N)" % host)
-os.execvp("ip", ["ip", "netns", "exec", "mxgc-h%d" % (int(parts[3]) - 1), "sh", "-c", command])
+namespace = "%s-h%d" % (os.environ.get("MXNET_GC_NETNS", "mxgc"), int(parts[3]) - 1)
+os.execvp("ip", ["ip", "netns", "exec", namespace, "sh", "-c", command])

@@ -92,6 +92,7 @@ class DistSyncStore(KVStoreBase):
         self._errors_seen = [0] * self._num_servers
         self._pushed = []  # arrays whose pushes the next synchronisation waits for
         self._pulled = []  # arrays whose pulls the next push waits for
+        self._tokens = {}  # user key -> a one-value array written after its pull
         self._optimizer_on_servers = False
         self._status_keys = [self._alloc.on_server(s) for s in range(self._num_servers)]
         self._status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(self._num_servers)]
@@ -281,10 +282,14 @@ class DistSyncStore(KVStoreBase):
             c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
         if synchronized:
             self._raise_on_server_errors()
-        for t in targets.values():
+        for k, t in targets.items():
             for extra in t[1:]:
                 t[0].copyto(extra)
-            self._pulled += t
+            # The next push waits for this pull (see push) through a one-value copy of what it wrote,
+            # not through the output itself: backward may already be writing the next gradient there.
+            token = self._tokens.setdefault(k, mx.nd.zeros(1))
+            t[0].reshape(-1)[0:1].copyto(token)
+            self._pulled.append(token)
 
     def pushpull(self, key, value, out=None, priority=0):
         self.push(key, value, priority=priority)
