@@ -22,12 +22,15 @@ steps send each parameter alone and measure, on every worker: when each gradient
 how long its codec takes, and the time of pushpulls of a few sizes on the store (the per-message and
 per-byte cost).  The averages over the workers give one plan everywhere; the store regroups its
 messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.  ``pipeline`` (default True) pushes each message as soon as its gradients are
-ready, through the engine's dependencies; ``pipeline=False`` waits for every gradient first.
+ready, through the engine's dependencies; ``pipeline=False`` waits for every gradient first.  MXNet
+runs backward in bulks of operations unless MXNET_EXEC_BULK_EXEC_TRAIN=0 is set before its first
+operation: then gradients become ready together and there is little to overlap (the trainer warns).
 """
 import json
 import os
 import statistics
 import time
+import warnings
 
 import mxnet as mx
 
@@ -74,6 +77,10 @@ class Trainer(gluon.Trainer):
         if not isinstance(profile_steps, int) or isinstance(profile_steps, bool) or profile_steps < 1:
             raise ValueError("profile_steps must be an int >= 1, got %r" % (profile_steps,))
         self._merge, self._pipeline, self._profile_steps = merge, bool(pipeline), profile_steps
+        if merge is not None and pipeline and os.environ.get("MXNET_EXEC_BULK_EXEC_TRAIN") != "0":
+            warnings.warn("MXNet runs backward in bulks of operations, so gradients become ready together and "
+                          "pipelining overlaps little: set MXNET_EXEC_BULK_EXEC_TRAIN=0 before the first MXNet "
+                          "operation", stacklevel=2)
         self._ready_samples = []
         self.merge_plan = None
         self._step_started = None

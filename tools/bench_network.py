@@ -22,6 +22,14 @@ and one of these modes:
     4bit-cpull   4bit, and the servers send the sum 4bit-encoded too (compressed pull; the optimizer
                  then runs on the workers, in the others on the servers)
 
+and the layer-wise sparsification modes (``--modes`` names them; 'layerwise_topk', density 0.01,
+sparse pulls, optimizer on the workers, backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0):
+
+    topk-layerwise  every layer its own message, sent after the whole backward
+    topk-one        one message for all layers
+    topk-merged     the DP merge plan, sent after the whole backward
+    topk-pipelined  the DP merge plan, each message sent as soon as its gradients are ready
+
 Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), split
 into compute (forward + backward, waited for) and communication (trainer.step until the new
 parameters are ready); the bytes each worker's interface sent and received during the timed steps
@@ -51,13 +59,17 @@ import netns_cluster  # noqa: E402
 
 RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bit-cpull"]
+TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True}
+SPARSE_MODES = {"topk-layerwise": ("layerwise", False), "topk-one": ("one", True), "topk-merged": ("dp", False),
+                "topk-pipelined": ("dp", True)}  # mode -> (merge plan, pipeline)
 MODELS = ["mlp10m", "fmnist-cnn"]
 COMPRESSION = {"none": None, "mxnet-2bit": {"type": "2bit", "threshold": 0.5}, "gc-none": {"type": "none"},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.5}, "4bit": {"type": "4bit", "thresholds": "medium"},
                "4bit-groups": {"type": "4bit", "thresholds": "medium"},
-               "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True}}
+               "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True},
+               **{mode: TOPK for mode in SPARSE_MODES}}
 CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
-BEGIN, END = "<!-- bench_network:begin -->", "<!-- bench_network:end -->"
+MARKERS = "<!-- bench_network%s:begin -->", "<!-- bench_network%s:end -->"
 
 
 # ---------------------------------------------------------------- the worker (inside the cluster)
@@ -110,12 +122,12 @@ def codec_times(mode, arrays, repeats=5):
     import mxnet_gc
 
     params = dict(COMPRESSION[mode] or {})
-    kind = {"gc_2bit": "2bit", "4bit": "4bit"}.get(params.get("type"))
+    kind = {"gc_2bit": "2bit", "4bit": "4bit", "layerwise_topk": "layerwise_topk"}.get(params.get("type"))
     if kind is None:
         return None, None
     codec = mxnet_gc.codecs.create({"type": kind, **{k: v for k, v in params.items()
-                                                     if k in ("threshold", "thresholds")}})
-    residuals = [mx.nd.zeros(a.shape) for a in arrays]
+                                                     if k in ("threshold", "thresholds", "density")}})
+    residuals = [codec.new_residual(a.shape) for a in arrays]
     payloads = [mx.nd.zeros((codec.payload_size(a.size),)) for a in arrays]
     outs = [mx.nd.zeros(a.shape) for a in arrays]
     encode, decode = [], []
@@ -169,10 +181,12 @@ def worker(args):
         trainer = gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression)
     else:
         groups = args.mode == "4bit-groups"
+        merge, pipeline = SPARSE_MODES.get(args.mode, (None, True))
         trainer = mxnet_gc.gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression,
                                          threshold_groups="auto" if groups else None,
                                          calibration_steps=CALIBRATION_STEPS,
-                                         update_on_kvstore=False if args.mode == "4bit-cpull" else None)
+                                         update_on_kvstore=False if compression.get("compressed_pull") else None,
+                                         merge=merge, pipeline=pipeline)
     trained = [p for p in params.values() if p.grad_req != "null"]
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
@@ -190,7 +204,8 @@ def worker(args):
             p.data().wait_to_read()
         return t1 - t0, time.perf_counter() - t1
 
-    warmup = args.warmup + (CALIBRATION_STEPS if args.mode == "4bit-groups" else 0)
+    warmup = args.warmup + (CALIBRATION_STEPS if args.mode == "4bit-groups" else 0) + \
+        (trainer._profile_steps if args.mode in SPARSE_MODES else 0)
     for i in range(warmup):
         step(i)
     bytes0, cpu0 = interface_bytes(), time.process_time()
@@ -218,6 +233,7 @@ def run(model, mode, rate, workers, args, tag):
         launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report,
                   "--env", tag]
         launch += ["--mxnet-servers"] if mode in ("none", "mxnet-2bit") else []
+        launch += ["--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0"] if mode in SPARSE_MODES else []
         launch += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
         code, hosts = netns_cluster.run_job(2 + workers, rate, launch)
@@ -243,6 +259,8 @@ def run(model, mode, rate, workers, args, tag):
         codec = encode + workers * decode  # pull, encodes the sum, which the worker decodes)
         if mode == "4bit-cpull":
             codec += encode + decode
+        if mode in SPARSE_MODES:  # sparse pull: the server packs the sum, the worker decodes it once more
+            codec += decode
     cpu = {(p["role"], p["rank"]): p["cpu_seconds"] for p in processes}
     by_role = {p["role"]: [] for p in processes}
     for p in processes:
@@ -293,6 +311,14 @@ def targets(rows):
         if mode in ("4bit", "4bit-groups", "4bit-cpull") and base and rate == "unlimited":
             found.append(("%s, %d workers, unlimited: %s / uncompressed step time" % (model, workers, mode),
                           ms / base, "<= 1.3", ms / base <= 1.3))
+        if mode == "topk-pipelined" and base and rate == "1gbit" and model == "mlp10m":
+            found.append(("%s, %d workers, 1 Gbit/s: uncompressed / merged+pipelined top-k step time"
+                          % (model, workers), base / ms, ">= 1.99", base / ms >= 1.99))
+        for other in ("topk-layerwise", "topk-one"):
+            if mode == "topk-pipelined" and (model, workers, rate, other) in step:
+                ratio = step[model, workers, rate, other] / ms
+                found.append(("%s, %d workers, %s: %s / merged+pipelined step time" % (model, workers, rate, other),
+                              ratio, "> 1", ratio > 1))
         ours = step.get((model, workers, rate, "mxnet-2bit"))
         if mode == "gc_2bit" and ours:
             found.append(("%s, %d workers, %s: our 2bit / MXNet's 2bit step time" % (model, workers, rate),
@@ -311,7 +337,7 @@ def plot(rows, path):
     for ax, (model, workers) in zip(axes[0], panels):
         mine = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
         rates = [rate for rate in RATES_BITS if any(r["rate"] == rate for r in mine)]
-        modes = [m for m in MODES if any(r["mode"] == m for r in mine)]
+        modes = [m for m in MODES + list(SPARSE_MODES) if any(r["mode"] == m for r in mine)]
         width = 0.8 / len(modes)
         for j, mode in enumerate(modes):
             for i, rate in enumerate(rates):
@@ -346,20 +372,22 @@ def leftover_processes(tag):
     return found
 
 
-def write_markdown(path, text):
+def write_markdown(path, text, section=""):
+    """Replaces the text between the section's markers in ``path``."""
+    begin, end = (marker % (":" + section if section else "") for marker in MARKERS)
     with open(path) as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        raise SystemExit("bench_network.py: %s has no %s ... %s markers" % (path, BEGIN, END))
-    head, rest = doc.split(BEGIN, 1)
+    if begin not in doc or end not in doc:
+        raise SystemExit("bench_network.py: %s has no %s ... %s markers" % (path, begin, end))
+    head, rest = doc.split(begin, 1)
     with open(path, "w") as f:
-        f.write(head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1])
+        f.write(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
-    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES + list(SPARSE_MODES))
     parser.add_argument("--rates", nargs="+", default=list(RATES_BITS), choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
@@ -368,6 +396,8 @@ def main():
     parser.add_argument("--csv", help="write the rows here")
     parser.add_argument("--plot", help="write the plot here (.png)")
     parser.add_argument("--markdown", help="put the tables between the benchmark's markers in this file")
+    parser.add_argument("--section", default="", help="with --markdown: the markers <!-- bench_network:SECTION:begin "
+                                                      "--> and :end (default: <!-- bench_network:begin -->)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
@@ -413,7 +443,7 @@ def main():
         plot(rows, args.plot)
         text += ["", "![step times](%s)" % os.path.basename(args.plot)]
     if args.markdown:
-        write_markdown(args.markdown, "\n".join(text))
+        write_markdown(args.markdown, "\n".join(text), args.section)
     return 1 if left or namespaces else 0
 
 
