@@ -1,13 +1,14 @@
-// Kernels of topk_sparsifier.h.  Two passes over the layer, parallel over blocks with OpenMP above
-// kParallelMin values: (1) accumulate into the residual and count the values over the threshold per
-// block; (2) write each block's selected (|a|, index) pairs at its prefix offset.  The exact k-th largest
-// (first step, every reset_every steps: nth_element over the layer; an overflowing step: over its
-// candidates) costs extra passes only then.
+// Kernels of topk_sparsifier.h.  One pass over the layer, parallel over blocks with OpenMP above
+// kParallelMin values, in tiles: accumulate a tile into the residual (vectorized), then collect its
+// (|a|, index) candidates while it is in cache.  The exact k-th largest (first step and every
+// reset_every steps: nth_element over the layer, then a second pass; an overflowing step: over its
+// candidates) costs extra work only then.
 #include "topk_sparsifier.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -20,6 +21,7 @@ namespace mxgc {
 namespace {
 
 constexpr int64_t kParallelMin = 65536;
+constexpr int64_t kTile = 4096;  // values accumulated, then scanned for candidates while in L1
 
 inline float bits_to_float(int32_t v) {
   float f;
@@ -33,7 +35,7 @@ inline int32_t float_to_bits(float f) {
   return v;
 }
 
-inline bool selected(float a, float threshold) { return a != 0.0f && std::fabs(a) >= threshold; }
+inline int64_t selected(float a, float threshold) { return (a != 0.0f) & (std::fabs(a) >= threshold); }
 
 // The k-th largest |a| over a[0..n) (k in 1..n).
 float kth_largest_magnitude(const float* a, int64_t n, int64_t k) {
@@ -57,48 +59,59 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   const bool exact = steps % p.reset_every == 0 || !(threshold[0] > 0.0f);
   const int nt = threads_for(n);
   const int64_t block = (n + nt - 1) / nt;
-  std::vector<int64_t> counts(nt + 1, 0);
+  using Candidate = std::pair<float, int32_t>;  // (|a|, index)
+  std::vector<std::vector<Candidate>> found(nt);
 
-  // Pass 1: accumulate, and (with a known threshold) count per block what passes it.
+  // residual += grad (or the momentum-corrected gradient) over [begin, end); returns how many pass
+  // `known`.  Branch-free (selects, not jumps) so that the compiler vectorizes it; fabs(a) <= FLT_MAX is
+  // false for NaN and infinities, which are dropped.
+  auto accumulate = [&](int64_t begin, int64_t end, float known) {
+    int64_t c = 0;
+    if (use_momentum) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = p.momentum * velocity[i] + grad[i];
+        const float a = residual[i] + v;
+        const bool finite = std::fabs(a) <= FLT_MAX;
+        velocity[i] = finite ? v : velocity[i];
+        const float r = finite ? a : residual[i];
+        residual[i] = r;
+        c += selected(r, known);
+      }
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        const float a = residual[i] + grad[i];
+        const float r = std::fabs(a) <= FLT_MAX ? a : residual[i];
+        residual[i] = r;
+        c += selected(r, known);
+      }
+    }
+    return c;
+  };
+  auto collect = [&](int64_t begin, int64_t end, float theta, std::vector<Candidate>* out) {
+    for (int64_t i = begin; i < end; ++i)
+      if (selected(residual[i], theta)) out->push_back({std::fabs(residual[i]), static_cast<int32_t>(i)});
+  };
+
+  // One pass: accumulate a tile that stays in cache, then collect its candidates from it.  On an exact
+  // step the threshold is known only after the whole layer is accumulated: a second pass collects.
   const float known = threshold[0];
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int t = 0; t < nt; ++t) {
     const int64_t end = std::min(n, (t + 1) * block);
-    int64_t c = 0;
-    for (int64_t i = t * block; i < end; ++i) {
-      const float v = use_momentum ? p.momentum * velocity[i] + grad[i] : grad[i];
-      const float a = residual[i] + v;
-      if (std::isfinite(a)) {
-        residual[i] = a;
-        if (use_momentum) velocity[i] = v;
-      }
-      c += selected(residual[i], known);
+    for (int64_t tile = t * block; tile < end; tile += kTile) {
+      const int64_t tile_end = std::min(end, tile + kTile);
+      if (accumulate(tile, tile_end, known) && !exact) collect(tile, tile_end, known, &found[t]);
     }
-    counts[t + 1] = c;
   }
   if (exact) {
     threshold[0] = kth_largest_magnitude(residual, n, k);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; ++t) {
-      const int64_t end = std::min(n, (t + 1) * block);
-      int64_t c = 0;
-      for (int64_t i = t * block; i < end; ++i) c += selected(residual[i], threshold[0]);
-      counts[t + 1] = c;
-    }
+    for (int t = 0; t < nt; ++t) collect(t * block, std::min(n, (t + 1) * block), threshold[0], &found[t]);
   }
   const float theta = threshold[0];
-
-  // Pass 2: each block's selected (|a|, index) pairs at its offset, in index order.
-  for (int t = 0; t < nt; ++t) counts[t + 1] += counts[t];
-  const int64_t passed = counts[nt];
-  std::vector<std::pair<float, int32_t>> candidates(passed);
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int t = 0; t < nt; ++t) {
-    const int64_t end = std::min(n, (t + 1) * block);
-    int64_t o = counts[t];
-    for (int64_t i = t * block; i < end; ++i)
-      if (selected(residual[i], theta)) candidates[o++] = {std::fabs(residual[i]), static_cast<int32_t>(i)};
-  }
+  std::vector<Candidate> candidates;  // in index order: blocks in order, each in order
+  for (auto& f : found) candidates.insert(candidates.end(), f.begin(), f.end());
+  const int64_t passed = static_cast<int64_t>(candidates.size());
   float next = theta;
   if (passed > p.capacity) {
     // Keep the capacity largest |a| (ties to the lower index); the k-th largest of them is this step's
