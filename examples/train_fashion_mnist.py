@@ -6,6 +6,11 @@ Run under the launcher, W workers and S servers (each worker reads its own shard
     python tools/launch.py -n 2 -s 1 .venv/bin/python examples/train_fashion_mnist.py \\
         --model cnn --compression 4bit --groups --epochs 3
 
+The same script runs on Horovod (Gloo) with --kvstore horovod, started by horovodrun:
+
+    horovodrun -np 2 -H localhost:2 --gloo .venv/bin/python examples/train_fashion_mnist.py --kvstore horovod \
+        --compression layerwise_topk --density 0.01 --merge dp
+
 Per epoch it shows a progress line every 10% of the epoch, then throughput, train loss, test accuracy
 (on the 10k test images) and the bytes this worker sent and received, measured on its sockets.
 Rank 0 writes every epoch to a JSON log (--log).
@@ -68,7 +73,8 @@ def evaluate(net, images, labels, batch=1000):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
-    p.add_argument("--kvstore", default="dist_sync", help="'dist_sync' (mxnet_gc's store) or an MXNet store")
+    p.add_argument("--kvstore", default="dist_sync",
+                   help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
     p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk"], default="4bit",
                    help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's")
     p.add_argument("--density", type=float, default=0.01, help="layerwise_topk: fraction of each layer sent")
