@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test demo bench bench-network clean
+.PHONY: install horovod data test demo bench bench-network bench-sparse clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -48,6 +48,13 @@ bench: install
 bench-network: install data
 	$(PY) tools/bench_network.py --csv docs/bench_network.csv --plot docs/bench_network.png \
 		--markdown docs/performance.md
+
+# Layer-wise sparsification on the same harness (root; about 20 minutes): dense against layer-wise,
+# one-bucket, merged and merged+pipelined top-k; rewrites its section of docs/layerwise_sparsification.md.
+bench-sparse: install
+	$(PY) tools/bench_network.py --models mlp10m --modes none gc-none topk-layerwise topk-one topk-merged \
+		topk-pipelined --rates 100mbit 1gbit --csv docs/bench_sparse.csv --plot docs/bench_sparse.png \
+		--markdown docs/layerwise_sparsification.md --section sparse
 
 clean:
 	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so

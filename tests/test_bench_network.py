@@ -8,17 +8,17 @@ from dist.job import ROOT
 
 
 def test_small_benchmark_run(tmp_path):
-    """Dense and 4bit training steps of the Fashion-MNIST CNN at 100 Mbit/s, 2 workers."""
+    """Dense, 4bit and merged+pipelined top-k training steps of the Fashion-MNIST CNN at 100 Mbit/s, 2 workers."""
     doc = tmp_path / "doc.md"
     doc.write_text("# before\n<!-- bench_network:begin -->\nold\n<!-- bench_network:end -->\nafter\n")
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_network.py"), "--models", "fmnist-cnn",
-                           "--modes", "none", "4bit", "--rates", "100mbit", "--workers", "2", "--steps", "3",
+                           "--modes", "none", "4bit", "topk-pipelined", "--rates", "100mbit", "--workers", "2", "--steps", "3",
                            "--warmup", "1", "--csv", str(tmp_path / "r.csv"), "--plot", str(tmp_path / "r.png"),
                            "--markdown", str(doc)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "left behind: 0 processes, namespaces none" in proc.stdout
     rows = {r["mode"]: r for r in csv.DictReader(open(tmp_path / "r.csv"))}
-    assert sorted(rows) == ["4bit", "none"]
+    assert sorted(rows) == ["4bit", "none", "topk-pipelined"]
     for r in rows.values():
         assert int(r["timed_steps"]) == 3
         # no step beats the wire: the server link's bytes need wire_bound_ms at 100 Mbit/s
@@ -26,9 +26,12 @@ def test_small_benchmark_run(tmp_path):
         assert float(r["step_ms_min"]) <= float(r["step_ms"]) <= float(r["step_ms_max"])
         assert float(r["cpu_s_server"]) > 0 and float(r["worker_cpu_ms_per_step"]) > 0
         # the server receives both workers' pushes: at least 4 bits per parameter each for 4bit
-        per_value = 4.0 if r["mode"] == "none" else 0.5
+        per_value = {"none": 4.0, "4bit": 0.5, "topk-pipelined": 0.01 * 8}[r["mode"]]  # top-k: 1%, index + value
         assert float(r["server_in_mb_per_step"]) * 1e6 >= 2 * per_value * int(r["parameters"])
     assert float(rows["4bit"]["server_in_mb_per_step"]) < float(rows["none"]["server_in_mb_per_step"]) / 6
+    # sparse pulls too: both directions of the server's link well below the dense ones
+    for direction in ("server_in_mb_per_step", "server_out_mb_per_step"):
+        assert float(rows["topk-pipelined"][direction]) < float(rows["none"][direction]) / 10
     assert rows["none"]["codec_ms"] == "" and float(rows["4bit"]["codec_ms"]) > 0
     text = doc.read_text()
     assert text.startswith("# before\n<!-- bench_network:begin -->\nCommand: `.venv/bin/python tools/bench_network.py")
