@@ -15,17 +15,8 @@ LAUNCH = [sys.executable, os.path.join(ROOT, "tools", "launch.py")]
 STORE = "import mxnet_gc; kv = mxnet_gc.kvstore.create('dist_sync'); "
 
 
-def processes_with(tag):
-    """PIDs of live processes whose environment carries the tag."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if tag.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from launch import processes_with_env as processes_with  # noqa: E402
 
 
 @pytest.fixture

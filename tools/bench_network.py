@@ -55,6 +55,7 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+import launch  # noqa: E402
 import netns_cluster  # noqa: E402
 
 RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
@@ -360,18 +361,6 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
-def leftover_processes(tag):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                if tag.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def write_markdown(path, text, section=""):
     """Replaces the text between the section's markers in ``path``."""
     begin, end = (marker % (":" + section if section else "") for marker in MARKERS)
@@ -422,7 +411,7 @@ def main():
                         rows.append(run(model, mode, rate, workers, args, tag))
                         print(table(rows[-1:]).splitlines()[-1], flush=True)
     finally:
-        left = leftover_processes(tag)
+        left = launch.processes_with_env(tag)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         namespaces = netns_cluster.leftovers()

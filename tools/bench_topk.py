@@ -13,13 +13,12 @@ ascending indices as LEB128 varints, and as 16-bit deltas (with an escape for la
 """
 import argparse
 import os
-import statistics
-import time
 
 import numpy as np
 import mxnet as mx
 
 import mxnet_gc
+from bench_codecs import median_seconds
 
 
 def varint_bytes(values):
@@ -51,18 +50,13 @@ def measure(n, density, threads, repeat):
     src, dst = grads[0].asnumpy(), np.empty(n, np.float32)
     fns = {"encode": encode, "decode": lambda: codec.decode(payload, out).wait_to_read(),
            "numpy copyto": lambda: np.copyto(dst, src)}
-    times = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
+    times = median_seconds(fns, repeat)
     words = payload.asnumpy().view(np.int32)
     count = int(words[0])
     indices = words[1:1 + count]
     gaps = np.diff(np.concatenate([[-1], indices])) - 1
     mxnet_gc.set_num_threads(0)
-    return {name: statistics.median(t) for name, t in times.items()}, count, codec.capacity(n), gaps
+    return times, count, codec.capacity(n), gaps
 
 
 def main():

@@ -80,6 +80,19 @@ class Process:
         return "%s (pid %d) %s; its last lines:\n%s" % (self.name, self.popen.pid, how, lines)
 
 
+def processes_with_env(entry):
+    """PIDs of live processes whose environment holds ``entry`` (KEY=VALUE), such as a job's --env tag."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if entry.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
 def free_port(host):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
