@@ -108,6 +108,8 @@ def plot(results, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", default="1gbit")
+    parser.add_argument("--engine-threads", type=int, default=1,
+                        help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default: 1)")
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "pipeline_timeline.png"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pipeline", type=int, help=argparse.SUPPRESS)
@@ -121,13 +123,14 @@ def main():
             trace = os.path.join(tmp, "trace%d.json" % pipeline)
             code, _ = netns_cluster.run_job(4, args.rate, [
                 "-n", "2", "-s", "1", "--timeout", "600", "--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0",
+                "--env", "MXNET_CPU_WORKER_NTHREADS=%d" % args.engine_threads,
                 sys.executable, os.path.abspath(__file__), "--worker", "--pipeline", str(pipeline), "--out", trace])
             if code != 0:
                 raise SystemExit("profile_pipeline.py: the job failed (exit %d)" % code)
             lanes = spans(trace)
             backward_end, first_push, encoded = summary(lanes)
-            title = "pipeline=%s, %s: backward ends at %.1f ms, first push at %.1f ms" % (
-                bool(pipeline), args.rate, backward_end, first_push)
+            title = "pipeline=%s, %s, %d engine thread(s): backward ends at %.1f ms, first push at %.1f ms" % (
+                bool(pipeline), args.rate, args.engine_threads, backward_end, first_push)
             print("%s; %.1f ms of sparsification done before backward ended" % (title, encoded))
             results.append((title, lanes))
     plot(results, args.plot)
