@@ -23,7 +23,8 @@ and one of these modes:
                  then runs on the workers, in the others on the servers)
 
 and the layer-wise sparsification modes (``--modes`` names them; 'layerwise_topk', density 0.01,
-sparse pulls, optimizer on the workers, backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0):
+sparse pulls, optimizer on the workers, backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0, and two engine
+worker threads, MXNET_CPU_WORKER_NTHREADS=2, so that encoding can run beside backward):
 
     topk-layerwise  every layer its own message, sent after the whole backward
     topk-one        one message for all layers
@@ -234,7 +235,8 @@ def run(model, mode, rate, workers, args, tag):
         launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report,
                   "--env", tag]
         launch += ["--mxnet-servers"] if mode in ("none", "mxnet-2bit") else []
-        launch += ["--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0"] if mode in SPARSE_MODES else []
+        if mode in SPARSE_MODES:  # each gradient its own engine operation; a second engine thread to encode on
+            launch += ["--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0", "--env", "MXNET_CPU_WORKER_NTHREADS=2"]
         launch += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
         code, hosts = netns_cluster.run_job(2 + workers, rate, launch)

@@ -7,7 +7,8 @@ Runs two jobs of 2 workers and 1 server on tools/netns_cluster.py's shaped hosts
 10M-parameter MLP of tools/bench_network.py with 'layerwise_topk' (density 0.01, sparse pulls) and a
 DP merge plan: one with ``pipeline=True``, one with ``pipeline=False``.  Rank 0 records one step
 after the plan is in place with MXNet's profiler (backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0,
-so each layer's gradient is its own engine operation) and the script draws, per job, when the
+so each layer's gradient is its own engine operation; two engine worker threads, so that a message
+can be encoded while backward goes on) and the script draws, per job, when the
 engine ran backward, the sparsifier (mxgc_topk_encode), the pushes, the pulls and the decoding.
 It prints how much of the communication started before backward ended.  Needs root.
 """
@@ -108,8 +109,9 @@ def plot(results, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", default="1gbit")
-    parser.add_argument("--engine-threads", type=int, default=1,
-                        help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default: 1)")
+    parser.add_argument("--engine-threads", type=int, default=2,
+                        help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default is 1: then the encoding "
+                             "waits behind backward on the one engine thread)")
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "pipeline_timeline.png"))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pipeline", type=int, help=argparse.SUPPRESS)
