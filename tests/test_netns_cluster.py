@@ -1,6 +1,7 @@
 """tools/netns_cluster.py: a job across network namespaces with shaped links; nothing left behind."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -45,3 +46,35 @@ def test_refuses_when_namespaces_of_an_earlier_run_exist():
         assert proc.returncode != 0 and "exist from an earlier run" in proc.stderr
     finally:
         subprocess.run(["ip", "netns", "del", "mxgc-h0"])
+
+
+def test_ctrl_c_removes_namespaces_and_processes():
+    """Interrupted while its job runs, the cluster kills what runs on its hosts and deletes every namespace."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from launch import processes_with_env
+
+    tag = "MXGC_TEST_TAG=%d" % os.getpid()
+    env = dict(os.environ, MXNET_GC_NETNS="mxgct")
+    proc = subprocess.Popen([sys.executable, CLUSTER, "--hosts", "3", "--rate", "100mbit", "--", "-n", "1", "-s", "1",
+                             "--env", tag, sys.executable, "-c", "import time; time.sleep(600)"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(processes_with_env(tag)) < 3:  # scheduler, server, worker
+            time.sleep(0.2)
+        assert len(processes_with_env(tag)) >= 3
+        assert sorted(n for n in namespaces() if n.startswith("mxgct-")) == \
+            ["mxgct-h0", "mxgct-h1", "mxgct-h2", "mxgct-sw"]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode != 0
+        assert not [n for n in namespaces() if n.startswith("mxgct-")]
+        deadline = time.time() + 10
+        while time.time() < deadline and processes_with_env(tag):
+            time.sleep(0.2)
+        assert processes_with_env(tag) == []
+    finally:
+        proc.kill()
+        for n in namespaces():
+            if n.startswith("mxgct-"):
+                subprocess.run(["ip", "netns", "del", n])
