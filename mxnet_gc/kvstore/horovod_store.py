@@ -192,9 +192,6 @@ class HorovodStore(KVStoreBase):
                 raise ValueError("%s does not match this store's keys (key %r)" % (fname, k))
             saved[str(k)].copyto(self._residuals[k])
 
-    def _barrier(self):
-        self._hvd.allreduce(mx.nd.zeros(1), name="mxgc.barrier").wait_to_read()
-
     # ---- messages ----
 
     def _add_messages(self, keys, groups):
