@@ -183,6 +183,9 @@ class Trainer(gluon.Trainer):
 
         Returns the ``extra`` saved with it.
         """
+        if self._merge is not None:
+            raise RuntimeError("resuming a trainer with a merge plan is not supported yet (the plan and the "
+                               "regrouped residuals are not in the checkpoint); resume without merge")
         with open(prefix + ".trainer.json") as f:
             state = json.load(f)
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
