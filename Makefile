@@ -49,12 +49,16 @@ bench-network: install data
 	$(PY) tools/bench_network.py --csv docs/bench_network.csv --plot docs/bench_network.png \
 		--markdown docs/performance.md
 
-# Layer-wise sparsification on the same harness (root; about 20 minutes): dense against layer-wise,
-# one-bucket, merged and merged+pipelined top-k; rewrites its section of docs/layerwise_sparsification.md.
+# Layer-wise sparsification on the same harness (root; about 35 minutes): dense against layer-wise,
+# one-bucket, merged and merged+pipelined top-k, on the parameter server, then on Horovod; rewrites its
+# sections of docs/layerwise_sparsification.md.
 bench-sparse: install
 	$(PY) tools/bench_network.py --models mlp10m --modes none gc-none topk-layerwise topk-one topk-merged \
 		topk-pipelined --rates 100mbit 1gbit --csv docs/bench_sparse.csv --plot docs/bench_sparse.png \
 		--markdown docs/layerwise_sparsification.md --section sparse
+	$(PY) tools/bench_network.py --models mlp10m --modes hvd-gc-none hvd-topk-layerwise hvd-topk-one \
+		hvd-topk-merged hvd-topk-pipelined --rates 100mbit 1gbit --csv docs/bench_sparse_horovod.csv \
+		--plot docs/bench_sparse_horovod.png --markdown docs/layerwise_sparsification.md --section sparse-horovod
 
 clean:
 	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so

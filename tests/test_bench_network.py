@@ -38,3 +38,22 @@ def test_small_benchmark_run(tmp_path):
     assert text.endswith("<!-- bench_network:end -->\nafter\n") and "old" not in text
     assert "Targets, each a ratio of two rows above" in text
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_horovod_jobs_on_the_shaped_hosts(tmp_path):
+    """horovodrun across the namespaced hosts: dense allreduce against sparse allgather, 2 workers."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_network.py"), "--models", "fmnist-cnn",
+                           "--modes", "hvd-gc-none", "hvd-topk-pipelined", "--rates", "100mbit", "--workers", "2",
+                           "--steps", "2", "--warmup", "1", "--csv", str(tmp_path / "r.csv")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "left behind: 0 processes, namespaces none" in proc.stdout
+    rows = {r["mode"]: r for r in csv.DictReader(open(tmp_path / "r.csv"))}
+    dense, sparse = rows["hvd-gc-none"], rows["hvd-topk-pipelined"]
+    for r in (dense, sparse):
+        assert float(r["step_ms_min"]) >= float(r["wire_bound_ms"]) > 0
+        assert r["cpu_s_server"] == ""  # no servers on Horovod
+    # a ring allreduce moves about the whole model through each worker's link, each way
+    assert float(dense["server_in_mb_per_step"]) * 1e6 >= 4 * int(dense["parameters"]) * 0.9
+    assert float(sparse["server_in_mb_per_step"]) < float(dense["server_in_mb_per_step"]) / 10
+    assert not os.path.exists("/etc/netns/mxgc-h0")

@@ -31,6 +31,11 @@ worker threads, MXNET_CPU_WORKER_NTHREADS=2, so that encoding can run beside bac
     topk-merged     the DP merge plan, sent after the whole backward
     topk-pipelined  the DP merge plan, each message sent as soon as its gradients are ready
 
+``hvd-gc-none`` and ``hvd-topk-*`` run the same on mxnet_gc's horovod store (allreduce when dense,
+allgather of the payloads when sparse), W hosts, started by ``horovodrun --gloo`` on the first.  For
+them the busiest link is a worker's (the most any worker sent or received), and there is no per-process
+CPU report.
+
 Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), split
 into compute (forward + backward, waited for) and communication (trainer.step until the new
 parameters are ready); the bytes each worker's interface sent and received during the timed steps
@@ -64,12 +69,15 @@ MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bi
 TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True}
 SPARSE_MODES = {"topk-layerwise": ("layerwise", False), "topk-one": ("one", True), "topk-merged": ("dp", False),
                 "topk-pipelined": ("dp", True)}  # mode -> (merge plan, pipeline)
+HOROVOD = "hvd-"  # prefix: the same mode on mxnet_gc's horovod store, started by horovodrun
+HOROVOD_MODES = [HOROVOD + m for m in ["gc-none"] + list(SPARSE_MODES)]
 MODELS = ["mlp10m", "fmnist-cnn"]
 COMPRESSION = {"none": None, "mxnet-2bit": {"type": "2bit", "threshold": 0.5}, "gc-none": {"type": "none"},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.5}, "4bit": {"type": "4bit", "thresholds": "medium"},
                "4bit-groups": {"type": "4bit", "thresholds": "medium"},
                "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True},
                **{mode: TOPK for mode in SPARSE_MODES}}
+COMPRESSION.update({HOROVOD + m: COMPRESSION[m] for m in ["gc-none"] + list(SPARSE_MODES)})
 CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
 MARKERS = "<!-- bench_network%s:begin -->", "<!-- bench_network%s:end -->"
 
@@ -170,7 +178,12 @@ def worker(args):
 
     mx.random.seed(1)
     compression = COMPRESSION[args.mode]
-    kv = mx.kv.create("dist_sync") if args.mode in ("none", "mxnet-2bit") else mxnet_gc.kvstore.create("dist_sync")
+    horovod = args.mode.startswith(HOROVOD)
+    base = args.mode[len(HOROVOD):] if horovod else args.mode
+    if base in ("none", "mxnet-2bit"):
+        kv = mx.kv.create("dist_sync")
+    else:
+        kv = mxnet_gc.kvstore.create("horovod" if horovod else "dist_sync")
     net, shape, batch, batches = model_and_batches(args.model, kv.rank, kv.num_workers)
     net.initialize(mx.init.Xavier(magnitude=2))
     net(mx.nd.zeros(shape))
@@ -183,11 +196,12 @@ def worker(args):
         trainer = gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression)
     else:
         groups = args.mode == "4bit-groups"
-        merge, pipeline = SPARSE_MODES.get(args.mode, (None, True))
+        merge, pipeline = SPARSE_MODES.get(base, (None, True))
         trainer = mxnet_gc.gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression,
                                          threshold_groups="auto" if groups else None,
                                          calibration_steps=CALIBRATION_STEPS,
-                                         update_on_kvstore=False if compression.get("compressed_pull") else None,
+                                         update_on_kvstore=False if compression.get("compressed_pull") or horovod
+                                         else None,
                                          merge=merge, pipeline=pipeline)
     trained = [p for p in params.values() if p.grad_req != "null"]
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -207,7 +221,7 @@ def worker(args):
         return t1 - t0, time.perf_counter() - t1
 
     warmup = args.warmup + (CALIBRATION_STEPS if args.mode == "4bit-groups" else 0) + \
-        (trainer._profile_steps if args.mode in SPARSE_MODES else 0)
+        (trainer._profile_steps if base in SPARSE_MODES else 0)
     for i in range(warmup):
         step(i)
     bytes0, cpu0 = interface_bytes(), time.process_time()
@@ -230,16 +244,27 @@ CODEC_SECONDS = {}  # mode -> (encode, decode) seconds of the current model's gr
 
 def run(model, mode, rate, workers, args, tag):
     """One job on its own shaped hosts; returns its row."""
+    horovod = mode.startswith(HOROVOD)
+    base = mode[len(HOROVOD):] if horovod else mode
+    worker_argv = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
+                   "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    env = {tag.split("=")[0]: tag.split("=")[1]}
+    if base in SPARSE_MODES:  # each gradient its own engine operation; a second engine thread to encode on
+        env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
     with tempfile.TemporaryDirectory() as out:
         report = os.path.join(out, "launch.json")
-        launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report,
-                  "--env", tag]
-        launch += ["--mxnet-servers"] if mode in ("none", "mxnet-2bit") else []
-        if mode in SPARSE_MODES:  # each gradient its own engine operation; a second engine thread to encode on
-            launch += ["--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0", "--env", "MXNET_CPU_WORKER_NTHREADS=2"]
-        launch += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
-                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
-        code, hosts = netns_cluster.run_job(2 + workers, rate, launch)
+        if horovod:
+            hosts = ",".join("%s:1" % netns_cluster.address(i) for i in range(workers))
+            argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
+                    "--gloo", "--network-interface", "eth0", "--start-timeout", "120"] + worker_argv + ["--out", out]
+            code, traffic = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
+                                                      timeout=args.job_timeout)
+        else:
+            launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report]
+            launch += ["--mxnet-servers"] if mode in ("none", "mxnet-2bit") else []
+            for item in env.items():
+                launch += ["--env", "%s=%s" % item]
+            code, traffic = netns_cluster.run_job(2 + workers, rate, launch + worker_argv + ["--out", out])
         if code != 0:
             raise SystemExit("bench_network.py: job %s %s %s %d workers failed (exit %d)" % (model, mode, rate,
                                                                                          workers, code))
@@ -247,11 +272,17 @@ def run(model, mode, rate, workers, args, tag):
         for r in range(workers):
             with open(os.path.join(out, "rank%d.json" % r)) as f:
                 ranks.append(json.load(f))
-        with open(report) as f:
-            processes = json.load(f)
+        processes = []
+        if not horovod:
+            with open(report) as f:
+                processes = json.load(f)
     r0 = ranks[0]
-    server_in = sum(r["sent_per_step"] for r in ranks)
-    server_out = sum(r["received_per_step"] for r in ranks)
+    if horovod:  # no server: the busiest link is a worker's
+        server_in = max(r["received_per_step"] for r in ranks)
+        server_out = max(r["sent_per_step"] for r in ranks)
+    else:  # the server's link carries every worker's traffic
+        server_in = sum(r["sent_per_step"] for r in ranks)
+        server_out = sum(r["received_per_step"] for r in ranks)
     bits = RATES_BITS[rate]
     wire = 8 * max(server_in, server_out) / bits if bits else 0.0
     codec = None
@@ -264,10 +295,18 @@ def run(model, mode, rate, workers, args, tag):
             codec += encode + decode
         if mode in SPARSE_MODES:  # sparse pull: the server packs the sum, the worker decodes it once more
             codec += decode
+        if horovod:  # every worker encodes its payload and decodes all W
+            codec = encode + workers * decode
     cpu = {(p["role"], p["rank"]): p["cpu_seconds"] for p in processes}
-    by_role = {p["role"]: [] for p in processes}
-    for p in processes:
-        by_role[p["role"]].append(hosts[p["host"]])
+
+    def job_mb(role, i):
+        """Bytes sent (i = 0) or received (1) over the whole job by the hosts of a role, mean, in MB."""
+        if horovod:
+            values = [t[i] for t in traffic.values()] if role == "worker" else []
+        else:
+            values = [traffic[p["host"]][i] for p in processes if p["role"] == role]
+        return statistics.mean(values) / 1e6 if values else None
+
     return {"model": model, "mode": mode, "rate": rate, "workers": workers, "parameters": r0["parameters"],
             "step_ms": 1e3 * statistics.median(r0["step_s"]), "step_ms_min": 1e3 * min(r0["step_s"]),
             "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]),
@@ -277,12 +316,11 @@ def run(model, mode, rate, workers, args, tag):
             "worker0_received_mb_per_step": r0["received_per_step"] / 1e6,
             "wire_bound_ms": 1e3 * wire, "codec_ms": None if codec is None else 1e3 * codec,
             "worker_cpu_ms_per_step": 1e3 * statistics.mean(r["cpu_per_step"] for r in ranks),
-            "cpu_s_scheduler": cpu["scheduler", 0], "cpu_s_server": cpu["server", 0],
-            "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)),
-            "job_mb_sent_server": by_role["server"][0][0] / 1e6, "job_mb_received_server": by_role["server"][0][1] / 1e6,
-            "job_mb_sent_scheduler": by_role["scheduler"][0][0] / 1e6,
-            "job_mb_sent_worker_mean": statistics.mean(h[0] for h in by_role["worker"]) / 1e6,
-            "job_mb_received_worker_mean": statistics.mean(h[1] for h in by_role["worker"]) / 1e6}
+            "cpu_s_scheduler": cpu.get(("scheduler", 0)), "cpu_s_server": cpu.get(("server", 0)),
+            "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)) if cpu else None,
+            "job_mb_sent_server": job_mb("server", 0), "job_mb_received_server": job_mb("server", 1),
+            "job_mb_sent_scheduler": job_mb("scheduler", 0),
+            "job_mb_sent_worker_mean": job_mb("worker", 0), "job_mb_received_worker_mean": job_mb("worker", 1)}
 
 
 def fmt(value, digits=0):
@@ -290,15 +328,15 @@ def fmt(value, digits=0):
 
 
 def table(rows):
-    lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | server in / out "
+    lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
              "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) |",
              "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %.1f |" % (
+        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s |" % (
             r["model"], r["workers"], r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
             fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
             r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
-            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), r["cpu_s_server"]))
+            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1)))
     return "\n".join(lines)
 
 
@@ -314,11 +352,13 @@ def targets(rows):
         if mode in ("4bit", "4bit-groups", "4bit-cpull") and base and rate == "unlimited":
             found.append(("%s, %d workers, unlimited: %s / uncompressed step time" % (model, workers, mode),
                           ms / base, "<= 1.3", ms / base <= 1.3))
-        if mode == "topk-pipelined" and base and rate == "1gbit" and model == "mlp10m":
-            found.append(("%s, %d workers, 1 Gbit/s: uncompressed / merged+pipelined top-k step time"
-                          % (model, workers), base / ms, ">= 1.99", base / ms >= 1.99))
-        for other in ("topk-layerwise", "topk-one"):
-            if mode == "topk-pipelined" and (model, workers, rate, other) in step:
+        prefix = HOROVOD if mode.startswith(HOROVOD) else ""
+        dense = step.get((model, workers, rate, HOROVOD + "gc-none")) if prefix else base
+        if mode == prefix + "topk-pipelined" and dense and rate == "1gbit" and model == "mlp10m":
+            found.append(("%s, %d workers, 1 Gbit/s: uncompressed / merged+pipelined top-k step time%s"
+                          % (model, workers, " (Horovod)" if prefix else ""), dense / ms, ">= 1.99", dense / ms >= 1.99))
+        for other in (prefix + "topk-layerwise", prefix + "topk-one"):
+            if mode == prefix + "topk-pipelined" and (model, workers, rate, other) in step:
                 ratio = step[model, workers, rate, other] / ms
                 found.append(("%s, %d workers, %s: %s / merged+pipelined step time" % (model, workers, rate, other),
                               ratio, "> 1", ratio > 1))
@@ -340,7 +380,7 @@ def plot(rows, path):
     for ax, (model, workers) in zip(axes[0], panels):
         mine = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
         rates = [rate for rate in RATES_BITS if any(r["rate"] == rate for r in mine)]
-        modes = [m for m in MODES + list(SPARSE_MODES) if any(r["mode"] == m for r in mine)]
+        modes = [m for m in MODES + list(SPARSE_MODES) + HOROVOD_MODES if any(r["mode"] == m for r in mine)]
         width = 0.8 / len(modes)
         for j, mode in enumerate(modes):
             for i, rate in enumerate(rates):
@@ -378,7 +418,7 @@ def write_markdown(path, text, section=""):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
-    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES + list(SPARSE_MODES))
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES + list(SPARSE_MODES) + HOROVOD_MODES)
     parser.add_argument("--rates", nargs="+", default=list(RATES_BITS), choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")

@@ -12,13 +12,16 @@ across those hosts (its ssh launcher, with tools/netns_ssh.py in place of ssh: t
 first host, then servers and workers, one host each), prints each host's bytes sent and received
 from its interface counters, and removes every namespace it made, also on failure and Ctrl-C.
 
-Needs root and iproute2 (ip, tc); without them it refuses with a message.  MXNET_GC_NETNS=NAME (default
+Each host's /etc/hosts (/etc/netns/NS/hosts, which `ip netns exec` mounts) resolves this machine's name
+to the host's own address, as on a real cluster (Gloo advertises that address to its peers).  Needs root
+and iproute2 (ip, tc); without them it refuses with a message.  MXNET_GC_NETNS=NAME (default
 mxgc) names the namespaces, so that two clusters can exist at once.
 """
 import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +58,7 @@ class Cluster:
             for i in range(self.hosts):
                 ns = PREFIX + str(i)
                 self._ns(ns)
+                self._hosts_file(ns, i)
                 # the veth pair is created inside the host namespace, its peer moved to the switch
                 run("ip", "netns", "exec", ns, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "p%d" % i)
                 run("ip", "netns", "exec", ns, "ip", "link", "set", "p%d" % i, "netns", SWITCH)
@@ -74,6 +78,13 @@ class Cluster:
     def _ns(self, name):
         run("ip", "netns", "add", name)
         self.made.append(name)
+
+    def _hosts_file(self, ns, i):
+        """/etc/netns/NS/hosts, which `ip netns exec` shows as /etc/hosts: this machine's name resolves to
+        the host's own address there (Gloo, for one, advertises the address its hostname resolves to)."""
+        os.makedirs("/etc/netns/" + ns, exist_ok=True)
+        with open("/etc/netns/%s/hosts" % ns, "w") as f:
+            f.write("127.0.0.1 localhost\n%s %s\n" % (address(i), socket.gethostname()))
 
     def counters(self):
         """{host address: (bytes sent, bytes received)} from each host's interface."""
@@ -96,6 +107,7 @@ class Cluster:
                 except (ProcessLookupError, ValueError):
                     pass
             run("ip", "netns", "del", ns, check=False)
+            shutil.rmtree("/etc/netns/" + ns, ignore_errors=True)
         self.made = []
 
     def __exit__(self, *exc):
@@ -124,19 +136,36 @@ def check_environment():
 def run_job(hosts, rate, launch_args):
     """Runs tools/launch.py with ``launch_args`` across ``hosts`` new hosts shaped to ``rate``, then removes
     them.  Returns (launch.py's exit code, {host address: (bytes sent, bytes received) during the job})."""
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
+        hostfile.write("\n".join(address(i) for i in range(hosts)) + "\n")
+        hostfile.flush()
+        ssh = "%s %s" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py"))
+        return run_command(hosts, rate, [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "--launcher",
+                                         "ssh", "-H", hostfile.name, "--ssh", ssh] + list(launch_args))
+
+
+def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None):
+    """Runs ``argv`` (on host ``on_host``, else outside the hosts) with ``hosts`` new hosts shaped to
+    ``rate``, then removes them.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers such
+    as horovodrun that call ssh), plus ``env``; after ``timeout`` seconds it is ended (exit code 124).
+    Returns (exit code, {host address: (bytes sent, bytes received)})."""
     check_environment()
     stale = leftovers()
     if stale:
         sys.exit("netns_cluster.py: namespaces %s exist from an earlier run; delete them with "
                  "`ip netns del NAME`" % ", ".join(stale))
-    with Cluster(hosts, rate) as cluster, tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
-        hostfile.write("\n".join(address(i) for i in range(hosts)) + "\n")
-        hostfile.flush()
-        ssh = "%s %s" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py"))
-        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "--launcher", "ssh", "-H", hostfile.name,
-                "--ssh", ssh] + list(launch_args)
+    with Cluster(hosts, rate) as cluster, tempfile.TemporaryDirectory() as bin_dir:
+        with open(os.path.join(bin_dir, "ssh"), "w") as f:
+            f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py")))
+        os.chmod(os.path.join(bin_dir, "ssh"), 0o755)
+        env = dict(os.environ, **(env or {}), PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+        if on_host is not None:
+            argv = ["ip", "netns", "exec", PREFIX + str(on_host)] + list(argv)
         before = cluster.counters()
-        code = subprocess.call(argv, cwd=os.getcwd())
+        try:
+            code = subprocess.call(argv, cwd=os.getcwd(), env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:  # call() killed argv; closing the cluster ends what it started
+            code = 124
         after = cluster.counters()
     return code, {host: (after[host][0] - before[host][0], after[host][1] - before[host][1]) for host in after}
 
