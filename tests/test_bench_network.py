@@ -56,4 +56,4 @@ def test_horovod_jobs_on_the_shaped_hosts(tmp_path):
     # a ring allreduce moves about the whole model through each worker's link, each way
     assert float(dense["server_in_mb_per_step"]) * 1e6 >= 4 * int(dense["parameters"]) * 0.9
     assert float(sparse["server_in_mb_per_step"]) < float(dense["server_in_mb_per_step"]) / 10
-    assert not os.path.exists("/etc/netns/mxgc-h0")
+    assert not os.path.exists("/etc/netns/%s-h0" % os.environ.get("MXNET_GC_NETNS", "mxgc"))

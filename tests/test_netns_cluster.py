@@ -9,6 +9,7 @@ import time
 from dist.job import HERE, ROOT
 
 CLUSTER = os.path.join(ROOT, "tools", "netns_cluster.py")
+NAME = os.environ.get("MXNET_GC_NETNS", "mxgc")  # the clusters' namespace prefix (as in netns_cluster.py)
 
 
 def namespaces():
@@ -29,7 +30,7 @@ def test_job_across_shaped_hosts(tmp_path):
     elapsed = time.time() - start
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(os.listdir(out)) == ["rank0.npz", "rank1.npz"]
-    assert not [n for n in namespaces() if n.startswith("mxgc")]
+    assert not [n for n in namespaces() if n.startswith(NAME + "-")]
     counters = {line.split()[0]: (int(line.split()[1]), int(line.split()[2]))
                 for line in proc.stdout.splitlines() if line.startswith("198.18.0.")}
     assert sorted(counters) == ["198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4"]
@@ -39,13 +40,13 @@ def test_job_across_shaped_hosts(tmp_path):
 
 
 def test_refuses_when_namespaces_of_an_earlier_run_exist():
-    subprocess.run(["ip", "netns", "add", "mxgc-h0"], check=True)
+    subprocess.run(["ip", "netns", "add", NAME + "-h0"], check=True)
     try:
         proc = subprocess.run([sys.executable, CLUSTER, "--hosts", "2", "--", "-n", "1", "true"], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0 and "exist from an earlier run" in proc.stderr
     finally:
-        subprocess.run(["ip", "netns", "del", "mxgc-h0"])
+        subprocess.run(["ip", "netns", "del", NAME + "-h0"])
 
 
 def test_ctrl_c_removes_namespaces_and_processes():
@@ -54,7 +55,7 @@ def test_ctrl_c_removes_namespaces_and_processes():
     from launch import processes_with_env
 
     tag = "MXGC_TEST_TAG=%d" % os.getpid()
-    env = dict(os.environ, MXNET_GC_NETNS="mxgct")
+    env = dict(os.environ, MXNET_GC_NETNS=NAME + "t")
     proc = subprocess.Popen([sys.executable, CLUSTER, "--hosts", "3", "--rate", "100mbit", "--", "-n", "1", "-s", "1",
                              "--env", tag, sys.executable, "-c", "import time; time.sleep(600)"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -63,12 +64,12 @@ def test_ctrl_c_removes_namespaces_and_processes():
         while time.time() < deadline and len(processes_with_env(tag)) < 3:  # scheduler, server, worker
             time.sleep(0.2)
         assert len(processes_with_env(tag)) >= 3
-        assert sorted(n for n in namespaces() if n.startswith("mxgct-")) == \
-            ["mxgct-h0", "mxgct-h1", "mxgct-h2", "mxgct-sw"]
+        assert sorted(n for n in namespaces() if n.startswith(NAME + "t-")) == \
+            [NAME + "t-h0", NAME + "t-h1", NAME + "t-h2", NAME + "t-sw"]
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
         assert proc.returncode != 0
-        assert not [n for n in namespaces() if n.startswith("mxgct-")]
+        assert not [n for n in namespaces() if n.startswith(NAME + "t-")]
         deadline = time.time() + 10
         while time.time() < deadline and processes_with_env(tag):
             time.sleep(0.2)
@@ -76,5 +77,5 @@ def test_ctrl_c_removes_namespaces_and_processes():
     finally:
         proc.kill()
         for n in namespaces():
-            if n.startswith("mxgct-"):
+            if n.startswith(NAME + "t-"):
                 subprocess.run(["ip", "netns", "del", n])
