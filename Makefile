@@ -18,12 +18,13 @@ $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp
 install: $(VENV)/.installed
 
 # Horovod with MXNet and Gloo (the second transport), built against the installed mxnet (no build
-# isolation, which would hide mxnet from its build); about 3 minutes on 2 cores.
+# isolation, which would hide mxnet from its build); about 3 minutes on 2 cores.  CMake 4 refuses the
+# CMakeLists of the Gloo that Horovod 0.28.1 bundles, hence cmake < 4.
 HOROVOD_BUILD := HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_TENSORFLOW=1 \
 	HOROVOD_WITHOUT_PYTORCH=1 PATH=$(abspath $(VENV))/bin:$$PATH
 horovod:
 	@$(PY) -c "import horovod.mxnet" 2>/dev/null || { \
-	  $(PIP) install --quiet -c constraints.txt cmake packaging cloudpickle psutil pyyaml && \
+	  $(PIP) install --quiet -c constraints.txt "cmake>=3.13,<4" packaging cloudpickle psutil pyyaml && \
 	  $(HOROVOD_BUILD) $(PIP) install --quiet --no-build-isolation --no-cache-dir -c constraints.txt horovod==0.28.1; }
 
 # Fashion-MNIST, offline, from Debian's package (needs root; elsewhere set FASHION_MNIST_DIR).
