@@ -41,7 +41,7 @@ into compute (forward + backward, waited for) and communication (trainer.step un
 parameters are ready); the bytes each worker's interface sent and received during the timed steps
 (the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
 worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
-gradients (our codecs only; measured by this script outside the cluster, on an idle machine).  Beside each row, the wire bound: the
+gradients (our codecs only; measured by this script before the first job, outside the cluster).  Beside each row, the wire bound: the
 server link's busier direction at the link rate, the least time a step's traffic needs.
 
 Writes the rows to --csv, a plot to --plot and the tables to --markdown (replacing the part between
@@ -239,7 +239,7 @@ def worker(args):
 
 # ---------------------------------------------------------------- the driver (outside)
 
-CODEC_SECONDS = {}  # mode -> (encode, decode) seconds of the current model's gradients
+CODEC_SECONDS = {}  # (model, mode) -> (encode, decode) seconds of the model's gradients, measured first
 
 
 def run(model, mode, rate, workers, args, tag):
@@ -286,9 +286,7 @@ def run(model, mode, rate, workers, args, tag):
     bits = RATES_BITS[rate]
     wire = 8 * max(server_in, server_out) / bits if bits else 0.0
     codec = None
-    if mode not in CODEC_SECONDS:  # measured here, on the idle machine, on the model's real gradients
-        CODEC_SECONDS[mode] = codec_times(mode, local_gradients(model))
-    encode, decode = CODEC_SECONDS[mode]
+    encode, decode = CODEC_SECONDS[model, mode]
     if encode is not None:  # a worker encodes, the server decodes each worker's push (and, for a compressed
         codec = encode + workers * decode  # pull, encodes the sum, which the worker decodes)
         if mode == "4bit-cpull":
@@ -444,9 +442,12 @@ def main():
     tag = "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex
     command = " ".join(["tools/bench_network.py"] + sys.argv[1:])
     rows, started = [], time.time()
+    for model in args.models:  # before any job, while nothing else runs
+        gradients = local_gradients(model)
+        for mode in args.modes:
+            CODEC_SECONDS[model, mode] = codec_times(mode, gradients)
     try:
         for model in args.models:
-            CODEC_SECONDS.clear()
             for workers in args.workers:
                 for rate in args.rates:
                     for mode in args.modes:
