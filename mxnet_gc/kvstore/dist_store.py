@@ -285,11 +285,15 @@ class DistSyncStore(KVStoreBase):
         for k, t in targets.items():
             for extra in t[1:]:
                 t[0].copyto(extra)
-            # The next push waits for this pull (see push) through a one-value copy of what it wrote,
-            # not through the output itself: backward may already be writing the next gradient there.
-            token = self._tokens.setdefault(k, mx.nd.zeros(1))
-            t[0].reshape(-1)[0:1].copyto(token)
-            self._pulled.append(token)
+            if self._optimizer_on_servers:  # weights: nothing but this pull writes them
+                self._pulled.append(t[0])
+            else:
+                # Summed gradients: the next push waits for this pull (see push) through a one-value copy
+                # of what it wrote, not through the output, which backward may already be writing again.
+                # (Weights, above, may be in MKL-DNN's layout, which cannot be viewed flat.)
+                token = self._tokens.setdefault(k, mx.nd.zeros(1))
+                t[0].reshape(-1)[0:1].copyto(token)
+                self._pulled.append(token)
 
     def pushpull(self, key, value, out=None, priority=0):
         self.push(key, value, priority=priority)
