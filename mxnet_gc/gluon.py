@@ -11,9 +11,9 @@ With ``threshold_groups='auto'`` (and 4bit compression) it gives each parameter 
 default threshold groups after ``calibration_steps`` steps, the one whose quantization error on that
 parameter's gradients was smallest (mxnet_gc/groups.py).  The calibration steps push dense gradients:
 they measure uncompressed training, and the first steps' large gradients, beyond every level of a
-group, would otherwise pile up in the residuals and can stall training; ``threshold_groups`` may also be a dict of
-named groups; ``group_overrides`` maps name patterns to a group name or levels.  The chosen table is ``trainer.group_table`` (and rank 0
-prints it).
+group, would otherwise pile up in the residuals and can stall training.  ``threshold_groups`` may
+also be a dict of named groups; ``group_overrides`` maps name patterns to a group name or levels.  The
+chosen table is ``trainer.group_table`` (and rank 0 prints it).
 
 With ``merge`` ('dp', 'layerwise', 'one', or an int: fixed buckets of that many payload bytes) the
 parameters' messages follow a merge plan (mxnet_gc/merge_planner.py).  The first ``profile_steps``
@@ -21,8 +21,9 @@ steps send each parameter alone and measure, on every worker: when each gradient
 ``step`` is called (in backward's order, last layer first; the median over the steps after the first),
 how long its codec takes, and the time of pushpulls of a few sizes on the store (the per-message and
 per-byte cost).  The averages over the workers give one plan everywhere; the store regroups its
-messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.  ``pipeline`` (default True) pushes each message as soon as its gradients are
-ready, through the engine's dependencies; ``pipeline=False`` waits for every gradient first.  MXNet
+messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.
+``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
+engine's dependencies; ``pipeline=False`` waits for every gradient first.  MXNet
 runs backward in bulks of operations unless MXNET_EXEC_BULK_EXEC_TRAIN=0 is set before its first
 operation: then gradients become ready together and there is little to overlap (the trainer warns).
 """
