@@ -42,7 +42,8 @@ parameters are ready); the bytes each worker's interface sent and received durin
 (the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
 worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
 gradients (our codecs only; measured by this script before the first job, outside the cluster).  Beside each row, the wire bound: the
-server link's busier direction at the link rate, the least time a step's traffic needs.
+server link's busier direction at the link rate, the least time a step's traffic needs on average
+(the other workers' traffic may spill over into rank 0's next step, so one step can be shorter).
 
 Writes the rows to --csv, a plot to --plot and the tables to --markdown (replacing the part between
 the benchmark's markers in docs/performance.md).  Checks at the end that no namespace and no process
@@ -224,11 +225,12 @@ def worker(args):
         (trainer._profile_steps if base in SPARSE_MODES else 0)
     for i in range(warmup):
         step(i)
-    bytes0, cpu0 = interface_bytes(), time.process_time()
+    bytes0, cpu0, wall0 = interface_bytes(), time.process_time(), time.perf_counter()
     phases = [step(warmup + i) for i in range(args.steps)]
-    bytes1, cpu1 = interface_bytes(), time.process_time()
+    bytes1, cpu1, wall1 = interface_bytes(), time.process_time(), time.perf_counter()
     totals = [a + b for a, b in phases]
     result = {"rank": kv.rank, "parameters": sum(p.data().size for p in trained), "step_s": totals,
+              "window_s": wall1 - wall0,
               "compute_s": statistics.median(a for a, _ in phases), "comm_s": statistics.median(b for _, b in phases),
               "sent_per_step": (bytes1[0] - bytes0[0]) / args.steps,
               "received_per_step": (bytes1[1] - bytes0[1]) / args.steps,
@@ -308,6 +310,7 @@ def run(model, mode, rate, workers, args, tag):
     return {"model": model, "mode": mode, "rate": rate, "workers": workers, "parameters": r0["parameters"],
             "step_ms": 1e3 * statistics.median(r0["step_s"]), "step_ms_min": 1e3 * min(r0["step_s"]),
             "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]),
+            "timed_window_ms": 1e3 * r0["window_s"],
             "compute_ms": 1e3 * r0["compute_s"], "comm_ms": 1e3 * r0["comm_s"],
             "server_in_mb_per_step": server_in / 1e6, "server_out_mb_per_step": server_out / 1e6,
             "worker0_sent_mb_per_step": r0["sent_per_step"] / 1e6,
