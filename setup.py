@@ -2,7 +2,7 @@
 
 The library is an MXNet custom-operator library: it is compiled against the headers and lib_api.cc
 that the installed mxnet wheel ships, so mxnet must be installed first and the build must see it
-(pip install --no-build-isolation).  The quantizer kernels are compiled once per x86-64 level
+(pip install --no-build-isolation).  The kernels (quantizers, top-k sparsifier) are compiled once per x86-64 level
 (baseline, v3 = AVX2, v4 = AVX-512) and the best one is chosen at load time.
 """
 import concurrent.futures
@@ -16,7 +16,7 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-CXXFLAGS = ["-O3", "-fno-trapping-math", "-std=c++17", "-fopenmp", "-fPIC", "-Wall"]
+CXXFLAGS = ["-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-fopenmp", "-fPIC", "-Wall"]
 X86_LEVELS = {"x86_64_v3": "-march=x86-64-v3", "x86_64_v4": "-march=x86-64-v4"}
 
 
@@ -52,9 +52,8 @@ class BuildMXNetLibrary(build_ext):
         levels = {"baseline": []}
         if multi_isa:
             levels.update({name: [flag] for name, flag in X86_LEVELS.items()})
-        units = [("quantizer_kernels.cc", "kernels_%s.o" % name, ["-DMXGC_ISA=" + name] + flags)
-                 for name, flags in levels.items()]
-        units.append(("topk_sparsifier.cc", "topk_sparsifier.o", []))
+        units = [(source, "%s_%s.o" % (source[:-3], name), ["-DMXGC_ISA=" + name] + flags)
+                 for source in ("quantizer_kernels.cc", "topk_sparsifier.cc") for name, flags in levels.items()]
         units.append(("dispatch.cc", "dispatch.o", ["-DMXGC_MULTI_ISA"] if multi_isa else []))
         units.append(("mxnet_ops.cc", "mxnet_ops.o", ['-DMXGC_BUILD_ID="%s"' % _build_id()]))
         commands = [["g++", *CXXFLAGS, *includes, *flags, "-c", os.path.join(src, source), "-o",

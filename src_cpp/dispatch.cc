@@ -1,5 +1,6 @@
-// Picks the quantizer kernels built for the best instruction-set level this CPU supports, and holds the
-// kernels' thread count.  MXNET_GC_ISA=baseline|x86-64-v3|x86-64-v4 asks for a given level.  The kernels are compiled once per level (see setup.py); on CPUs other than
+// Picks the kernels (quantizers and the top-k sparsifier) built for the best instruction-set level this
+// CPU supports, and holds the kernels' thread count.  MXNET_GC_ISA=baseline|x86-64-v3|x86-64-v4 asks
+// for a given level.  The kernels are compiled once per level (see setup.py); on CPUs other than
 // x86-64 only the baseline copy exists.
 #include <omp.h>
 
@@ -17,6 +18,9 @@ namespace mxgc {
   namespace ISA {                                                                                      \
   void encode(int, const float*, float*, void*, int64_t, const float*, int);                           \
   void decode(int, const void*, const float*, float*, int64_t, const float*, int);                     \
+  void topk_encode(const float*, float*, int64_t, const TopkParams&, float*);                          \
+  bool sparse_pack(const float*, int64_t, int64_t, float*, std::string*);                              \
+  bool topk_decode(const float*, int64_t, const float*, float*, int64_t, std::string*);                \
   }
 MXGC_DECLARE_ISA(baseline)
 #ifdef MXGC_MULTI_ISA
@@ -29,8 +33,14 @@ namespace {
 struct Kernels {
   decltype(&baseline::encode) encode;
   decltype(&baseline::decode) decode;
+  decltype(&baseline::topk_encode) topk_encode;
+  decltype(&baseline::sparse_pack) sparse_pack;
+  decltype(&baseline::topk_decode) topk_decode;
   const char* isa;
 };
+
+#define MXGC_KERNELS(ISA, NAME) \
+  { ISA::encode, ISA::decode, ISA::topk_encode, ISA::sparse_pack, ISA::topk_decode, NAME }
 
 // The best level the CPU supports, or a lower one named by MXNET_GC_ISA (for testing every copy).
 Kernels pick_kernels() {
@@ -38,10 +48,10 @@ Kernels pick_kernels() {
   const std::string wanted = env ? env : "";
   const Kernels candidates[] = {
 #ifdef MXGC_MULTI_ISA
-      {x86_64_v4::encode, x86_64_v4::decode, "x86-64-v4"},
-      {x86_64_v3::encode, x86_64_v3::decode, "x86-64-v3"},
+      MXGC_KERNELS(x86_64_v4, "x86-64-v4"),
+      MXGC_KERNELS(x86_64_v3, "x86-64-v3"),
 #endif
-      {baseline::encode, baseline::decode, "baseline"},
+      MXGC_KERNELS(baseline, "baseline"),
   };
 #ifdef MXGC_MULTI_ISA
   __builtin_cpu_init();
@@ -82,6 +92,19 @@ void encode(int bits, const float* grad, float* residual, void* payload, int64_t
 void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
             int num_levels) {
   kKernels.decode(bits, payload, acc, out, n, levels, num_levels);
+}
+
+void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload) {
+  kKernels.topk_encode(grad, state, n, p, payload);
+}
+
+bool sparse_pack(const float* values, int64_t n, int64_t capacity, float* payload, std::string* error) {
+  return kKernels.sparse_pack(values, n, capacity, payload, error);
+}
+
+bool topk_decode(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
+                 std::string* error) {
+  return kKernels.topk_decode(payload, capacity, acc, out, n, error);
 }
 
 }  // namespace mxgc

@@ -1,27 +1,41 @@
 // Kernels of topk_sparsifier.h.  One pass over the layer, parallel over blocks with OpenMP above
-// kParallelMin values, in tiles: accumulate a tile into the residual (vectorized), then collect its
-// (|a|, index) candidates while it is in cache.  The exact k-th largest (first step and every
-// reset_every steps: nth_element over the layer, then a second pass; an overflowing step: over its
-// candidates) costs extra work only then.
-#include "topk_sparsifier.h"
-
+// kParallelMin values, in tiles: accumulate a tile into the residual while flagging each group of 16
+// values that holds a candidate (vectorized), then collect the flagged groups' candidates while the
+// tile is in cache.  The exact k-th largest (first step and every reset_every steps: nth_element over
+// the layer, then a second pass; an overflowing step: over its candidates) costs extra work only then.
+//
+// Compiled once per x86-64 instruction-set level, like quantizer_kernels.cc (MXGC_ISA names the
+// namespace; src_cpp/dispatch.cc picks the copy).  The vector code uses GCC's vector extensions at the
+// level's native width, so that one source serves every level.
 #include <omp.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
-#include <utility>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "threshold_quantizer.h"  // num_threads()
+#include "topk_sparsifier.h"
 
 namespace mxgc {
+namespace MXGC_ISA {
 
 namespace {
 
 constexpr int64_t kParallelMin = 65536;
 constexpr int64_t kTile = 4096;  // values accumulated, then scanned for candidates while in L1
+constexpr int kGroup = 16;       // values flagged together: a candidate is rare, a group with one is not
+#ifdef __AVX2__
+constexpr int kWidth = 8;  // floats per vector (AVX-512 gains nothing here: the loop is memory-bound)
+#else
+constexpr int kWidth = 4;
+#endif
+typedef float FloatVec __attribute__((vector_size(4 * kWidth)));
+typedef int32_t IntVec __attribute__((vector_size(4 * kWidth)));
+constexpr int32_t kMagnitudeMask = 0x7fffffff;
+constexpr int32_t kInfinityBits = 0x7f800000;  // |a| bits below this: finite
 
 inline float bits_to_float(int32_t v) {
   float f;
@@ -35,7 +49,24 @@ inline int32_t float_to_bits(float f) {
   return v;
 }
 
-inline int64_t selected(float a, float threshold) { return (a != 0.0f) & (std::fabs(a) >= threshold); }
+template <typename V>
+inline V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename V>
+inline void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// A value is selected by threshold theta (> 0, or 0 when every nonzero value is) when it is nonzero
+// and |a| >= theta.  Compared as IEEE bit patterns (monotonic for non-negative floats; the residual
+// holds no NaN) against max(bits(theta), 1), which also excludes zeros: one signed integer compare
+// that the scans below vectorize at every instruction-set level.
+inline int32_t magnitude_bits(float a) { return float_to_bits(a) & kMagnitudeMask; }
+inline int32_t selection_bound(float theta) { return std::max<int32_t>(magnitude_bits(theta), 1); }
 
 // The k-th largest |a| over a[0..n) (k in 1..n).
 float kth_largest_magnitude(const float* a, int64_t n, int64_t k) {
@@ -46,6 +77,85 @@ float kth_largest_magnitude(const float* a, int64_t n, int64_t k) {
 }
 
 int threads_for(int64_t n) { return n >= kParallelMin ? std::max(1, num_threads()) : 1; }
+
+// A selected value, taken out of the state while its tile is in cache (put back if it is not sent).
+struct Candidate {
+  float value;
+  int32_t index;
+  float velocity;
+};
+
+// residual (and v) += kWidth values at i; returns the lanes' flags (nonzero: the new residual passes
+// bound).  A non-finite sum leaves residual and v as they were.
+template <bool kMomentum>
+inline IntVec accumulate_vector(const float* grad, float* residual, float* velocity, float momentum, int64_t i,
+                                int32_t bound) {
+  const FloatVec r = load<FloatVec>(residual + i);
+  FloatVec v = load<FloatVec>(grad + i);
+  if (kMomentum) v = momentum * load<FloatVec>(velocity + i) + v;
+  const FloatVec a = r + v;
+  IntVec magnitude;
+  std::memcpy(&magnitude, &a, sizeof magnitude);
+  const IntVec finite = (magnitude & kMagnitudeMask) < kInfinityBits;
+  const FloatVec kept = finite ? a : r;
+  store(residual + i, kept);
+  if (kMomentum) store(velocity + i, finite ? v : load<FloatVec>(velocity + i));
+  std::memcpy(&magnitude, &kept, sizeof magnitude);
+  return (magnitude & kMagnitudeMask) >= bound;
+}
+
+// The same for one value.
+template <bool kMomentum>
+inline bool accumulate_one(const float* grad, float* residual, float* velocity, float momentum, int64_t i,
+                           int32_t bound) {
+  const float v = kMomentum ? momentum * velocity[i] + grad[i] : grad[i];
+  const float a = residual[i] + v;
+  if (magnitude_bits(a) < kInfinityBits) {
+    residual[i] = a;
+    if (kMomentum) velocity[i] = v;
+  }
+  return magnitude_bits(residual[i]) >= bound;
+}
+
+inline bool any_lane(const IntVec& v) {
+  int32_t any = 0;
+  for (int j = 0; j < kWidth; ++j) any |= v[j];
+  return any != 0;
+}
+
+// Accumulates [begin, end) (at most kTile values) into the residual; flags[g] says whether group g
+// (values begin + 16 g ...) holds a value passing bound.
+template <bool kMomentum>
+void accumulate(const float* grad, float* residual, float* velocity, float momentum, int64_t begin, int64_t end,
+                int32_t bound, bool* flags) {
+  int64_t i = begin;
+  for (; i + kGroup <= end; i += kGroup) {
+    IntVec any = {};
+    for (int j = 0; j < kGroup; j += kWidth)
+      any |= accumulate_vector<kMomentum>(grad, residual, velocity, momentum, i + j, bound);
+    *flags++ = any_lane(any);
+  }
+  bool any = false;
+  for (; i < end; ++i) any |= accumulate_one<kMomentum>(grad, residual, velocity, momentum, i, bound);
+  *flags = any;
+}
+
+// flags for [begin, end) of a residual already accumulated (the second pass of an exact step).
+void flag_groups(const float* residual, int64_t begin, int64_t end, int32_t bound, bool* flags) {
+  int64_t i = begin;
+  for (; i + kGroup <= end; i += kGroup) {
+    IntVec any = {};
+    for (int j = 0; j < kGroup; j += kWidth) {
+      IntVec magnitude;
+      std::memcpy(&magnitude, residual + i + j, sizeof magnitude);
+      any |= (magnitude & kMagnitudeMask) >= bound;
+    }
+    *flags++ = any_lane(any);
+  }
+  bool any = false;
+  for (; i < end; ++i) any |= magnitude_bits(residual[i]) >= bound;
+  *flags = any;
+}
 
 }  // namespace
 
@@ -59,64 +169,50 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   const bool exact = steps % p.reset_every == 0 || !(threshold[0] > 0.0f);
   const int nt = threads_for(n);
   const int64_t block = (n + nt - 1) / nt;
-  using Candidate = std::pair<float, int32_t>;  // (|a|, index)
   std::vector<std::vector<Candidate>> found(nt);
 
-  // residual += grad (or the momentum-corrected gradient) over [begin, end); returns how many pass
-  // `known`.  Branch-free (selects, not jumps) so that the compiler vectorizes it; fabs(a) <= FLT_MAX is
-  // false for NaN and infinities, which are dropped.
-  auto accumulate = [&](int64_t begin, int64_t end, float known) {
-    int64_t c = 0;
-    if (use_momentum) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = p.momentum * velocity[i] + grad[i];
-        const float a = residual[i] + v;
-        const bool finite = std::fabs(a) <= FLT_MAX;
-        velocity[i] = finite ? v : velocity[i];
-        const float r = finite ? a : residual[i];
-        residual[i] = r;
-        c += selected(r, known);
-      }
-    } else {
-      for (int64_t i = begin; i < end; ++i) {
-        const float a = residual[i] + grad[i];
-        const float r = std::fabs(a) <= FLT_MAX ? a : residual[i];
-        residual[i] = r;
-        c += selected(r, known);
+  // Moves the values of the flagged groups of [begin, end) that pass bound into out, clearing them
+  // from the residual (and v).
+  auto collect = [&](int64_t begin, int64_t end, const bool* flags, int32_t bound, std::vector<Candidate>* out) {
+    for (int64_t group = begin; group < end; group += kGroup, ++flags) {
+      if (!*flags) continue;
+      for (int64_t j = group; j < std::min(end, group + kGroup); ++j) {
+        if (magnitude_bits(residual[j]) < bound) continue;
+        out->push_back({residual[j], static_cast<int32_t>(j), use_momentum ? velocity[j] : 0.0f});
+        residual[j] = 0.0f;
+        if (use_momentum) velocity[j] = 0.0f;
       }
     }
-    return c;
   };
-  // Candidates are rare (about density n): look at 16 values at a time with a branch-free test, and
-  // only at the values of a group that has one.
-  auto collect = [&](int64_t begin, int64_t end, float theta, std::vector<Candidate>* out) {
-    int64_t i = begin;
-    for (; i + 16 <= end; i += 16) {
-      int64_t any = 0;
-      for (int j = 0; j < 16; ++j) any |= selected(residual[i + j], theta);
-      if (!any) continue;
-      for (int64_t j = i; j < i + 16; ++j)
-        if (selected(residual[j], theta)) out->push_back({std::fabs(residual[j]), static_cast<int32_t>(j)});
-    }
-    for (; i < end; ++i)
-      if (selected(residual[i], theta)) out->push_back({std::fabs(residual[i]), static_cast<int32_t>(i)});
+  // Visits [begin, end) tile by tile with flags for the tile's groups.
+  auto tiles = [&](int64_t begin, int64_t end, auto&& visit) {
+    bool flags[kTile / kGroup + 1];
+    for (int64_t tile = begin; tile < end; tile += kTile) visit(tile, std::min(end, tile + kTile), flags);
   };
 
   // One pass: accumulate a tile that stays in cache, then collect its candidates from it.  On an exact
   // step the threshold is known only after the whole layer is accumulated: a second pass collects.
-  const float known = threshold[0];
+  const int32_t known = exact ? kMagnitudeMask : selection_bound(threshold[0]);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int t = 0; t < nt; ++t) {
-    const int64_t end = std::min(n, (t + 1) * block);
-    for (int64_t tile = t * block; tile < end; tile += kTile) {
-      const int64_t tile_end = std::min(end, tile + kTile);
-      if (accumulate(tile, tile_end, known) && !exact) collect(tile, tile_end, known, &found[t]);
-    }
+    tiles(t * block, std::min(n, (t + 1) * block), [&](int64_t begin, int64_t end, bool* flags) {
+      if (use_momentum)
+        accumulate<true>(grad, residual, velocity, p.momentum, begin, end, known, flags);
+      else
+        accumulate<false>(grad, residual, velocity, p.momentum, begin, end, known, flags);
+      if (!exact) collect(begin, end, flags, known, &found[t]);
+    });
   }
   if (exact) {
     threshold[0] = kth_largest_magnitude(residual, n, k);
+    const int32_t bound = selection_bound(threshold[0]);
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; ++t) collect(t * block, std::min(n, (t + 1) * block), threshold[0], &found[t]);
+    for (int t = 0; t < nt; ++t) {
+      tiles(t * block, std::min(n, (t + 1) * block), [&](int64_t begin, int64_t end, bool* flags) {
+        flag_groups(residual, begin, end, bound, flags);
+        collect(begin, end, flags, bound, &found[t]);
+      });
+    }
   }
   const float theta = threshold[0];
   std::vector<Candidate> candidates;  // in index order: blocks in order, each in order
@@ -124,17 +220,27 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   const int64_t passed = static_cast<int64_t>(candidates.size());
   float next = theta;
   if (passed > p.capacity) {
-    // Keep the capacity largest |a| (ties to the lower index); the k-th largest of them is this step's
-    // exact top-k threshold, and the next step's threshold.
-    auto larger = [](const std::pair<float, int32_t>& x, const std::pair<float, int32_t>& y) {
-      return x.first > y.first || (x.first == y.first && x.second < y.second);
-    };
-    std::nth_element(candidates.begin(), candidates.begin() + (p.capacity - 1), candidates.end(), larger);
-    candidates.resize(p.capacity);
-    std::nth_element(candidates.begin(), candidates.begin() + (k - 1), candidates.end(), larger);
-    next = candidates[k - 1].first;
-    std::sort(candidates.begin(), candidates.end(),
-              [](const std::pair<float, int32_t>& x, const std::pair<float, int32_t>& y) { return x.second < y.second; });
+    // Keep the capacity largest |a| (ties to the lower index), in index order, and put the others back;
+    // the k-th largest of those kept is this step's exact top-k threshold, and the next step's.
+    std::vector<float> magnitude(passed);
+    for (int64_t j = 0; j < passed; ++j) magnitude[j] = std::fabs(candidates[j].value);
+    const auto top = magnitude.begin() + p.capacity;
+    std::nth_element(magnitude.begin(), top - 1, magnitude.end(), std::greater<float>());
+    const float cut = top[-1];
+    std::nth_element(magnitude.begin(), magnitude.begin() + (k - 1), top, std::greater<float>());
+    next = magnitude[k - 1];
+    int64_t ties = p.capacity - std::count_if(magnitude.begin(), top, [cut](float m) { return m > cut; });
+    int64_t kept = 0;
+    for (const Candidate& c : candidates) {
+      const float m = std::fabs(c.value);
+      if (m > cut || (m == cut && ties-- > 0)) {
+        candidates[kept++] = c;
+      } else {
+        residual[c.index] = c.value;
+        if (use_momentum) velocity[c.index] = c.velocity;
+      }
+    }
+    candidates.resize(kept);
   } else if (passed < (1.0 - p.delta) * k) {
     next = theta * (1.0f - p.gamma);
   }
@@ -143,11 +249,8 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   words[0] = static_cast<int32_t>(c);
   float* values = payload + 1 + c;
   for (int64_t j = 0; j < c; ++j) {
-    const int32_t i = candidates[j].second;
-    words[1 + j] = i;
-    values[j] = residual[i];
-    residual[i] = 0.0f;
-    if (use_momentum) velocity[i] = 0.0f;
+    words[1 + j] = candidates[j].index;
+    values[j] = candidates[j].value;
   }
   std::memset(payload + 1 + 2 * c, 0, sizeof(float) * 2 * (p.capacity - c));
   threshold[0] = next;
@@ -199,4 +302,5 @@ bool topk_decode(const float* payload, int64_t capacity, const float* acc, float
   return true;
 }
 
+}  // namespace MXGC_ISA
 }  // namespace mxgc

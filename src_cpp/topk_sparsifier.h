@@ -15,7 +15,8 @@
 // Payload (float32 words, 1 + 2 * capacity): [count c (int32 bits)][c indices, ascending, int32 bits]
 //   [c values][zeros].  Only the first 1 + 2c words carry information.
 //
-// No MXNet dependency; src_cpp/mxnet_ops.cc wraps these as MXNet operators.
+// No MXNet dependency; src_cpp/mxnet_ops.cc wraps these as MXNet operators.  The entry points below
+// run the copy of topk_sparsifier.cc built for this CPU (src_cpp/dispatch.cc).
 #pragma once
 
 #include <cstdint>

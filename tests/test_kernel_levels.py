@@ -1,4 +1,5 @@
-"""Every compiled copy of the kernels (baseline SSE2, AVX2, AVX-512) passes the exact-encoding tests.
+"""Every compiled copy of the kernels (baseline SSE2, AVX2, AVX-512) passes the exact-encoding tests
+(quantizers and top-k sparsifier).
 
 The library picks the best level the CPU has; MXNET_GC_ISA forces another, in a fresh process.
 """
@@ -27,7 +28,7 @@ def test_other_levels_encode_exactly(isa):
         assert "is not available on this CPU" in probe.stderr
         pytest.skip("%s: this CPU lacks it" % isa)
     assert probe.stdout.strip() == isa
-    proc = run_with_isa(isa, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_threshold_codecs.py",
+    proc = run_with_isa(isa, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_threshold_codecs.py", "test_layerwise_topk.py",
                         "test_codec_properties.py", "test_mxnet_2bit_parity.py")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
