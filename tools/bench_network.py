@@ -36,9 +36,10 @@ allgather of the payloads when sparse), W hosts, started by ``horovodrun --gloo`
 them the busiest link is a worker's (the most any worker sent or received), and there is no per-process
 CPU report.
 
-Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), split
-into compute (forward + backward, waited for) and communication (trainer.step until the new
-parameters are ready); the bytes each worker's interface sent and received during the timed steps
+Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), from the
+forward pass until the new parameters are ready, with trainer.step called right after backward as in
+a training script (so that communication can overlap backward); compute, the median of 3 forward +
+backward passes alone after the timed steps, and comm, the rest of the step time; the bytes each worker's interface sent and received during the timed steps
 (the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
 worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
 gradients (our codecs only; measured by this script before the first job, outside the cluster).  Beside each row, the wire bound: the
@@ -79,6 +80,7 @@ COMPRESSION = {"none": None, "mxnet-2bit": {"type": "2bit", "threshold": 0.5}, "
                "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True},
                **{mode: TOPK for mode in SPARSE_MODES}}
 COMPRESSION.update({HOROVOD + m: COMPRESSION[m] for m in ["gc-none"] + list(SPARSE_MODES)})
+COMPUTE_STEPS = 3  # forward + backward alone, after the timed steps (the compute column)
 CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
 MARKERS = "<!-- bench_network%s:begin -->", "<!-- bench_network%s:end -->"
 
@@ -208,30 +210,40 @@ def worker(args):
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
     def step(i):
+        """One training step as a user writes it: no wait between backward and trainer.step, so that
+        pushes can start while backward still runs; returns its seconds until the new weights are ready."""
         x, y = batches(i)
-        t0 = time.perf_counter()
+        start = time.perf_counter()
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(batch)
+        for p in trained:
+            p.data().wait_to_read()
+        return time.perf_counter() - start
+
+    def compute(i):
+        """Forward and backward alone, waited for (no communication, no update)."""
+        x, y = batches(i)
+        start = time.perf_counter()
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()
         for p in trained:
             p.grad().wait_to_read()
-        t1 = time.perf_counter()
-        trainer.step(batch)
-        for p in trained:
-            p.data().wait_to_read()
-        return t1 - t0, time.perf_counter() - t1
+        return time.perf_counter() - start
 
     warmup = args.warmup + (CALIBRATION_STEPS if args.mode == "4bit-groups" else 0) + \
         (trainer._profile_steps if base in SPARSE_MODES else 0)
     for i in range(warmup):
         step(i)
     bytes0, cpu0, wall0 = interface_bytes(), time.process_time(), time.perf_counter()
-    phases = [step(warmup + i) for i in range(args.steps)]
+    totals = [step(warmup + i) for i in range(args.steps)]
     bytes1, cpu1, wall1 = interface_bytes(), time.process_time(), time.perf_counter()
-    totals = [a + b for a, b in phases]
+    compute_s = statistics.median(compute(i) for i in range(COMPUTE_STEPS))
     result = {"rank": kv.rank, "parameters": sum(p.data().size for p in trained), "step_s": totals,
-              "window_s": wall1 - wall0,
-              "compute_s": statistics.median(a for a, _ in phases), "comm_s": statistics.median(b for _, b in phases),
+              "window_s": wall1 - wall0, "compute_s": compute_s,
+              "comm_s": max(0.0, statistics.median(totals) - compute_s),
               "sent_per_step": (bytes1[0] - bytes0[0]) / args.steps,
               "received_per_step": (bytes1[1] - bytes0[1]) / args.steps,
               "cpu_per_step": (cpu1 - cpu0) / args.steps}
