@@ -19,8 +19,9 @@ With ``merge`` ('dp', 'layerwise', 'one', or an int: fixed buckets of that many 
 parameters' messages follow a merge plan (mxnet_gc/merge_planner.py).  The first ``profile_steps``
 steps send each parameter alone and measure, on every worker: when each gradient becomes ready after
 ``step`` is called (in backward's order, last layer first; the median over the steps after the first),
-how long its codec takes, and the time of pushpulls of a few sizes on the store (the per-message and
-per-byte cost).  The averages over the workers give one plan everywhere; the store regroups its
+how long its codec takes, and the time of streams of pushpulls of a few sizes on the store (the
+per-message and per-byte cost: a stream's time over its messages, since the store keeps several
+messages in flight and a message costs what it adds to a stream, not a lone round trip).  The averages over the workers give one plan everywhere; the store regroups its
 messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.
 ``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
 engine's dependencies; ``pipeline=False`` waits for every gradient first.  MXNet
@@ -48,6 +49,7 @@ OUR_STORES = (DistSyncStore, HorovodStore)
 STATS_KEY = "__mxgc_grad_rms__"
 MERGE_KEY = "__mxgc_merge_profile__"
 PROBE_SIZES = (1, 4096, 65536, 262144)  # float32 values of the transport probes
+PROBE_MESSAGES = 8  # messages of one size in flight together: their mean time is one message's cost
 PROBE_REPEATS = 3
 
 
@@ -255,14 +257,17 @@ class Trainer(gluon.Trainer):
             nbytes.append(kv.wire_bytes(codec, n))
         probes = []
         for size in PROBE_SIZES:
-            key = "%s%d" % (MERGE_KEY, size)
-            kv.init(key, mx.nd.zeros(size), reduce_only=True)
-            value, times = mx.nd.zeros(size), []
+            keys = ["%s%d_%d" % (MERGE_KEY, size, j) for j in range(PROBE_MESSAGES)]
+            values = [mx.nd.zeros(size) for _ in keys]
+            for key, value in zip(keys, values):
+                kv.init(key, value, reduce_only=True)
+            times = []
             for _ in range(PROBE_REPEATS + 1):
                 start = time.perf_counter()
-                kv.pushpull(key, value, out=value)
-                value.wait_to_read()
-                times.append(time.perf_counter() - start)
+                for key, value in zip(keys, values):
+                    kv.pushpull(key, value, out=value)
+                mx.nd.waitall()
+                times.append((time.perf_counter() - start) / PROBE_MESSAGES)
             probes.append(statistics.median(times[1:]))
         local = mx.nd.array(ready + encode + probes)
         kv.init(MERGE_KEY, mx.nd.zeros(local.shape), reduce_only=True)

@@ -9,6 +9,8 @@ each a network namespace whose link is shaped to the rate in both directions), s
 tools/launch.py's ssh launcher.  Each worker trains one model with Gluon and its kvstore:
 
     mlp10m      an MLP 1024-2048-2048-2048-10 (10.5M parameters) on synthetic input, batch 32
+    mlp-deep    an MLP of 16 hidden layers of 768 (9.6M parameters, 34 tensors), synthetic input, batch
+                32: the many-layer case that merging and pipelining are for
     fmnist-cnn  the Fashion-MNIST example's CNN (examples/train_fashion_mnist.py), real images, batch 64
 
 and one of these modes:
@@ -73,7 +75,8 @@ SPARSE_MODES = {"topk-layerwise": ("layerwise", False), "topk-one": ("one", True
                 "topk-pipelined": ("dp", True)}  # mode -> (merge plan, pipeline)
 HOROVOD = "hvd-"  # prefix: the same mode on mxnet_gc's horovod store, started by horovodrun
 HOROVOD_MODES = [HOROVOD + m for m in ["gc-none"] + list(SPARSE_MODES)]
-MODELS = ["mlp10m", "fmnist-cnn"]
+MODELS = ["mlp10m", "mlp-deep", "fmnist-cnn"]
+MLP_WIDTHS = {"mlp10m": (2048,) * 3, "mlp-deep": (768,) * 16}
 COMPRESSION = {"none": None, "mxnet-2bit": {"type": "2bit", "threshold": 0.5}, "gc-none": {"type": "none"},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.5}, "4bit": {"type": "4bit", "thresholds": "medium"},
                "4bit-groups": {"type": "4bit", "thresholds": "medium"},
@@ -97,9 +100,9 @@ def model_and_batches(model, rank, workers):
     import fashion_mnist
     import train_fashion_mnist
 
-    if model == "mlp10m":
+    if model in MLP_WIDTHS:
         net = gluon.nn.HybridSequential()
-        for width in (2048, 2048, 2048):
+        for width in MLP_WIDTHS[model]:
             net.add(gluon.nn.Dense(width, activation="relu"))
         net.add(gluon.nn.Dense(10))
         rng = np.random.default_rng(rank)
@@ -263,6 +266,9 @@ def run(model, mode, rate, workers, args, tag):
     worker_argv = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
                    "--steps", str(args.steps), "--warmup", str(args.warmup)]
     env = {tag.split("=")[0]: tag.split("=")[1]}
+    # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
+    # machine in every process would mostly spin against each other.
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if horovod else 2))))
     if base in SPARSE_MODES:  # each gradient its own engine operation; a second engine thread to encode on
         env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
     with tempfile.TemporaryDirectory() as out:
@@ -367,7 +373,7 @@ def targets(rows):
                           ms / base, "<= 1.3", ms / base <= 1.3))
         prefix = HOROVOD if mode.startswith(HOROVOD) else ""
         dense = step.get((model, workers, rate, HOROVOD + "gc-none")) if prefix else base
-        if mode == prefix + "topk-pipelined" and dense and rate == "1gbit" and model == "mlp10m":
+        if mode == prefix + "topk-pipelined" and dense and rate == "1gbit" and model in MLP_WIDTHS:
             found.append(("%s, %d workers, 1 Gbit/s: uncompressed / merged+pipelined top-k step time%s"
                           % (model, workers, " (Horovod)" if prefix else ""), dense / ms, ">= 1.99", dense / ms >= 1.99))
         for other in (prefix + "topk-layerwise", prefix + "topk-one"):
