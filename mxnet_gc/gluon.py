@@ -19,9 +19,9 @@ With ``merge`` ('dp', 'layerwise', 'one', or an int: fixed buckets of that many 
 parameters' messages follow a merge plan (mxnet_gc/merge_planner.py).  The first ``profile_steps``
 steps send each parameter alone and measure, on every worker: when each gradient becomes ready after
 ``step`` is called (in backward's order, last layer first; the median over the steps after the first),
-how long its codec takes, and the time of streams of pushpulls of a few sizes on the store (the
-per-message and per-byte cost: a stream's time over its messages, since the store keeps several
-messages in flight and a message costs what it adds to a stream, not a lone round trip).  The averages over the workers give one plan everywhere; the store regroups its
+how long its codec takes, and the time of a push and pull of 8 messages of a few sizes on the store,
+per message (the per-message and per-byte cost: a step sends its messages in one push and pull, so a
+message costs what it adds to such a round, not a round of its own).  The averages over the workers give one plan everywhere; the store regroups its
 messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.
 ``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
 engine's dependencies; ``pipeline=False`` waits for every gradient first.  MXNet
@@ -49,7 +49,7 @@ OUR_STORES = (DistSyncStore, HorovodStore)
 STATS_KEY = "__mxgc_grad_rms__"
 MERGE_KEY = "__mxgc_merge_profile__"
 PROBE_SIZES = (1, 4096, 65536, 262144)  # float32 values of the transport probes
-PROBE_MESSAGES = 8  # messages of one size in flight together: their mean time is one message's cost
+PROBE_MESSAGES = 8  # messages of one size pushed and pulled together: their mean time is one message's cost
 PROBE_REPEATS = 3
 
 
@@ -264,8 +264,8 @@ class Trainer(gluon.Trainer):
             times = []
             for _ in range(PROBE_REPEATS + 1):
                 start = time.perf_counter()
-                for key, value in zip(keys, values):
-                    kv.pushpull(key, value, out=value)
+                kv.push(keys, values)
+                kv.pull(keys, out=values)
                 mx.nd.waitall()
                 times.append((time.perf_counter() - start) / PROBE_MESSAGES)
             probes.append(statistics.median(times[1:]))
