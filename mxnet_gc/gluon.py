@@ -21,10 +21,14 @@ steps send each parameter alone and measure, on every worker: when each gradient
 ``step`` is called (in backward's order, last layer first; the median over the steps after the first),
 how long its codec takes, and the time of a push and pull of 8 messages of a few sizes on the store,
 per message (the per-message and per-byte cost: a step sends its messages in one push and pull, so a
-message costs what it adds to such a round, not a round of its own).  The averages over the workers give one plan everywhere; the store regroups its
-messages by it.  Rank 0 prints the plan; it is ``trainer.merge_plan``.  Needs update_on_kvstore=False.
+message costs what it adds to such a round, not a round of its own).  The averages over the workers
+give one plan everywhere; the store regroups its messages by it.  Rank 0 prints the plan; it is
+``trainer.merge_plan``.  Needs update_on_kvstore=False.
+
 ``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
-engine's dependencies; ``pipeline=False`` waits for every gradient first.  MXNet
+engine's dependencies; ``pipeline=False`` waits for every gradient first.  With a merge plan on the
+parameter server, pipelining also pulls each message as soon as every worker's push of it is summed
+(``DistSyncStore.pull_each_message``: one barrier per message, which the probes then include).  MXNet
 runs backward in bulks of operations unless MXNET_EXEC_BULK_EXEC_TRAIN=0 is set before its first
 operation: then gradients become ready together and there is little to overlap (the trainer warns).
 """
@@ -236,6 +240,8 @@ class Trainer(gluon.Trainer):
     def _plan_merging(self, params):
         """Measures, averages over the workers, plans; returns the groups of keys (a collective call)."""
         kv = self._kvstore
+        if isinstance(kv, DistSyncStore):
+            kv.pull_each_message = self._pipeline
         order = list(reversed(params))
         samples = self._ready_samples[1:] or self._ready_samples  # the first step is a warm-up
         ready = [statistics.median(column) for column in zip(*samples)]

@@ -44,6 +44,8 @@ def check_sums(saved, workers, steps=5):
 def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     proc, plan, saved = run(tmp_path, merge, pipeline)
     check_sums(saved, 2)
+    # pipelined: each message pulled after its own barrier, as soon as every worker's push of it is summed
+    assert plan["pull_each_message"] is pipeline
     names = plan["names"]
     # the plan covers every parameter once, in gradient-ready order (last layer first)
     planned = [n for g in plan["groups"] for n in g]

@@ -90,7 +90,8 @@ class DistSyncStore(KVStoreBase):
         self._compression = Compression({"type": "none"})
         self._round = 0
         self._errors_seen = [0] * self._num_servers
-        self._pushed = []  # arrays whose pushes the next synchronisation waits for
+        self._pushed = []  # (message, payload array) pushed since the last synchronisation
+        self.pull_each_message = False  # see pull
         self._pulled = []  # arrays whose pulls the next push waits for
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._optimizer_on_servers = False
@@ -240,10 +241,19 @@ class DistSyncStore(KVStoreBase):
         self._kv.push([m.push_key for m in messages], arrays, priority=priority)
         for m in messages:
             m.rounds += 1
-        self._pushed += arrays
+        self._pushed += zip(messages, arrays)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
-        """Writes each key's value (the summed gradients, or the weight) into ``out``."""
+        """Writes each key's value (the summed gradients, or the weight) into ``out``.
+
+        After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
+        push at once and a pull with what they hold, so a barrier tells when the round is complete.
+        By default one barrier follows this worker's last push, and every message is pulled after it.
+        With ``pull_each_message`` set (the Gluon trainer sets it for a pipelined merge plan) there is
+        one barrier per pushed message, in push order, and each message is pulled right after its own:
+        early messages come back while later ones are still being pushed, at one barrier per message.
+        Every worker must then pull the same keys.
+        """
         keys, outs = _as_list(key), _as_list(out)
         if len(keys) != len(outs):
             raise ValueError("pull: %d keys and %d outputs" % (len(keys), len(outs)))
@@ -254,33 +264,25 @@ class DistSyncStore(KVStoreBase):
             for t in targets[k]:
                 if t.shape != self._shapes[k]:
                     raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
-        synchronized = bool(self._pushed)
-        if synchronized:
-            self._synchronize()
-        pull_keys, pull_outs, copies, decodes = [], [], [], []
-        for m in self._layout.messages_of(keys):
-            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
-                pull_keys.append(m.pull_key)
-                pull_outs.append(m.buffers["pulled"])
-                decodes += [c for c in m.chunks if c.key in targets]
-                continue
-            pull_keys.append(m.value_key)
-            if len(m.chunks) == 1:
-                c = m.chunks[0]
-                pull_outs.append(targets[c.key][0].reshape(-1)[c.begin:c.end])
-            else:  # into the message's buffer, then each wanted key's segment into its output
-                pull_outs.append(m.buffers["recv"])
-                copies += [(c.views["recv"], targets[c.key][0]) for c in m.chunks if c.key in targets]
-        if synchronized:  # the servers' status comes with the values of a round
-            pull_keys += self._status_keys
-            pull_outs += self._status
-        self._kv.pull(pull_keys, out=pull_outs, priority=priority)
-        for src, dst in copies:
-            src.copyto(dst)
-        for c in decodes:
-            out = targets[c.key][0]
-            c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
-        if synchronized:
+        pushed, self._pushed = self._pushed, []
+        messages = self._layout.messages_of(keys)
+        if self.pull_each_message and pushed:
+            order = {id(m): i for i, (m, _) in enumerate(pushed)}
+            messages.sort(key=lambda m: order.get(id(m), len(order)))
+            stages = [(array, [m for m in messages if m is pushed_message]) for pushed_message, array in pushed]
+            stages.append((None, [m for m in messages if id(m) not in order]))
+        else:
+            for _, array in pushed:
+                _wait_to_write(array)
+            stages = [(None, messages)]
+        for i, (array, stage) in enumerate(stages):
+            if array is not None:
+                _wait_to_write(array)
+            if pushed and (array is not None or i == 0):
+                self._kv._barrier()
+            status = pushed and i == len(stages) - 1  # the servers' status comes with a round's last values
+            self._pull_messages(stage, targets, status, priority)
+        if pushed:
             self._raise_on_server_errors()
         for k, t in targets.items():
             for extra in t[1:]:
@@ -294,6 +296,34 @@ class DistSyncStore(KVStoreBase):
                 token = self._tokens.setdefault(k, mx.nd.zeros(1))
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
+
+    def _pull_messages(self, messages, targets, status, priority):
+        """Pulls ``messages`` (and the servers' status) into the targets' first arrays, asynchronously."""
+        pull_keys, pull_outs, copies, decodes = [], [], [], []
+        for m in messages:
+            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
+                pull_keys.append(m.pull_key)
+                pull_outs.append(m.buffers["pulled"])
+                decodes += [c for c in m.chunks if c.key in targets]
+                continue
+            pull_keys.append(m.value_key)
+            if len(m.chunks) == 1:
+                c = m.chunks[0]
+                pull_outs.append(targets[c.key][0].reshape(-1)[c.begin:c.end])
+            else:  # into the message's buffer, then each wanted key's segment into its output
+                pull_outs.append(m.buffers["recv"])
+                copies += [(c.views["recv"], targets[c.key][0]) for c in m.chunks if c.key in targets]
+        if status:
+            pull_keys += self._status_keys
+            pull_outs += self._status
+        if not pull_keys:
+            return
+        self._kv.pull(pull_keys, out=pull_outs, priority=priority)
+        for src, dst in copies:
+            src.copyto(dst)
+        for c in decodes:
+            out = targets[c.key][0]
+            c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
 
     def pushpull(self, key, value, out=None, priority=0):
         self.push(key, value, priority=priority)
@@ -426,13 +456,6 @@ class DistSyncStore(KVStoreBase):
             if v.dtype != np.float32:
                 raise TypeError("push: key %r: values must be float32, got %s" % (key, np.dtype(v.dtype).name))
         return values[0] if len(values) == 1 else mx.nd.add_n(*values)
-
-    def _synchronize(self):
-        """Waits until this worker's pushes reached the servers, then until every worker's have."""
-        for a in self._pushed:
-            _wait_to_write(a)
-        self._pushed = []
-        self._kv._barrier()
 
     def _command(self, op, all_ranks=False, **fields):
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""

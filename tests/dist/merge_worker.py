@@ -49,7 +49,8 @@ def main():
     np.savez(os.path.join(out, "rank%d.npz" % kv.rank), **saved)
     if kv.rank == 0:
         with open(os.path.join(out, "plan.json"), "w") as f:
-            json.dump({"groups": trainer.merge_plan.groups, "names": [p.name for p in params]}, f)
+            json.dump({"groups": trainer.merge_plan.groups, "names": [p.name for p in params],
+                       "pull_each_message": getattr(kv, "pull_each_message", None)}, f)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,7 @@ def save_after_corrupt_push(kv, keys, outs, saved, spec):
     if kv.rank == 1:
         corrupt = mx.nd.zeros(message.payload_words + 3)
         kv._kv.push(message.payload_key, corrupt)
-        kv._pushed.append(corrupt)
+        kv._pushed.append((message, corrupt))
     else:
         kv.push(keys[0], mx.nd.ones(outs[0].shape))
     try:
