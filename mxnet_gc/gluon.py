@@ -97,6 +97,10 @@ class Trainer(gluon.Trainer):
                                  % (compression_params,))
             groups = None if threshold_groups == "auto" else threshold_groups
             self._selector = GroupSelector(groups, calibration_steps, group_overrides)
+        # gluon.Trainer sorts a dict of parameters by name; backward's order is the reverse of the order
+        # they were given in (a network's collect_params() lists them as the layers were defined).
+        given = list(params.values()) if isinstance(params, (dict, gluon.ParameterDict)) else list(params)
+        self._definition_rank = {p.name: i for i, p in enumerate(given)}
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params=compression_params, update_on_kvstore=update_on_kvstore)
         # Warm-up: the first steps push dense gradients, then the compression starts (with the groups,
@@ -191,8 +195,8 @@ class Trainer(gluon.Trainer):
         Returns the ``extra`` saved with it.
         """
         if self._merge is not None:
-            raise RuntimeError("resuming a trainer with a merge plan is not supported yet (the plan and the "
-                               "regrouped residuals are not in the checkpoint); resume without merge")
+            raise RuntimeError("resuming a trainer with a merge plan is not supported yet (the plan is not in "
+                               "the checkpoint); resume without merge")
         with open(prefix + ".trainer.json") as f:
             state = json.load(f)
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
@@ -229,10 +233,14 @@ class Trainer(gluon.Trainer):
             self._optimizer = self._updaters[0].optimizer
         return state["extra"]
 
+    def _backward_order(self, params):
+        """``params`` in the order backward produces their gradients (the last defined layer's first)."""
+        return sorted(params, key=lambda p: -self._definition_rank[p.name])
+
     def _ready_times(self, params):
         """Seconds from the call of ``step`` until each gradient is ready, in backward's order."""
         ready = []
-        for p in reversed(params):  # backward produces the last layer's gradient first
+        for p in self._backward_order(params):
             p.grad().wait_to_read()
             ready.append(time.perf_counter() - self._step_started)
         return ready
@@ -242,7 +250,7 @@ class Trainer(gluon.Trainer):
         kv = self._kvstore
         if isinstance(kv, DistSyncStore):
             kv.pull_each_message = self._pipeline
-        order = list(reversed(params))
+        order = self._backward_order(params)
         samples = self._ready_samples[1:] or self._ready_samples  # the first step is a warm-up
         ready = [statistics.median(column) for column in zip(*samples)]
         encode, nbytes = [], []

@@ -47,7 +47,8 @@ def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     # pipelined: each message pulled after its own barrier, as soon as every worker's push of it is summed
     assert plan["pull_each_message"] is pipeline
     names = plan["names"]
-    # the plan covers every parameter once, in gradient-ready order (last layer first)
+    # the plan covers every parameter once, in gradient-ready order (last layer first, whatever the names'
+    # text order: gluon.Trainer sorts them by name)
     planned = [n for g in plan["groups"] for n in g]
     assert sorted(planned) == sorted(names)
     layers = [int(re.match(r"dense(\d+)_", n).group(1)) for n in planned]

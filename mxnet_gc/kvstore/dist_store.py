@@ -357,21 +357,26 @@ class DistSyncStore(KVStoreBase):
         self._check_status()
 
     def save_residuals(self, fname):
-        """Writes this worker's error-feedback residuals (one array per chunk) to ``fname`` (.npz)."""
-        arrays = {str(c.id): c.residual.asnumpy() for cs in self._chunks.values() for c in cs if c.residual is not None}
+        """Writes this worker's error-feedback residuals (one array per chunk of a key) to ``fname`` (.npz).
+
+        Named by key and chunk, not by message: a store whose keys are grouped into other messages
+        (``regroup``) loads them too."""
+        arrays = {"%r/%d" % (k, i): c.residual.asnumpy() for k, cs in self._chunks.items()
+                  for i, c in enumerate(cs) if c.residual is not None}
         with open(fname, "wb") as f:
             np.savez(f, **arrays)
 
     def load_residuals(self, fname):
         """Restores residuals saved by ``save_residuals`` (same keys, initialized in the same order)."""
         with np.load(fname) as saved:
-            for cs in self._chunks.values():
-                for c in cs:
-                    if str(c.id) in saved:
-                        if c.residual is None or c.residual.size != saved[str(c.id)].size:
+            for k, cs in self._chunks.items():
+                for i, c in enumerate(cs):
+                    name = "%r/%d" % (k, i)
+                    if name in saved:
+                        if c.residual is None or c.residual.size != saved[name].size:
                             raise ValueError("%s does not match this store's keys (chunk %d of key %r)"
-                                             % (fname, c.id, c.key))
-                        c.residual[:] = saved[str(c.id)].reshape(c.residual.shape)
+                                             % (fname, i, k))
+                        c.residual[:] = saved[name].reshape(c.residual.shape)
 
     # ---- key layout ----
 
