@@ -266,22 +266,18 @@ class DistSyncStore(KVStoreBase):
                     raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
         pushed, self._pushed = self._pushed, []
         messages = self._layout.messages_of(keys)
-        if self.pull_each_message and pushed:
-            order = {id(m): i for i, (m, _) in enumerate(pushed)}
-            messages.sort(key=lambda m: order.get(id(m), len(order)))
-            stages = [(array, [m for m in messages if m is pushed_message]) for pushed_message, array in pushed]
-            stages.append((None, [m for m in messages if id(m) not in order]))
+        if self.pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
+            stages = [([array], [m for m in messages if m is sent]) for sent, array in pushed]
+            stages.append(([], [m for m in messages if all(m is not sent for sent, _ in pushed)]))
         else:
-            for _, array in pushed:
+            stages = [([array for _, array in pushed], messages)]
+        for i, (arrays, stage) in enumerate(stages):
+            for array in arrays:
                 _wait_to_write(array)
-            stages = [(None, messages)]
-        for i, (array, stage) in enumerate(stages):
-            if array is not None:
-                _wait_to_write(array)
-            if pushed and (array is not None or i == 0):
+            if arrays:
                 self._kv._barrier()
-            status = pushed and i == len(stages) - 1  # the servers' status comes with a round's last values
-            self._pull_messages(stage, targets, status, priority)
+            # the servers' status comes with a round's last values
+            self._pull_messages(stage, targets, bool(pushed) and i == len(stages) - 1, priority)
         if pushed:
             self._raise_on_server_errors()
         for k, t in targets.items():
