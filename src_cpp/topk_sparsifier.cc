@@ -123,38 +123,37 @@ inline bool any_lane(const IntVec& v) {
   return any != 0;
 }
 
-// Accumulates [begin, end) (at most kTile values) into the residual; flags[g] says whether group g
-// (values begin + 16 g ...) holds a value passing bound.
-template <bool kMomentum>
-void accumulate(const float* grad, float* residual, float* velocity, float momentum, int64_t begin, int64_t end,
-                int32_t bound, bool* flags) {
+// Sets flags[g] for each group of kGroup values of [begin, end) (the last may be shorter): whether
+// any of its values passes, as vector_step(i) (kWidth lanes at i) and one_step(i) (one value) say.
+template <typename VectorStep, typename OneStep>
+void flag_groups(int64_t begin, int64_t end, bool* flags, VectorStep vector_step, OneStep one_step) {
   int64_t i = begin;
   for (; i + kGroup <= end; i += kGroup) {
     IntVec any = {};
-    for (int j = 0; j < kGroup; j += kWidth)
-      any |= accumulate_vector<kMomentum>(grad, residual, velocity, momentum, i + j, bound);
+    for (int j = 0; j < kGroup; j += kWidth) any |= vector_step(i + j);
     *flags++ = any_lane(any);
   }
   bool any = false;
-  for (; i < end; ++i) any |= accumulate_one<kMomentum>(grad, residual, velocity, momentum, i, bound);
+  for (; i < end; ++i) any |= one_step(i);
   *flags = any;
 }
 
-// flags for [begin, end) of a residual already accumulated (the second pass of an exact step).
-void flag_groups(const float* residual, int64_t begin, int64_t end, int32_t bound, bool* flags) {
-  int64_t i = begin;
-  for (; i + kGroup <= end; i += kGroup) {
-    IntVec any = {};
-    for (int j = 0; j < kGroup; j += kWidth) {
-      IntVec magnitude;
-      std::memcpy(&magnitude, residual + i + j, sizeof magnitude);
-      any |= (magnitude & kMagnitudeMask) >= bound;
-    }
-    *flags++ = any_lane(any);
-  }
-  bool any = false;
-  for (; i < end; ++i) any |= magnitude_bits(residual[i]) >= bound;
-  *flags = any;
+// Accumulates [begin, end) into the residual, flagging the groups that hold a value passing bound.
+template <bool kMomentum>
+void accumulate(const float* grad, float* residual, float* velocity, float momentum, int64_t begin, int64_t end,
+                int32_t bound, bool* flags) {
+  flag_groups(
+      begin, end, flags,
+      [&](int64_t i) { return accumulate_vector<kMomentum>(grad, residual, velocity, momentum, i, bound); },
+      [&](int64_t i) { return accumulate_one<kMomentum>(grad, residual, velocity, momentum, i, bound); });
+}
+
+// The same flags for a residual already accumulated (the second pass of an exact step).
+void flag_residual(const float* residual, int64_t begin, int64_t end, int32_t bound, bool* flags) {
+  flag_groups(
+      begin, end, flags,
+      [&](int64_t i) { return (load<IntVec>(residual + i) & kMagnitudeMask) >= bound; },
+      [&](int64_t i) { return magnitude_bits(residual[i]) >= bound; });
 }
 
 }  // namespace
@@ -209,7 +208,7 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int t = 0; t < nt; ++t) {
       tiles(t * block, std::min(n, (t + 1) * block), [&](int64_t begin, int64_t end, bool* flags) {
-        flag_groups(residual, begin, end, bound, flags);
+        flag_residual(residual, begin, end, bound, flags);
         collect(begin, end, flags, bound, &found[t]);
       });
     }
