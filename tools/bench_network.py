@@ -41,8 +41,8 @@ CPU report.
 Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), from the
 forward pass until the new parameters are ready, with trainer.step called right after backward as in
 a training script (so that communication can overlap backward); compute, the median of 3 forward +
-backward passes alone after the timed steps, and comm, the rest of the step time; the bytes each worker's interface sent and received during the timed steps
-(the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
+backward passes alone after the timed steps, and comm, the rest of the step time; the bytes each
+worker's interface sent and received during the timed steps (the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
 worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
 gradients (our codecs only; measured by this script before the first job, outside the cluster).  Beside each row, the wire bound: the
 server link's busier direction at the link rate, the least time a step's traffic needs on average
@@ -89,6 +89,12 @@ MARKERS = "<!-- bench_network%s:begin -->", "<!-- bench_network%s:end -->"
 
 
 # ---------------------------------------------------------------- the worker (inside the cluster)
+
+def transport_of(mode):
+    """(runs on Horovod, the mode without its hvd- prefix)."""
+    horovod = mode.startswith(HOROVOD)
+    return horovod, mode[len(HOROVOD):] if horovod else mode
+
 
 def model_and_batches(model, rank, workers):
     """(network, batch size, function step -> (x, y)) of one worker."""
@@ -184,8 +190,7 @@ def worker(args):
 
     mx.random.seed(1)
     compression = COMPRESSION[args.mode]
-    horovod = args.mode.startswith(HOROVOD)
-    base = args.mode[len(HOROVOD):] if horovod else args.mode
+    horovod, base = transport_of(args.mode)
     if base in ("none", "mxnet-2bit"):
         kv = mx.kv.create("dist_sync")
     else:
@@ -261,8 +266,7 @@ CODEC_SECONDS = {}  # (model, mode) -> (encode, decode) seconds of the model's g
 
 def run(model, mode, rate, workers, args, tag):
     """One job on its own shaped hosts; returns its row."""
-    horovod = mode.startswith(HOROVOD)
-    base = mode[len(HOROVOD):] if horovod else mode
+    horovod, base = transport_of(mode)
     worker_argv = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
                    "--steps", str(args.steps), "--warmup", str(args.warmup)]
     env = {tag.split("=")[0]: tag.split("=")[1]}
