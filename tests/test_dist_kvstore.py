@@ -166,6 +166,23 @@ def check_server_sgd(results, spec, opt_params):
                 np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
 
 
+@pytest.mark.parametrize("bucket", [0, 5000], ids=["one-message-per-key", "keys-share-a-message"])
+def test_weights_in_mkldnn_layout(tmp_path, bucket):
+    """Weights that an inference-mode forward left in MKL-DNN's blocked layout (a flat view cannot touch
+    them) are pulled right: at init, and after every update on the servers, also when split over servers."""
+    opt_params = {"learning_rate": 0.1, "momentum": 0.9}
+    spec = {"keys": [["conv", [16, 8, 3, 3]], ["split", [32, 16, 3, 3]], [0, [20]]], "steps": 3, "scale": 1.0,
+            "seed": 5, "lists": True, "pull_first": True, "mkldnn_layout": True,
+            "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params]}
+    _, results = run_job(tmp_path, spec, workers=2, servers=2,
+                         env=["MXNET_GC_BUCKET_SIZE=%d" % bucket, "MXNET_GC_BIGARRAY_BOUND=4000"])
+    for rank in range(2):
+        assert results[rank]["mkldnn_layouts"] == 2 * (1 + spec["steps"])  # the condition did arise
+        for i, (key, shape) in enumerate(spec["keys"]):
+            np.testing.assert_array_equal(results[rank]["%s/init" % key], initial_value(spec["seed"], i, shape))
+    check_server_sgd(results, spec, opt_params)
+
+
 def test_optimizer_states_saved_and_loaded_on_the_servers(tmp_path):
     """Momentum saved after step 1 and loaded after step 2 drives step 3, as in a reference that does so."""
     opt_params = {"learning_rate": 0.1, "momentum": 0.9}

@@ -94,6 +94,7 @@ class DistSyncStore(KVStoreBase):
         self.pull_each_message = False  # see pull
         self._pulled = []  # arrays whose pulls the next push waits for
         self._tokens = {}  # user key -> a one-value array written after its pull
+        self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
         self._status_keys = [self._alloc.on_server(s) for s in range(self._num_servers)]
         self._status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(self._num_servers)]
@@ -265,6 +266,13 @@ class DistSyncStore(KVStoreBase):
                 if t.shape != self._shapes[k]:
                     raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
         pushed, self._pushed = self._pushed, []
+        # Weights (pulled before any push, or updated on the servers) land in a private array first, then
+        # are copied whole into the outputs: an inference-mode forward leaves MKL-DNN's own layout in
+        # weight arrays, which cannot be written through a flat view.  Summed gradients are pulled
+        # straight into the outputs (MXNet writes weight gradients in its default layout).
+        staged = self._optimizer_on_servers or not pushed
+        dests = {k: self._staging.setdefault(k, mx.nd.zeros(self._shapes[k])) if staged else t[0]
+                 for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
         if self.pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
             stages = [([array], [m for m in messages if m is sent]) for sent, array in pushed]
@@ -277,38 +285,37 @@ class DistSyncStore(KVStoreBase):
             if arrays:
                 self._kv._barrier()
             # the servers' status comes with a round's last values
-            self._pull_messages(stage, targets, bool(pushed) and i == len(stages) - 1, priority)
+            self._pull_messages(stage, dests, bool(pushed) and i == len(stages) - 1, priority)
         if pushed:
             self._raise_on_server_errors()
         for k, t in targets.items():
-            for extra in t[1:]:
-                t[0].copyto(extra)
-            if self._optimizer_on_servers:  # weights: nothing but this pull writes them
-                self._pulled.append(t[0])
+            for extra in (t if staged else t[1:]):
+                dests[k].copyto(extra)
+            if staged:  # the next push waits for this pull (see push) through the private array
+                self._pulled.append(dests[k])
             else:
-                # Summed gradients: the next push waits for this pull (see push) through a one-value copy
-                # of what it wrote, not through the output, which backward may already be writing again.
-                # (Weights, above, may be in MKL-DNN's layout, which cannot be viewed flat.)
+                # ... and here through a one-value copy of what it wrote, not through the output, which
+                # backward may already be writing again.
                 token = self._tokens.setdefault(k, mx.nd.zeros(1))
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
 
-    def _pull_messages(self, messages, targets, status, priority):
-        """Pulls ``messages`` (and the servers' status) into the targets' first arrays, asynchronously."""
+    def _pull_messages(self, messages, dests, status, priority):
+        """Pulls ``messages`` (and the servers' status) into ``dests`` (key -> array), asynchronously."""
         pull_keys, pull_outs, copies, decodes = [], [], [], []
         for m in messages:
             if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
                 pull_keys.append(m.pull_key)
                 pull_outs.append(m.buffers["pulled"])
-                decodes += [c for c in m.chunks if c.key in targets]
+                decodes += [c for c in m.chunks if c.key in dests]
                 continue
             pull_keys.append(m.value_key)
             if len(m.chunks) == 1:
                 c = m.chunks[0]
-                pull_outs.append(targets[c.key][0].reshape(-1)[c.begin:c.end])
+                pull_outs.append(dests[c.key].reshape(-1)[c.begin:c.end])
             else:  # into the message's buffer, then each wanted key's segment into its output
                 pull_outs.append(m.buffers["recv"])
-                copies += [(c.views["recv"], targets[c.key][0]) for c in m.chunks if c.key in targets]
+                copies += [(c.views["recv"], dests[c.key]) for c in m.chunks if c.key in dests]
         if status:
             pull_keys += self._status_keys
             pull_outs += self._status
@@ -318,7 +325,7 @@ class DistSyncStore(KVStoreBase):
         for src, dst in copies:
             src.copyto(dst)
         for c in decodes:
-            out = targets[c.key][0]
+            out = dests[c.key]
             c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
 
     def pushpull(self, key, value, out=None, priority=0):

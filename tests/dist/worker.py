@@ -6,6 +6,8 @@ before any push).  Faults: bad_compression (params every worker first tries; the
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
 size to the first key), die_at_step (rank 1 kills itself), partial_push (push only the first key).
 save_states_at / load_states_at: steps after which the servers' optimizer states are saved / loaded.
+mkldnn_layout: before every pull of weights (pull_first, or each pull with an optimizer on the servers)
+the 4-d outputs are put into MKL-DNN's own layout, as an inference-mode Gluon forward leaves weights.
 """
 import json
 import os
@@ -47,6 +49,7 @@ def main():
         except ValueError as e:
             saved["partial_push_error"] = np.array(str(e))
     if spec.get("pull_first"):
+        to_mkldnn_layout(outs, saved, spec)
         kv.pull(keys, out=outs)
         for k, o in zip(keys, outs):
             saved["%s/init" % k] = o.asnumpy()
@@ -57,6 +60,8 @@ def main():
         if step == spec.get("corrupt_at_step"):
             save_after_corrupt_push(kv, keys, outs, saved, spec)
             break
+        if spec.get("optimizer"):
+            to_mkldnn_layout(outs, saved, spec)
         if spec.get("lists"):
             kv.push(keys, grads)
             kv.pull(keys, out=outs)
@@ -71,6 +76,26 @@ def main():
             kv.load_optimizer_states(os.path.join(spec["out"], "states"))
     np.savez(os.path.join(spec["out"], "rank%d.npz" % rank), **saved)
     print("worker rank %d saved %d arrays" % (rank, len(saved)))
+
+
+def to_mkldnn_layout(arrays, saved, spec):
+    """With spec['mkldnn_layout'], uses each 4-d array as the weight of inference-mode convolutions until
+    MKL-DNN has reordered the array itself into its blocked layout (it may leave it alone the first
+    time).  Counts in ``saved`` the arrays that a flat view can then no longer read (the condition the
+    store must cope with)."""
+    if not spec.get("mkldnn_layout"):
+        return
+    for w in (a for a in arrays if a.ndim == 4):
+        n, c, h, k = w.shape
+        for _ in range(3):
+            mx.nd.Convolution(mx.nd.ones((1, c, h + 1, k + 1)), w, kernel=(h, k), num_filter=n, no_bias=True)
+            probe = mx.nd.zeros(1)
+            try:
+                w.reshape(-1)[0:1].copyto(probe)
+                probe.wait_to_read()
+            except mx.base.MXNetError:
+                saved["mkldnn_layouts"] = saved.get("mkldnn_layouts", 0) + 1
+                break
 
 
 def save_after_corrupt_push(kv, keys, outs, saved, spec):
