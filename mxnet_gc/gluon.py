@@ -23,7 +23,8 @@ how long its codec takes, and the time of a push and pull of 8 messages of a few
 per message (the per-message and per-byte cost: a step sends its messages in one push and pull, so a
 message costs what it adds to such a round, not a round of its own).  The averages over the workers
 give one plan everywhere; the store regroups its messages by it.  Rank 0 prints the plan; it is
-``trainer.merge_plan``.  Needs update_on_kvstore=False.
+``trainer.merge_plan``, and checkpoints keep it (a resumed trainer with the same ``merge`` option uses
+it instead of profiling again).  Needs update_on_kvstore=False.
 
 ``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
 engine's dependencies; ``pipeline=False`` waits for every gradient first.  With a merge plan on the
@@ -32,6 +33,7 @@ parameter server, pipelining also pulls each message as soon as every worker's p
 runs backward in bulks of operations unless MXNET_EXEC_BULK_EXEC_TRAIN=0 is set before its first
 operation: then gradients become ready together and there is little to overlap (the trainer warns).
 """
+import dataclasses
 import json
 import os
 import statistics
@@ -159,7 +161,7 @@ class Trainer(gluon.Trainer):
         self._kvstore.pull(keys, out=outs)
         self._steps_done += 1
         if profiling and len(self._ready_samples) == self._profile_steps:
-            self._kvstore.regroup(self._plan_merging([self._params[k] for k in keys]))
+            self._use_plan(self._plan_merging([self._params[k] for k in keys]))
         if self._steps_done == self._warmup and self._group_compression:
             if self._selector is not None:
                 self._assign_groups(keys)
@@ -181,6 +183,7 @@ class Trainer(gluon.Trainer):
             with open(prefix + ".trainer.json", "w") as f:
                 json.dump({"group_table": self.group_table, "compression": kv._compression.config,
                            "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
+                           "merge": self._merge, "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
                            "extra": extra}, f)
         kv.save_residuals("%s.rank%d.residuals" % (prefix, kv.rank))
         if self._update_on_kvstore:
@@ -194,9 +197,6 @@ class Trainer(gluon.Trainer):
 
         Returns the ``extra`` saved with it.
         """
-        if self._merge is not None:
-            raise RuntimeError("resuming a trainer with a merge plan is not supported yet (the plan is not in "
-                               "the checkpoint); resume without merge")
         with open(prefix + ".trainer.json") as f:
             state = json.load(f)
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
@@ -221,6 +221,9 @@ class Trainer(gluon.Trainer):
             self._kvstore.set_gradient_compression(compression)
             self.group_table = state["group_table"]
             self._selector.steps = self._selector.calibration_steps
+        plan = state.get("merge_plan")
+        if plan and state["merge"] == self._merge:
+            self._use_plan(merge_planner.Plan(**plan))
         self._kvstore.load_residuals("%s.rank%d.residuals" % (prefix, self._kvstore.rank))
         if self._update_on_kvstore:
             self._kvstore.load_optimizer_states(prefix + ".opt")
@@ -246,7 +249,7 @@ class Trainer(gluon.Trainer):
         return ready
 
     def _plan_merging(self, params):
-        """Measures, averages over the workers, plans; returns the groups of keys (a collective call)."""
+        """Measures, averages over the workers, plans; returns the plan (a collective call)."""
         kv = self._kvstore
         if isinstance(kv, DistSyncStore):
             kv.pull_each_message = self._pipeline
@@ -294,13 +297,22 @@ class Trainer(gluon.Trainer):
                   for p, b, r, e in zip(order, nbytes, mean[:k], mean[k:2 * k])]
         for a, b in zip(layers, layers[1:]):  # rounding in the average must not reorder them
             b.ready = max(a.ready, b.ready)
-        strategy = "fixed" if isinstance(self._merge, int) else self._merge
-        self.merge_plan = merge_planner.make_plan(strategy, layers, cost, bucket_bytes=self._merge)
+        plan = merge_planner.make_plan(self._merge_strategy, layers, cost, bucket_bytes=self._merge)
         if kv.rank == 0:
             print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message; %s"
-                  % (1e3 * cost.alpha, 1e9 * cost.beta, self.merge_plan.describe(layers)), flush=True)
-        key_of = {p.name: self._param2idx[p.name] for p in params}
-        return [[key_of[name] for name in g] for g in self.merge_plan.groups]
+                  % (1e3 * cost.alpha, 1e9 * cost.beta, plan.describe(layers)), flush=True)
+        return plan
+
+    @property
+    def _merge_strategy(self):
+        return "fixed" if isinstance(self._merge, int) else self._merge
+
+    def _use_plan(self, plan):
+        """Sends each group of ``plan`` as one message from now on (a collective call)."""
+        if isinstance(self._kvstore, DistSyncStore):
+            self._kvstore.pull_each_message = self._pipeline
+        self.merge_plan = plan
+        self._kvstore.regroup([[self._param2idx[name] for name in g] for g in plan.groups])
 
     def _assign_groups(self, keys):
         """Averages the calibration statistics over the workers, picks the groups, sets them everywhere."""

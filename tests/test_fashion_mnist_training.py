@@ -11,7 +11,8 @@ import mxnet as mx
 from dist.job import LAUNCH, ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
-QUICK = ["--limit", "1280", "--batch-size", "64", "--groups", "--calibration-steps", "5"]
+QUICK = ["--limit", "1280", "--batch-size", "64"]
+GROUPS = ["--groups", "--calibration-steps", "5"]
 
 
 def train(tmp_path, *args):
@@ -21,13 +22,15 @@ def train(tmp_path, *args):
     return proc
 
 
-def test_resumed_run_equals_uninterrupted_run(tmp_path):
+def resume_and_compare(tmp_path, *args):
+    """Trains 2 epochs at once, and 1 epoch then 1 more resumed from its checkpoint; the weights and every
+    worker's residuals (codec state) must end equal.  Returns the uninterrupted run's output, checkpoint
+    prefix and epoch log."""
     whole, first, resumed = (str(tmp_path / n) for n in ("whole", "first", "resumed"))
     log = str(tmp_path / "log.json")
-    proc = train(tmp_path, "--epochs", "2", "--checkpoint", whole, "--log", log)
-    assert "threshold groups after 5 calibration steps" in proc.stdout
-    train(tmp_path, "--epochs", "1", "--checkpoint", first)
-    train(tmp_path, "--epochs", "2", "--resume", first, "--checkpoint", resumed)
+    proc = train(tmp_path, "--epochs", "2", "--checkpoint", whole, "--log", log, *args)
+    train(tmp_path, "--epochs", "1", "--checkpoint", first, *args)
+    train(tmp_path, "--epochs", "2", "--resume", first, "--checkpoint", resumed, *args)
     a, b = mx.nd.load(whole + ".params"), mx.nd.load(resumed + ".params")
     assert sorted(a) == sorted(b)
     for name in a:
@@ -37,17 +40,37 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
             assert sorted(x.files) == sorted(y.files)
             for k in x.files:
                 np.testing.assert_array_equal(x[k], y[k])
+    with open(log) as f:
+        epochs = json.load(f)["epochs"]
+    assert len(epochs) == 2
+    return proc, whole, epochs
+
+
+def test_resumed_run_equals_uninterrupted_run(tmp_path):
+    proc, whole, epochs = resume_and_compare(tmp_path, *GROUPS)
+    assert "threshold groups after 5 calibration steps" in proc.stdout
+    assert all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
     with open(whole + ".trainer.json") as f:
         table = json.load(f)["group_table"]
     assert {row["group"] for row in table} <= {"small", "medium", "large"}
-    with open(log) as f:
-        epochs = json.load(f)["epochs"]
-    assert len(epochs) == 2 and all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
+
+
+def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
+    """The merge plan is in the checkpoint: the resumed run sends the same messages without profiling."""
+    proc, whole, epochs = resume_and_compare(tmp_path, "--compression", "layerwise_topk", "--density", "0.05",
+                                             "--merge", "dp")
+    assert 0 < epochs[1]["bytes_sent"] < 0.5 * epochs[1]["dense_push_bytes"]  # (the first has the probes)
+    with open(whole + ".trainer.json") as f:
+        plan = json.load(f)["merge_plan"]
+    assert plan["strategy"] == "dp" and plan["groups"] and "merge plan (dp)" in proc.stdout
+    resumed = train(tmp_path, "--epochs", "3", "--resume", whole, "--compression", "layerwise_topk",
+                    "--density", "0.05", "--merge", "dp")
+    assert "merge plan" not in resumed.stdout  # no new profiling: the saved plan is used
 
 
 def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
     log = str(tmp_path / "log.json")
-    proc = train(tmp_path, "--model", "resnet20", "--epochs", "1", "--log", log)
+    proc = train(tmp_path, "--model", "resnet20", "--epochs", "1", "--log", log, *GROUPS)
     assert "== report ==" in proc.stdout and "compression ratio of the sent traffic" in proc.stdout
     with open(log) as f:
         run = json.load(f)
