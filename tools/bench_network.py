@@ -210,7 +210,10 @@ def worker(args):
         kv = mxnet_gc.kvstore.create("horovod" if horovod else "dist_sync")
     net, shape, batch, batches = model_and_batches(args.model, kv.rank, kv.num_workers)
     net.initialize(mx.init.Xavier(magnitude=2))
-    net(mx.nd.zeros(shape))
+    # Shapes from a training-mode pass: an inference-mode one leaves convolution weights in MKL-DNN's
+    # layout, which MXNet's own dist store cannot init from ("init N first" on its server).
+    with autograd.train_mode():
+        net(mx.nd.zeros(shape))
     params = net.collect_params()
     optimizer = ("sgd", {"learning_rate": 0.01, "momentum": 0.9})
     if args.mode in ("none", "mxnet-2bit"):
