@@ -48,7 +48,9 @@ a training script (so that communication can overlap backward); compute, the med
 backward passes alone after the timed steps, and comm, the rest of the step time; the bytes each
 worker's interface sent and received during the timed steps (the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
 worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
-gradients (our codecs only; measured by this script before the first job, outside the cluster).  Beside each row, the wire bound: the
+gradients (our codecs only; measured by this script before the first job, outside the cluster); the
+whole machine's CPU busy fraction during rank 0's timed steps (every host shares this machine's cores:
+near 100%, a job is CPU-bound, and overlapping communication with backward cannot shorten it).  Beside each row, the wire bound: the
 server link's busier direction at the link rate, the least time a step's traffic needs on average
 (the other workers' traffic may spill over into rank 0's next step, so one step can be shorter).
 
@@ -195,6 +197,13 @@ def local_gradients(model):
     return [p.grad() for p in net.collect_params().values() if p.grad_req != "null"]
 
 
+def machine_ticks():
+    """(busy, all) CPU clock ticks of the whole machine so far (/proc/stat; the namespaces share it)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
 def worker(args):
     """One worker: trains, times, writes args.out/rank<r>.json."""
     import mxnet as mx
@@ -261,16 +270,17 @@ def worker(args):
         (trainer._profile_steps if base in SPARSE_MODES else 0)
     for i in range(warmup):
         step(i)
-    bytes0, cpu0, wall0 = interface_bytes(), time.process_time(), time.perf_counter()
+    bytes0, cpu0, wall0, machine0 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()
     totals = [step(warmup + i) for i in range(args.steps)]
-    bytes1, cpu1, wall1 = interface_bytes(), time.process_time(), time.perf_counter()
+    bytes1, cpu1, wall1, machine1 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()
     compute_s = statistics.median(compute(i) for i in range(COMPUTE_STEPS))
     result = {"rank": kv.rank, "parameters": sum(p.data().size for p in trained), "step_s": totals,
               "window_s": wall1 - wall0, "compute_s": compute_s,
               "comm_s": max(0.0, statistics.median(totals) - compute_s),
               "sent_per_step": (bytes1[0] - bytes0[0]) / args.steps,
               "received_per_step": (bytes1[1] - bytes0[1]) / args.steps,
-              "cpu_per_step": (cpu1 - cpu0) / args.steps}
+              "cpu_per_step": (cpu1 - cpu0) / args.steps,
+              "machine_busy": (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])}
     with open(os.path.join(args.out, "rank%d.json" % kv.rank), "w") as f:
         json.dump(result, f)
 
@@ -355,6 +365,7 @@ def run(model, mode, rate, workers, args, tag):
             "worker0_received_mb_per_step": r0["received_per_step"] / 1e6,
             "wire_bound_ms": 1e3 * wire, "codec_ms": None if codec is None else 1e3 * codec,
             "worker_cpu_ms_per_step": 1e3 * statistics.mean(r["cpu_per_step"] for r in ranks),
+            "machine_cpu_busy": r0["machine_busy"],
             "cpu_s_scheduler": cpu.get(("scheduler", 0)), "cpu_s_server": cpu.get(("server", 0)),
             "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)) if cpu else None,
             "job_mb_sent_server": job_mb("server", 0), "job_mb_received_server": job_mb("server", 1),
@@ -368,14 +379,15 @@ def fmt(value, digits=0):
 
 def table(rows):
     lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
-             "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) | machine CPU busy |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s |" % (
+        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
             r["model"], r["workers"], r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
             fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
             r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
-            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1)))
+            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1),
+            "–" if r.get("machine_cpu_busy") is None else "%.0f%%" % (100 * r["machine_cpu_busy"])))
     return "\n".join(lines)
 
 
