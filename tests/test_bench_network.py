@@ -38,6 +38,11 @@ def test_small_benchmark_run(tmp_path):
         check_wire_bounds(r)
         assert float(r["step_ms_min"]) <= float(r["step_ms"]) <= float(r["step_ms_max"])
         assert float(r["cpu_s_server"]) > 0 and float(r["worker_cpu_ms_per_step"]) > 0
+        # the machine was busy at least with a worker's own CPU time (ticks are 10 ms: half of it, safely)
+        busy = float(r["machine_cpu_busy"])
+        assert 0 < busy <= 1
+        machine_ms = busy * os.cpu_count() * float(r["timed_window_ms"])
+        assert machine_ms >= 0.5 * float(r["worker_cpu_ms_per_step"]) * int(r["timed_steps"])
         # the server receives both workers' pushes: at least 4 bits per parameter each for 4bit
         per_value = {"none": 4.0, "4bit": 0.5, "topk-pipelined": 0.01 * 8}[r["mode"]]  # top-k: 1%, index + value
         assert float(r["server_in_mb_per_step"]) * 1e6 >= 2 * per_value * int(r["parameters"])
