@@ -1,15 +1,16 @@
 #!/usr/bin/env python
 """A timeline of one training step with layer-wise sparsification, pipelined and not (MXNet's profiler).
 
-    .venv/bin/python tools/profile_pipeline.py [--rate 1gbit] [--plot docs/pipeline_timeline.png]
+    .venv/bin/python tools/profile_pipeline.py [--rate 1gbit] [--model mlp10m] [--plot docs/pipeline_timeline.png]
 
-Runs two jobs of 2 workers and 1 server on tools/netns_cluster.py's shaped hosts, training the
-10M-parameter MLP of tools/bench_network.py with 'layerwise_topk' (density 0.01, sparse pulls) and a
-DP merge plan: one with ``pipeline=True``, one with ``pipeline=False``.  Rank 0 records one step
+Runs two jobs of 2 workers and 1 server on tools/netns_cluster.py's shaped hosts, training a model of
+tools/bench_network.py (default: the 10M-parameter MLP) with 'layerwise_topk' (density 0.01, sparse
+pulls) and a DP merge plan: one with ``pipeline=True``, one with ``pipeline=False``.  Rank 0 records one step
 after the plan is in place with MXNet's profiler (backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0,
 so each layer's gradient is its own engine operation; two engine worker threads, so that a message
 can be encoded while backward goes on) and the script draws, per job, when the
-engine ran backward, the sparsifier (mxgc_topk_encode), the pushes, the pulls and the decoding.
+engine ran backward, the sparsifier (mxgc_topk_encode), the pushes, the workers' barriers (the
+store's wait for every worker's push of a message; rank 0's Python thread), the pulls and the decoding.
 It prints how much of the communication started before backward ended.  Needs root.
 """
 import argparse
@@ -23,7 +24,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import netns_cluster  # noqa: E402
 
 LANES = [("backward", lambda n: n.startswith("_backward")), ("encode", lambda n: n == "mxgc_topk_encode"),
-         ("push", lambda n: n == "KVStoreDistDefaultPush"), ("pull", lambda n: "Pull" in n),
+         ("push", lambda n: n == "KVStoreDistDefaultPush"), ("barrier", lambda n: n == "barrier"),
+         ("pull", lambda n: "Pull" in n),
          ("decode", lambda n: n.startswith("mxgc_topk_decode"))]
 
 
@@ -34,7 +36,16 @@ def worker(args):
     import bench_network
 
     kv = mxnet_gc.kvstore.create("dist_sync")
-    net, shape, batch, batches = bench_network.model_and_batches("mlp10m", kv.rank, kv.num_workers)
+    barrier, domain = kv._kv._barrier, mx.profiler.Domain("mxnet_gc")
+
+    def traced_barrier():  # a profiler task around each of the store's barriers
+        task = mx.profiler.Task(domain, "barrier")
+        task.start()
+        barrier()
+        task.stop()
+
+    kv._kv._barrier = traced_barrier
+    net, shape, batch, batches = bench_network.model_and_batches(args.model, kv.rank, kv.num_workers)
     net.initialize(mx.init.Xavier(magnitude=2))
     net(mx.nd.zeros(shape))
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01}, kvstore=kv,
@@ -65,7 +76,7 @@ def worker(args):
 def spans(trace_path):
     """{lane: [(start ms, end ms)]} of the profiled step, times from the first backward operation."""
     with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "operator"]
+        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") in ("operator", "mxnet_gc")]
     open_at, found = {}, {lane: [] for lane, _ in LANES}
     for e in sorted(events, key=lambda e: e["ts"]):
         lane = next((name for name, match in LANES if match(e["name"])), None)
@@ -109,6 +120,7 @@ def plot(results, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", default="1gbit")
+    parser.add_argument("--model", default="mlp10m", help="a model of tools/bench_network.py")
     parser.add_argument("--engine-threads", type=int, default=2,
                         help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default is 1: then the encoding "
                              "waits behind backward on the one engine thread)")
@@ -126,13 +138,14 @@ def main():
             code, _ = netns_cluster.run_job(4, args.rate, [
                 "-n", "2", "-s", "1", "--timeout", "600", "--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0",
                 "--env", "MXNET_CPU_WORKER_NTHREADS=%d" % args.engine_threads,
-                sys.executable, os.path.abspath(__file__), "--worker", "--pipeline", str(pipeline), "--out", trace])
+                sys.executable, os.path.abspath(__file__), "--worker", "--pipeline", str(pipeline), "--out", trace,
+                "--model", args.model])
             if code != 0:
                 raise SystemExit("profile_pipeline.py: the job failed (exit %d)" % code)
             lanes = spans(trace)
             backward_end, first_push, encoded = summary(lanes)
-            title = "pipeline=%s, %s, %d engine thread(s): backward ends at %.1f ms, first push at %.1f ms" % (
-                bool(pipeline), args.rate, args.engine_threads, backward_end, first_push)
+            title = "%s, pipeline=%s, %s, %d engine thread(s): backward ends at %.1f ms, first push at %.1f ms" % (
+                args.model, bool(pipeline), args.rate, args.engine_threads, backward_end, first_push)
             print("%s; %.1f ms of sparsification done before backward ended" % (title, encoded))
             results.append((title, lanes))
     plot(results, args.plot)

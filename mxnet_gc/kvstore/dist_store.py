@@ -48,6 +48,13 @@ def _exit_at_once_on_error():
     sys.excepthook = hook
 
 
+def _private(arrays, key, shape):
+    """``arrays[key]``, made (zeros of ``shape``) the first time."""
+    if key not in arrays:
+        arrays[key] = mx.nd.zeros(shape)
+    return arrays[key]
+
+
 def _wait_to_write(array):
     """Waits until every pending read of ``array`` (such as a push sending it) has finished."""
     check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
@@ -271,8 +278,7 @@ class DistSyncStore(KVStoreBase):
         # weight arrays, which cannot be written through a flat view.  Summed gradients are pulled
         # straight into the outputs (MXNet writes weight gradients in its default layout).
         staged = self._optimizer_on_servers or not pushed
-        dests = {k: self._staging.setdefault(k, mx.nd.zeros(self._shapes[k])) if staged else t[0]
-                 for k, t in targets.items()}
+        dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
         if self.pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
             stages = [([array], [m for m in messages if m is sent]) for sent, array in pushed]
@@ -296,7 +302,7 @@ class DistSyncStore(KVStoreBase):
             else:
                 # ... and here through a one-value copy of what it wrote, not through the output, which
                 # backward may already be writing again.
-                token = self._tokens.setdefault(k, mx.nd.zeros(1))
+                token = _private(self._tokens, k, (1,))
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
 
