@@ -31,7 +31,10 @@ engine's dependencies; ``pipeline=False`` waits for every gradient first.  With 
 parameter server, pipelining also pulls each message as soon as every worker's push of it is summed
 (``DistSyncStore.pull_each_message``: one barrier per message, which the probes then include).  MXNet
 runs backward in bulks of operations unless MXNET_EXEC_BULK_EXEC_TRAIN=0 is set before its first
-operation: then gradients become ready together and there is little to overlap (the trainer warns).
+operation: then gradients become ready together and there is little to overlap.  And every operator of
+a library (such as mxnet_gc's encoders) holds one of MXNet's few temporary-space resources, used in the
+order operators were issued: an encode would wait for the end of backward unless MXNET_CPU_TEMP_COPY is
+raised (to 64) before MXNet starts.  The trainer warns about both.
 """
 import dataclasses
 import json
@@ -62,6 +65,30 @@ PROBE_REPEATS = 3
 DEFAULT_BUCKET_SIZE = 262144  # values (1 MiB of float32)
 
 
+PIPELINE_TEMP_COPIES = 64
+
+
+def pipelining_problems(environ):
+    """What in these environment variables keeps communication from overlapping backward (messages).
+
+    MXNet reads them when it starts, so they must be set before its first operation.
+    """
+    problems = []
+    if environ.get("MXNET_EXEC_BULK_EXEC_TRAIN") != "0":
+        problems.append("MXNet runs backward in bulks of operations, so gradients become ready together and "
+                        "pipelining overlaps little: set MXNET_EXEC_BULK_EXEC_TRAIN=0 before the first MXNet "
+                        "operation")
+    copies = environ.get("MXNET_CPU_TEMP_COPY", "4")
+    if not copies.isdigit() or int(copies) < PIPELINE_TEMP_COPIES:
+        problems.append("every mxnet_gc operator holds one of MXNet's MXNET_CPU_TEMP_COPY temporary-space "
+                        "resources (%s), which operators take in turn and use in the order they were issued: "
+                        "an encode issued after backward then waits for a backward operator that holds the same "
+                        "one, and pipelining overlaps little: set MXNET_CPU_TEMP_COPY=%d (more than the "
+                        "operators of one step that use temporary space) before the first MXNet operation"
+                        % (copies, PIPELINE_TEMP_COPIES))
+    return problems
+
+
 class Trainer(gluon.Trainer):
     """gluon.Trainer with mxnet_gc's compressed dist store."""
 
@@ -86,10 +113,9 @@ class Trainer(gluon.Trainer):
         if not isinstance(profile_steps, int) or isinstance(profile_steps, bool) or profile_steps < 1:
             raise ValueError("profile_steps must be an int >= 1, got %r" % (profile_steps,))
         self._merge, self._pipeline, self._profile_steps = merge, bool(pipeline), profile_steps
-        if merge is not None and pipeline and os.environ.get("MXNET_EXEC_BULK_EXEC_TRAIN") != "0":
-            warnings.warn("MXNet runs backward in bulks of operations, so gradients become ready together and "
-                          "pipelining overlaps little: set MXNET_EXEC_BULK_EXEC_TRAIN=0 before the first MXNet "
-                          "operation", stacklevel=2)
+        if merge is not None and pipeline:
+            for problem in pipelining_problems(os.environ):
+                warnings.warn(problem, stacklevel=2)
         self._ready_samples = []
         self.merge_plan = None
         self._step_started = None

@@ -76,3 +76,15 @@ def test_bad_merge_option():
         mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore=mx.kv.create("local"), merge="best")
     with pytest.raises(ValueError, match="merge needs one of mxnet_gc's stores"):
         mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore=mx.kv.create("local"), merge="dp")
+
+
+def test_pipelining_environment():
+    """The trainer names each MXNet setting that would keep a pipelined plan from overlapping backward."""
+    from mxnet_gc.gluon import pipelining_problems
+
+    assert pipelining_problems({"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_CPU_TEMP_COPY": "64"}) == []
+    problems = pipelining_problems({})
+    assert len(problems) == 2
+    assert "MXNET_EXEC_BULK_EXEC_TRAIN=0" in problems[0] and "MXNET_CPU_TEMP_COPY=64" in problems[1]
+    assert "(4)" in problems[1]  # MXNet's default
+    assert pipelining_problems({"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_CPU_TEMP_COPY": "8"})[0].count("(8)") == 1

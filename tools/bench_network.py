@@ -29,8 +29,9 @@ and one of these modes:
                  then runs on the workers, in the others on the servers)
 
 and the layer-wise sparsification modes (``--modes`` names them; 'layerwise_topk', density 0.01,
-sparse pulls, optimizer on the workers, backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0, and two engine
-worker threads, MXNET_CPU_WORKER_NTHREADS=2, so that encoding can run beside backward):
+sparse pulls, optimizer on the workers, backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0, two engine
+worker threads, MXNET_CPU_WORKER_NTHREADS=2, and MXNET_CPU_TEMP_COPY=64, so that encoding can run beside
+backward; see mxnet_gc/gluon.py):
 
     topk-layerwise  every layer its own message, sent after the whole backward
     topk-one        one message for all layers
@@ -73,6 +74,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import launch  # noqa: E402
 import netns_cluster  # noqa: E402
+from mxnet_gc.gluon import PIPELINE_TEMP_COPIES  # noqa: E402
 
 RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bit-cpull"]
@@ -300,7 +302,8 @@ def run(model, mode, rate, workers, args, tag):
     # machine in every process would mostly spin against each other.
     env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if horovod else 2))))
     if base in SPARSE_MODES:  # each gradient its own engine operation; a second engine thread to encode on
-        env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
+        env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2",
+                   MXNET_CPU_TEMP_COPY=str(PIPELINE_TEMP_COPIES))
     with tempfile.TemporaryDirectory() as out:
         report = os.path.join(out, "launch.json")
         if horovod:
