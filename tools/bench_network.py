@@ -44,16 +44,17 @@ them the busiest link is a worker's (the most any worker sent or received), and 
 CPU report.
 
 Measured per job: rank 0's step time (median, min, max over the timed steps after warm-up), from the
-forward pass until the new parameters are ready, with trainer.step called right after backward as in
-a training script (so that communication can overlap backward); compute, the median of 3 forward +
+forward pass until the new parameters are ready, with trainer.step called right after backward as in a
+training script (so that communication can overlap backward); compute, the median of 3 forward +
 backward passes alone after the timed steps, and comm, the rest of the step time; the bytes each
-worker's interface sent and received during the timed steps (the server's link carries their sum); each process's CPU time (tools/launch.py --report) and each
-worker's CPU time per timed step; the encode and decode time of the mode's codec on this model's
-gradients (our codecs only; measured by this script before the first job, outside the cluster); the
-whole machine's CPU busy fraction during rank 0's timed steps (every host shares this machine's cores:
-near 100%, a job is CPU-bound, and overlapping communication with backward cannot shorten it).  Beside each row, the wire bound: the
-server link's busier direction at the link rate, the least time a step's traffic needs on average
-(the other workers' traffic may spill over into rank 0's next step, so one step can be shorter).
+worker's interface sent and received during the timed steps (the server's link carries their sum); each
+process's CPU time (tools/launch.py --report) and each worker's CPU time per timed step; the encode and
+decode time of the mode's codec on this model's gradients (our codecs only; measured by this script
+before the first job, outside the cluster); the whole machine's CPU busy fraction during rank 0's timed
+steps (every host shares this machine's cores: near 100%, a job is CPU-bound, and overlapping
+communication with backward cannot shorten it). Beside each row, the wire bound: the server link's
+busier direction at the link rate, the least time a step's traffic needs on average (the other workers'
+traffic may spill over into rank 0's next step, so one step can be shorter).
 
 Writes the rows to --csv, a plot to --plot and the tables to --markdown (replacing the part between
 the benchmark's markers in docs/performance.md).  Checks at the end that no namespace and no process
