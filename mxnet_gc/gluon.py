@@ -209,7 +209,8 @@ class Trainer(gluon.Trainer):
             with open(prefix + ".trainer.json", "w") as f:
                 json.dump({"group_table": self.group_table, "compression": kv._compression.config,
                            "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
-                           "merge": self._merge, "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
+                           "merge": self._merge,
+                           "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
                            "extra": extra}, f)
         kv.save_residuals("%s.rank%d.residuals" % (prefix, kv.rank))
         if self._update_on_kvstore:
@@ -323,15 +324,12 @@ class Trainer(gluon.Trainer):
                   for p, b, r, e in zip(order, nbytes, mean[:k], mean[k:2 * k])]
         for a, b in zip(layers, layers[1:]):  # rounding in the average must not reorder them
             b.ready = max(a.ready, b.ready)
-        plan = merge_planner.make_plan(self._merge_strategy, layers, cost, bucket_bytes=self._merge)
+        strategy = "fixed" if isinstance(self._merge, int) else self._merge
+        plan = merge_planner.make_plan(strategy, layers, cost, bucket_bytes=self._merge)
         if kv.rank == 0:
             print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message; %s"
                   % (1e3 * cost.alpha, 1e9 * cost.beta, plan.describe(layers)), flush=True)
         return plan
-
-    @property
-    def _merge_strategy(self):
-        return "fixed" if isinstance(self._merge, int) else self._merge
 
     def _use_plan(self, plan):
         """Sends each group of ``plan`` as one message from now on (a collective call)."""
