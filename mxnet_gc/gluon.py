@@ -58,7 +58,7 @@ OUR_STORES = (DistSyncStore, HorovodStore)
 STATS_KEY = "__mxgc_grad_rms__"
 MERGE_KEY = "__mxgc_merge_profile__"
 PROBE_SIZES = (1, 4096, 65536, 262144)  # float32 values of the transport probes
-PROBE_MESSAGES = 8  # messages of one size pushed and pulled together: their mean time is one message's cost
+PROBE_MESSAGES = 8  # messages of one size per probe: their mean time is one message's cost
 PROBE_REPEATS = 3
 
 
@@ -308,9 +308,7 @@ class Trainer(gluon.Trainer):
             times = []
             for _ in range(PROBE_REPEATS + 1):
                 start = time.perf_counter()
-                kv.push(keys, values)
-                kv.pull(keys, out=values)
-                mx.nd.waitall()
+                self._probe(keys, values)
                 times.append((time.perf_counter() - start) / PROBE_MESSAGES)
             probes.append(statistics.median(times[1:]))
         local = mx.nd.array(ready + encode + probes)
@@ -330,6 +328,16 @@ class Trainer(gluon.Trainer):
             print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message; %s"
                   % (1e3 * cost.alpha, 1e9 * cost.beta, plan.describe(layers)), flush=True)
         return plan
+
+    def _probe(self, keys, values):
+        """Sends the probe messages the way the plan's messages will go: pipelined, one at a time (each
+        then pays its own barrier on the parameter server, its own negotiation on Horovod); otherwise in
+        one push and one pull (where a message costs what it adds to that round)."""
+        batches = [([k], [v]) for k, v in zip(keys, values)] if self._pipeline else [(keys, values)]
+        for batch_keys, batch_values in batches:
+            self._kvstore.push(batch_keys, batch_values)
+            self._kvstore.pull(batch_keys, out=batch_values)
+            mx.nd.waitall()
 
     def _use_plan(self, plan):
         """Sends each group of ``plan`` as one message from now on (a collective call)."""

@@ -3,6 +3,7 @@
 
     .venv/bin/python tools/bench_network.py                 # the whole benchmark (about 40 minutes, root)
     .venv/bin/python tools/bench_network.py --models fmnist-cnn --modes none 4bit --rates 1gbit --workers 2
+    .venv/bin/python tools/bench_network.py ... --repeats 3   # every job 3 times, in rounds, pooled
 
 Every job runs on its own hosts made by tools/netns_cluster.py (scheduler, 1 server and W workers,
 each a network namespace whose link is shaped to the rate in both directions), started through
@@ -361,7 +362,8 @@ def run(model, mode, rate, workers, args, tag):
 
     return {"model": model, "mode": mode, "rate": rate, "workers": workers, "parameters": r0["parameters"],
             "step_ms": 1e3 * statistics.median(r0["step_s"]), "step_ms_min": 1e3 * min(r0["step_s"]),
-            "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]),
+            "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]), "runs": 1,
+            "steps_ms": [1e3 * s for s in r0["step_s"]],
             "timed_window_ms": 1e3 * r0["window_s"],
             "compute_ms": 1e3 * r0["compute_s"], "comm_ms": 1e3 * r0["comm_s"],
             "server_in_mb_per_step": server_in / 1e6, "server_out_mb_per_step": server_out / 1e6,
@@ -375,6 +377,17 @@ def run(model, mode, rate, workers, args, tag):
             "job_mb_sent_server": job_mb("server", 0), "job_mb_received_server": job_mb("server", 1),
             "job_mb_sent_scheduler": job_mb("scheduler", 0),
             "job_mb_sent_worker_mean": job_mb("worker", 0), "job_mb_received_worker_mean": job_mb("worker", 1)}
+
+
+def pool(runs):
+    """One row for several runs of one job: step statistics over all their timed steps, the median of
+    every other measurement."""
+    row = {name: statistics.median(r[name] for r in runs) if isinstance(value, float) else value
+           for name, value in runs[0].items()}
+    steps = [ms for r in runs for ms in r["steps_ms"]]
+    row.update(step_ms=statistics.median(steps), step_ms_min=min(steps), step_ms_max=max(steps),
+               timed_steps=len(steps), runs=len(runs), steps_ms=steps)
+    return row
 
 
 def fmt(value, digits=0):
@@ -478,6 +491,7 @@ def main():
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    parser.add_argument("--repeats", type=int, default=1, help="run every job this many times, in rounds, and pool")
     parser.add_argument("--job-timeout", type=int, default=1800, help="seconds before a job is ended")
     parser.add_argument("--csv", help="write the rows here")
     parser.add_argument("--plot", help="write the plot here (.png)")
@@ -491,6 +505,8 @@ def main():
     args = parser.parse_args()
     if args.worker:
         return worker(args)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
 
     def interrupted(signum, _frame):
         raise KeyboardInterrupt("signal %d" % signum)
@@ -498,36 +514,47 @@ def main():
     signal.signal(signal.SIGTERM, interrupted)
     tag = "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex
     command = " ".join(["tools/bench_network.py"] + sys.argv[1:])
-    rows, started = [], time.time()
+    started = time.time()
     for model in args.models:  # before any job, while nothing else runs
         gradients = local_gradients(model)
         for mode in args.modes:
             CODEC_SECONDS[model, mode] = codec_times(mode, gradients)
+    jobs = [(model, mode, rate, workers) for model in args.models for workers in args.workers
+            for rate in args.rates for mode in args.modes]
+    runs = []  # one list of rows per repeat, in the order of jobs
     try:
-        for model in args.models:
-            for workers in args.workers:
-                for rate in args.rates:
-                    for mode in args.modes:
-                        rows.append(run(model, mode, rate, workers, args, tag))
-                        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        for _ in range(args.repeats):  # every job once, then again: the runs of a job are spread in time
+            runs.append([])
+            for job in jobs:
+                runs[-1].append(run(*job, args, tag))
+                print(table(runs[-1][-1:]).splitlines()[-1], flush=True)
     finally:
         left = launch.processes_with_env(tag)
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         namespaces = netns_cluster.leftovers()
         print("left behind: %d processes, namespaces %s" % (len(left), namespaces or "none"), flush=True)
-    found = targets(rows)
+    rows = [pool(list(same)) for same in zip(*runs)]
+    each = [{what: ratio for what, ratio, _, _ in targets(rows_of_run)} for rows_of_run in runs]
     text = ["Command: `.venv/bin/python %s` (%s, %.0f minutes, %s cores)" % (
-                command, time.strftime("%Y-%m-%d"), (time.time() - started) / 60, os.cpu_count()), "",
-            table(rows), "", "Targets, each a ratio of two rows above:", "",
-            "| | ratio | target | met |", "|---|---:|---:|---|"]
-    text += ["| %s | %.2f | %s | %s |" % (what, ratio, goal, "yes" if ok else "**no**") for what, ratio, goal, ok in found]
+                command, time.strftime("%Y-%m-%d"), (time.time() - started) / 60, os.cpu_count()), ""]
+    if args.repeats > 1:
+        text += ["Each job ran %d times, one after the other's whole round; a row gives the median, minimum and "
+                 "maximum over all %d runs' timed steps, and the median of the runs' other columns.  A target's "
+                 "ratio is of those medians; 'each run' gives the ratio within every round." % (
+                     args.repeats, args.repeats), ""]
+    text += [table(rows), "", "Targets, each a ratio of two rows above:", "",
+             "| | ratio |%s target | met |" % (" each run |" if args.repeats > 1 else ""),
+             "|---|---:|%s---:|---|" % ("---|" if args.repeats > 1 else "")]
+    for what, ratio, goal, ok in targets(rows):
+        runs_column = " %s |" % " ".join("%.2f" % e[what] for e in each) if args.repeats > 1 else ""
+        text.append("| %s | %.2f |%s %s | %s |" % (what, ratio, runs_column, goal, "yes" if ok else "**no**"))
     print("\n".join(text[2:]))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"])) for r in rows)
     if args.plot:
         plot(rows, args.plot)
         text += ["", "![step times](%s)" % os.path.basename(args.plot)]
