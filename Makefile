@@ -50,25 +50,27 @@ bench-network: install data
 	$(PY) tools/bench_network.py --csv docs/bench_network.csv --plot docs/bench_network.png \
 		--markdown docs/performance.md
 
-# Layer-wise sparsification on the same harness (root; about 50 minutes): dense against layer-wise,
-# one-bucket, merged and merged+pipelined top-k on two models (mlp10m: few large layers; mlp-deep: 34
-# tensors), on the parameter server, then on Horovod; rewrites its sections of
-# docs/layerwise_sparsification.md.
+# Layer-wise sparsification on the same harness (root; about 2 hours on 2 cores): layer-wise, one-bucket,
+# merged and merged+pipelined top-k on cnn-fc (the communication-heavy model: convolutions under a 10.7M-
+# parameter head), on the parameter server and on Horovod, then on the MLPs on Horovod (mlp10m: few large
+# layers; mlp-deep: 34 tensors); then uncompressed against merged+pipelined at 1 Gbit/s.  Every job runs 3
+# times (in rounds) and its row pools them.  Rewrites its sections of docs/layerwise_sparsification.md.
 SPARSE_MODES = topk-layerwise topk-one topk-merged topk-pipelined
+SPARSE_RUN = $(PY) tools/bench_network.py --rates 100mbit 1gbit --workers 2 4 --steps 8 --repeats 3 \
+	--markdown docs/layerwise_sparsification.md
 bench-sparse: install
-	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes none $(SPARSE_MODES) --rates 100mbit 1gbit \
-		--steps 8 --csv docs/bench_sparse.csv --plot docs/bench_sparse.png \
-		--markdown docs/layerwise_sparsification.md --section sparse
-	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-gc-none $(addprefix hvd-,$(SPARSE_MODES)) \
-		--rates 100mbit 1gbit --steps 8 --csv docs/bench_sparse_horovod.csv --plot docs/bench_sparse_horovod.png \
-		--markdown docs/layerwise_sparsification.md --section sparse-horovod
-	$(PY) tools/bench_network.py --models cnn-fc --modes none $(SPARSE_MODES) --rates 100mbit 1gbit --steps 8 \
-		--csv docs/bench_sparse_cnnfc.csv --plot docs/bench_sparse_cnnfc.png \
-		--markdown docs/layerwise_sparsification.md --section sparse-cnn-fc
-	$(PY) tools/bench_network.py --models cnn-fc --modes hvd-gc-none $(addprefix hvd-,$(SPARSE_MODES)) \
-		--rates 100mbit 1gbit --steps 8 --csv docs/bench_sparse_cnnfc_horovod.csv \
-		--plot docs/bench_sparse_cnnfc_horovod.png --markdown docs/layerwise_sparsification.md \
-		--section sparse-cnn-fc-horovod
+	$(SPARSE_RUN) --models cnn-fc --modes $(SPARSE_MODES) --csv docs/bench_sparse_cnnfc_repeats.csv \
+		--plot docs/bench_sparse_cnnfc_repeats.png --section sparse-cnn-fc-repeats
+	$(SPARSE_RUN) --models cnn-fc --modes $(addprefix hvd-,$(SPARSE_MODES)) \
+		--csv docs/bench_sparse_cnnfc_horovod_repeats.csv --plot docs/bench_sparse_cnnfc_horovod_repeats.png \
+		--section sparse-cnn-fc-horovod-repeats
+	$(SPARSE_RUN) --models mlp10m mlp-deep --modes $(addprefix hvd-,$(SPARSE_MODES)) \
+		--csv docs/bench_sparse_mlp_horovod_repeats.csv \
+		--plot docs/bench_sparse_mlp_horovod_repeats.png --section sparse-mlp-horovod-repeats
+	$(PY) tools/bench_network.py --models cnn-fc --modes none topk-pipelined hvd-gc-none hvd-topk-pipelined \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_dense_repeats.csv \
+		--plot docs/bench_sparse_dense_repeats.png --markdown docs/layerwise_sparsification.md \
+		--section sparse-dense-repeats
 
 clean:
 	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so

@@ -539,9 +539,9 @@ def main():
     text = ["Command: `.venv/bin/python %s` (%s, %.0f minutes, %s cores)" % (
                 command, time.strftime("%Y-%m-%d"), (time.time() - started) / 60, os.cpu_count()), ""]
     if args.repeats > 1:
-        text += ["Each job ran %d times, one after the other's whole round; a row gives the median, minimum and "
-                 "maximum over all %d runs' timed steps, and the median of the runs' other columns.  A target's "
-                 "ratio is of those medians; 'each run' gives the ratio within every round." % (
+        text += ["Each job ran %d times, in rounds (every job once, then every job again); a row gives the median, "
+                 "minimum and maximum over all %d runs' timed steps, and the median of the runs' other columns.  A "
+                 "target's ratio is of those medians; 'each run' gives the ratio within each round." % (
                      args.repeats, args.repeats), ""]
     text += [table(rows), "", "Targets, each a ratio of two rows above:", "",
              "| | ratio |%s target | met |" % (" each run |" if args.repeats > 1 else ""),
