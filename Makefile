@@ -52,9 +52,10 @@ bench-network: install data
 
 # Layer-wise sparsification on the same harness (root; about 2 hours on 2 cores): layer-wise, one-bucket,
 # merged and merged+pipelined top-k on cnn-fc (the communication-heavy model: convolutions under a 10.7M-
-# parameter head), on the parameter server and on Horovod, then on the MLPs on Horovod (mlp10m: few large
-# layers; mlp-deep: 34 tensors); then uncompressed against merged+pipelined at 1 Gbit/s.  Every job runs 3
-# times (in rounds) and its row pools them.  Rewrites its sections of docs/layerwise_sparsification.md.
+# parameter head), on the parameter server and on Horovod; the many-layer MLP (mlp-deep: 34 tensors) on the
+# parameter server; both MLPs (mlp10m: few large layers) on Horovod; then uncompressed against
+# merged+pipelined at 1 Gbit/s.  Every job runs 3 times (in rounds) and its row pools them.  Rewrites its
+# sections of docs/layerwise_sparsification.md.
 SPARSE_MODES = topk-layerwise topk-one topk-merged topk-pipelined
 SPARSE_RUN = $(PY) tools/bench_network.py --rates 100mbit 1gbit --workers 2 4 --steps 8 --repeats 3 \
 	--markdown docs/layerwise_sparsification.md
@@ -64,6 +65,8 @@ bench-sparse: install
 	$(SPARSE_RUN) --models cnn-fc --modes $(addprefix hvd-,$(SPARSE_MODES)) \
 		--csv docs/bench_sparse_cnnfc_horovod_repeats.csv --plot docs/bench_sparse_cnnfc_horovod_repeats.png \
 		--section sparse-cnn-fc-horovod-repeats
+	$(SPARSE_RUN) --models mlp-deep --modes topk-layerwise topk-one topk-pipelined \
+		--csv docs/bench_sparse_deep_repeats.csv --plot docs/bench_sparse_deep_repeats.png --section sparse-deep-repeats
 	$(SPARSE_RUN) --models mlp10m mlp-deep --modes $(addprefix hvd-,$(SPARSE_MODES)) \
 		--csv docs/bench_sparse_mlp_horovod_repeats.csv \
 		--plot docs/bench_sparse_mlp_horovod_repeats.png --section sparse-mlp-horovod-repeats
