@@ -38,6 +38,8 @@ backward; see mxnet_gc/gluon.py):
     topk-one        one message for all layers
     topk-merged     the DP merge plan, sent after the whole backward
     topk-pipelined  the DP merge plan, each message sent as soon as its gradients are ready
+    topk-fixed      consecutive layers filled into messages of at least --bucket-bytes payload bytes
+                    (the last may be smaller), each sent as soon as its gradients are ready
 
 ``hvd-gc-none`` and ``hvd-topk-*`` run the same on mxnet_gc's horovod store (allreduce when dense,
 allgather of the payloads when sparse), W hosts, started by ``horovodrun --gloo`` on the first.  For
@@ -53,7 +55,8 @@ process's CPU time (tools/launch.py --report) and each worker's CPU time per tim
 decode time of the mode's codec on this model's gradients (our codecs only; measured by this script
 before the first job, outside the cluster); the whole machine's CPU busy fraction during rank 0's timed
 steps (every host shares this machine's cores: near 100%, a job is CPU-bound, and overlapping
-communication with backward cannot shorten it). Beside each row, the wire bound: the server link's
+communication with backward cannot shorten it), and the part of it spent in the kernel, where the
+emulated links move and shape the packets (on real hosts, work of the network cards and the switches). Beside each row, the wire bound: the server link's
 busier direction at the link rate, the least time a step's traffic needs on average (the other workers'
 traffic may spill over into rank 0's next step, so one step can be shorter).
 
@@ -82,7 +85,7 @@ RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bit-cpull"]
 TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True}
 SPARSE_MODES = {"topk-layerwise": ("layerwise", False), "topk-one": ("one", True), "topk-merged": ("dp", False),
-                "topk-pipelined": ("dp", True)}  # mode -> (merge plan, pipeline)
+                "topk-pipelined": ("dp", True), "topk-fixed": ("fixed", True)}  # mode -> (merge plan, pipeline)
 HOROVOD = "hvd-"  # prefix: the same mode on mxnet_gc's horovod store, started by horovodrun
 HOROVOD_MODES = [HOROVOD + m for m in ["gc-none"] + list(SPARSE_MODES)]
 MODELS = ["mlp10m", "mlp-deep", "fmnist-cnn", "cnn-fc"]
@@ -202,10 +205,11 @@ def local_gradients(model):
 
 
 def machine_ticks():
-    """(busy, all) CPU clock ticks of the whole machine so far (/proc/stat; the namespaces share it)."""
+    """(busy, all, kernel) CPU clock ticks of the whole machine so far (/proc/stat; the namespaces share
+    it).  Kernel: system, irq and softirq time, where the emulated links' packets are moved and shaped."""
     with open("/proc/stat") as f:
         ticks = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks), ticks[2] + ticks[5] + ticks[6]
 
 
 def worker(args):
@@ -237,6 +241,7 @@ def worker(args):
     else:
         groups = args.mode == "4bit-groups"
         merge, pipeline = SPARSE_MODES.get(base, (None, True))
+        merge = args.bucket_bytes if merge == "fixed" else merge
         trainer = mxnet_gc.gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=compression,
                                          threshold_groups="auto" if groups else None,
                                          calibration_steps=CALIBRATION_STEPS,
@@ -284,7 +289,8 @@ def worker(args):
               "sent_per_step": (bytes1[0] - bytes0[0]) / args.steps,
               "received_per_step": (bytes1[1] - bytes0[1]) / args.steps,
               "cpu_per_step": (cpu1 - cpu0) / args.steps,
-              "machine_busy": (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])}
+              "machine_busy": (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]),
+              "machine_kernel": (machine1[2] - machine0[2]) / max(1, machine1[1] - machine0[1])}
     with open(os.path.join(args.out, "rank%d.json" % kv.rank), "w") as f:
         json.dump(result, f)
 
@@ -298,7 +304,7 @@ def run(model, mode, rate, workers, args, tag):
     """One job on its own shaped hosts; returns its row."""
     horovod, base = transport_of(mode)
     worker_argv = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
-                   "--steps", str(args.steps), "--warmup", str(args.warmup)]
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--bucket-bytes", str(args.bucket_bytes)]
     env = {tag.split("=")[0]: tag.split("=")[1]}
     # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
     # machine in every process would mostly spin against each other.
@@ -371,7 +377,7 @@ def run(model, mode, rate, workers, args, tag):
             "worker0_received_mb_per_step": r0["received_per_step"] / 1e6,
             "wire_bound_ms": 1e3 * wire, "codec_ms": None if codec is None else 1e3 * codec,
             "worker_cpu_ms_per_step": 1e3 * statistics.mean(r["cpu_per_step"] for r in ranks),
-            "machine_cpu_busy": r0["machine_busy"],
+            "machine_cpu_busy": r0["machine_busy"], "machine_cpu_kernel": r0["machine_kernel"],
             "cpu_s_scheduler": cpu.get(("scheduler", 0)), "cpu_s_server": cpu.get(("server", 0)),
             "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)) if cpu else None,
             "job_mb_sent_server": job_mb("server", 0), "job_mb_received_server": job_mb("server", 1),
@@ -394,6 +400,14 @@ def fmt(value, digits=0):
     return "–" if value is None else "%.*f" % (digits, value)
 
 
+def busy(row):
+    """The machine's CPU busy fraction, with the kernel's part of it where it was measured."""
+    if row.get("machine_cpu_busy") is None:
+        return "–"
+    kernel = row.get("machine_cpu_kernel")
+    return "%.0f%%" % (100 * row["machine_cpu_busy"]) + ("" if kernel is None else " (%.0f%% kernel)" % (100 * kernel))
+
+
 def table(rows):
     lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
              "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) | machine CPU busy |",
@@ -404,7 +418,7 @@ def table(rows):
             fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
             r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
             fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1),
-            "–" if r.get("machine_cpu_busy") is None else "%.0f%%" % (100 * r["machine_cpu_busy"])))
+            busy(r)))
     return "\n".join(lines)
 
 
@@ -491,6 +505,7 @@ def main():
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    parser.add_argument("--bucket-bytes", type=int, default=1 << 20, help="payload bytes per message of topk-fixed")
     parser.add_argument("--repeats", type=int, default=1, help="run every job this many times, in rounds, and pool")
     parser.add_argument("--job-timeout", type=int, default=1800, help="seconds before a job is ended")
     parser.add_argument("--csv", help="write the rows here")
