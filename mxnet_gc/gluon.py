@@ -19,9 +19,11 @@ With ``merge`` ('dp', 'layerwise', 'one', or an int: fixed buckets of that many 
 parameters' messages follow a merge plan (mxnet_gc/merge_planner.py).  The first ``profile_steps``
 steps send each parameter alone and measure, on every worker: when each gradient becomes ready after
 ``step`` is called (in backward's order, last layer first; the median over the steps after the first),
-how long its codec takes, and the time of a push and pull of 8 messages of a few sizes on the store,
-per message (the per-message and per-byte cost: a step sends its messages in one push and pull, so a
-message costs what it adds to such a round, not a round of its own).  The averages over the workers
+how long its codec takes, the time of a push and pull of 8 messages of a few sizes on the store,
+per message (the per-message and per-byte cost; see ``_probe`` for how they are sent), the CPU time a
+message takes in this process (the smallest probe's), and how busy the machine's cores are during
+backward (/proc/stat): on busy cores a message's CPU time and an encode beside backward delay it, and
+the planner then sends no message that cannot gain more than it costs.  The averages over the workers
 give one plan everywhere; the store regroups its messages by it.  Rank 0 prints the plan; it is
 ``trainer.merge_plan``, and checkpoints keep it (a resumed trainer with the same ``merge`` option uses
 it instead of profiling again).  Needs update_on_kvstore=False.
@@ -66,6 +68,23 @@ DEFAULT_BUCKET_SIZE = 262144  # values (1 MiB of float32)
 
 
 PIPELINE_TEMP_COPIES = 64
+
+
+def machine_ticks():
+    """(busy, all) CPU clock ticks of this machine so far, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+def busy_fraction(before, after):
+    """The machine's busy fraction between two ``machine_ticks``; 0 where unknown."""
+    if before is None or after is None or after[1] <= before[1]:
+        return 0.0
+    return min(1.0, (after[0] - before[0]) / (after[1] - before[1]))
 
 
 def pipelining_problems(environ):
@@ -116,9 +135,9 @@ class Trainer(gluon.Trainer):
         if merge is not None and pipeline:
             for problem in pipelining_problems(os.environ):
                 warnings.warn(problem, stacklevel=2)
-        self._ready_samples = []
+        self._ready_samples, self._busy_samples = [], []
         self.merge_plan = None
-        self._step_started = None
+        self._step_started = self._step_ticks = None
         if threshold_groups is not None:
             if (compression_params or {}).get("type") != "4bit":
                 raise ValueError("threshold_groups needs compression_params of type '4bit', got %r"
@@ -144,9 +163,17 @@ class Trainer(gluon.Trainer):
     def _ours(self):
         return isinstance(self._kvstore, OUR_STORES)
 
+    def _start_clocks(self):
+        """Backward runs asynchronously: ready times and the machine's busy fraction count from here."""
+        self._step_started, self._step_ticks = time.perf_counter(), machine_ticks()
+
     def step(self, batch_size, ignore_stale_grad=False):
-        self._step_started = time.perf_counter()  # backward runs asynchronously: ready times count from here
+        self._start_clocks()
         super().step(batch_size, ignore_stale_grad)
+
+    def allreduce_grads(self):
+        self._start_clocks()
+        super().allreduce_grads()
 
     def _init_params(self):
         if not self._ours():
@@ -180,6 +207,7 @@ class Trainer(gluon.Trainer):
         profiling = self._merge is not None and self.merge_plan is None
         if profiling:
             self._ready_samples.append(self._ready_times([self._params[k] for k in keys]))
+            self._busy_samples.append(busy_fraction(self._step_ticks, machine_ticks()))
         elif not self._pipeline:  # the baseline: communication starts after the whole backward
             for g in grads:
                 g[0].wait_to_read()
@@ -299,25 +327,30 @@ class Trainer(gluon.Trainer):
                 times.append(time.perf_counter() - start)
             encode.append(times[-1])
             nbytes.append(kv.wire_bytes(codec, n))
-        probes = []
+        probes, host = [], 0.0
         for size in PROBE_SIZES:
             keys = ["%s%d_%d" % (MERGE_KEY, size, j) for j in range(PROBE_MESSAGES)]
             values = [mx.nd.zeros(size) for _ in keys]
             for key, value in zip(keys, values):
                 kv.init(key, value, reduce_only=True)
-            times = []
+            times, cpu = [], []
             for _ in range(PROBE_REPEATS + 1):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 self._probe(keys, values)
                 times.append((time.perf_counter() - start) / PROBE_MESSAGES)
+                cpu.append((time.process_time() - start_cpu) / PROBE_MESSAGES)
             probes.append(statistics.median(times[1:]))
-        local = mx.nd.array(ready + encode + probes)
+            host = host or statistics.median(cpu[1:])  # the smallest message's: a message's own CPU cost
+        busy = statistics.median(self._busy_samples[1:] or self._busy_samples)
+        local = mx.nd.array(ready + encode + probes + [host, busy])
         kv.init(MERGE_KEY, mx.nd.zeros(local.shape), reduce_only=True)
         total = mx.nd.zeros(local.shape)
         kv.pushpull(MERGE_KEY, local, out=total)
         mean = (total.asnumpy() / kv.num_workers).tolist()
         k = len(order)
-        cost = merge_planner.CostModel.fit([8 * s for s in PROBE_SIZES], mean[2 * k:])
+        host, busy = mean[-2:]
+        cost = merge_planner.CostModel.fit([8 * s for s in PROBE_SIZES], mean[2 * k:-2], host=host,
+                                           contention=min(1.0, max(0.0, busy)))
         layers = [merge_planner.Layer(p.name, b, max(0.0, r), e)
                   for p, b, r, e in zip(order, nbytes, mean[:k], mean[k:2 * k])]
         for a, b in zip(layers, layers[1:]):  # rounding in the average must not reorder them
@@ -325,8 +358,10 @@ class Trainer(gluon.Trainer):
         strategy = "fixed" if isinstance(self._merge, int) else self._merge
         plan = merge_planner.make_plan(strategy, layers, cost, bucket_bytes=self._merge)
         if kv.rank == 0:
-            print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message; %s"
-                  % (1e3 * cost.alpha, 1e9 * cost.beta, plan.describe(layers)), flush=True)
+            print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message, %.3f ms of CPU per message, "
+                  "machine %.0f%% busy during backward; %s" % (1e3 * cost.alpha, 1e9 * cost.beta, 1e3 * cost.host,
+                                                               100 * cost.contention, plan.describe(layers)),
+                  flush=True)
         return plan
 
     def _probe(self, keys, values):
