@@ -54,8 +54,9 @@ bench-network: install data
 # merged and merged+pipelined top-k on cnn-fc (the communication-heavy model: convolutions under a 10.7M-
 # parameter head), on the parameter server and on Horovod; the many-layer MLP (mlp-deep: 34 tensors) on the
 # parameter server; both MLPs (mlp10m: few large layers) on Horovod; then uncompressed against
-# merged+pipelined at 1 Gbit/s.  Every job runs 3 times (in rounds) and its row pools them.  Rewrites its
-# sections of docs/layerwise_sparsification.md.
+# merged+pipelined at 1 Gbit/s; then one bucket against fixed 1 MiB buckets and the DP plan on Horovod at
+# 1 Gbit/s (printed tables, pasted by hand into the section "Fixed buckets").  Every job runs 3 times (in
+# rounds) and its row pools them.  Rewrites its sections of docs/layerwise_sparsification.md.
 SPARSE_MODES = topk-layerwise topk-one topk-merged topk-pipelined
 SPARSE_RUN = $(PY) tools/bench_network.py --rates 100mbit 1gbit --workers 2 4 --steps 8 --repeats 3 \
 	--markdown docs/layerwise_sparsification.md
@@ -74,6 +75,12 @@ bench-sparse: install
 		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_dense_repeats.csv \
 		--plot docs/bench_sparse_dense_repeats.png --markdown docs/layerwise_sparsification.md \
 		--section sparse-dense-repeats
+	$(PY) tools/bench_network.py --models cnn-fc --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_cnnfc_horovod.csv \
+		--plot docs/bench_sparse_fixed_cnnfc_horovod.png
+	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_mlp_horovod.csv \
+		--plot docs/bench_sparse_fixed_mlp_horovod.png
 
 clean:
 	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so
