@@ -340,7 +340,8 @@ class Trainer(gluon.Trainer):
                 times.append((time.perf_counter() - start) / PROBE_MESSAGES)
                 cpu.append((time.process_time() - start_cpu) / PROBE_MESSAGES)
             probes.append(statistics.median(times[1:]))
-            host = host or statistics.median(cpu[1:])  # the smallest message's: a message's own CPU cost
+            if size == PROBE_SIZES[0]:  # the smallest message's CPU time: what a message itself costs
+                host = statistics.median(cpu[1:])
         busy = statistics.median(self._busy_samples[1:] or self._busy_samples)
         local = mx.nd.array(ready + encode + probes + [host, busy])
         kv.init(MERGE_KEY, mx.nd.zeros(local.shape), reduce_only=True)

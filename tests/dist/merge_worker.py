@@ -1,5 +1,6 @@
 """A worker of tests/test_dist_merge.py: an MLP trained with mxnet_gc.gluon.Trainer, 'layerwise_topk',
 sparse pulls and a merge plan; saves each step's local gradients and the pulled sums it applied.
+Odd steps call ``allreduce_grads`` and ``update`` instead of ``step``.
 
     merge_worker.py OUT MERGE PIPELINE [STORE]   (MERGE: dp, layerwise, one or a bucket size in bytes;
                                                    STORE: dist_sync (default) or horovod)
@@ -43,7 +44,11 @@ def main():
         loss.backward()
         for i, p in enumerate(params):  # (waits for backward: these steps are not pipelined)
             saved["local/%d/%d" % (step, i)] = p.grad().asnumpy()
-        trainer.step(16)
+        if step % 2:  # Gluon's two-call form, which must work the same (also while profiling)
+            trainer.allreduce_grads()
+            trainer.update(16)
+        else:
+            trainer.step(16)
         for i, p in enumerate(params):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
     np.savez(os.path.join(out, "rank%d.npz" % kv.rank), **saved)
