@@ -71,13 +71,14 @@ PIPELINE_TEMP_COPIES = 64
 
 
 def machine_ticks():
-    """(busy, all) CPU clock ticks of this machine so far, from /proc/stat; None where there is none."""
+    """(busy, all, kernel) CPU clock ticks of this machine so far, from /proc/stat; None where there is
+    none.  Kernel: system, irq and softirq time (where a host's packets are moved)."""
     try:
         with open("/proc/stat") as f:
             ticks = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
     except (OSError, ValueError):
         return None
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks), ticks[2] + ticks[5] + ticks[6]
 
 
 def busy_fraction(before, after):

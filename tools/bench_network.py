@@ -79,7 +79,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import launch  # noqa: E402
 import netns_cluster  # noqa: E402
-from mxnet_gc.gluon import PIPELINE_TEMP_COPIES  # noqa: E402
+from mxnet_gc.gluon import PIPELINE_TEMP_COPIES, machine_ticks  # noqa: E402  (the namespaces share /proc/stat)
 
 RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bit-cpull"]
@@ -202,14 +202,6 @@ def local_gradients(model):
         loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
     loss.backward()
     return [p.grad() for p in net.collect_params().values() if p.grad_req != "null"]
-
-
-def machine_ticks():
-    """(busy, all, kernel) CPU clock ticks of the whole machine so far (/proc/stat; the namespaces share
-    it).  Kernel: system, irq and softirq time, where the emulated links' packets are moved and shaped."""
-    with open("/proc/stat") as f:
-        ticks = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks), ticks[2] + ticks[5] + ticks[6]
 
 
 def worker(args):
