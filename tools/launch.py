@@ -6,7 +6,8 @@
 Every process gets the DMLC_* environment of ps-lite.  The launcher prints each process's output
 with a [role rank] prefix, and exits 0 only if every worker exited 0.  If any process dies (or
 --timeout passes, or Ctrl-C), it ends all the others within a few seconds, says which one failed and
-shows its last lines of output.  No process outlives it.  (Imports no MXNet: it starts fast.)
+shows its last lines of output.  No process outlives it, even when it is killed with SIGKILL: a
+watchdog process ends the job then.  (Imports no MXNet: it starts fast.)
 
 --launcher ssh starts each process with ``ssh HOST 'cd CWD && env VARS COMMAND'`` on the hosts of
 the hostfile (one host per line; the scheduler on the first, then servers and workers round-robin).
@@ -93,6 +94,65 @@ def processes_with_env(entry):
     return found
 
 
+def reap(stream):
+    """The watchdog's loop (``launch.py --reap``): reads process-group ids, one per line, from ``stream``.
+
+    The launcher writes each process's group as it starts it and ``done`` once it has ended them all.
+    If the stream closes without ``done`` (the launcher was killed, even by SIGKILL), the watchdog ends
+    every group itself: SIGTERM, then SIGKILL after KILL_GRACE seconds.
+    """
+    groups = []
+    for line in stream:
+        line = line.strip()
+        if line == "done":
+            return 0
+        if line.isdigit():
+            groups.append(int(line))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for group in groups:
+            try:
+                os.killpg(group, sig)
+                alive.append(group)
+            except (ProcessLookupError, PermissionError):
+                pass
+        groups = alive
+        end = time.time() + KILL_GRACE
+        while sig == signal.SIGTERM and groups and time.time() < end:
+            time.sleep(0.1)
+            groups = [g for g in groups if _group_alive(g)]
+    return 0
+
+
+def _group_alive(group):
+    try:
+        os.killpg(group, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class Watchdog:
+    """A separate process that ends the job's processes if the launcher dies without ending them."""
+
+    def __init__(self):
+        self.popen = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reap"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def watch(self, pid):
+        self.popen.stdin.write(b"%d\n" % pid)
+        self.popen.stdin.flush()
+
+    def release(self):
+        """The launcher has ended every process itself: the watchdog exits without killing."""
+        try:
+            self.popen.stdin.write(b"done\n")
+            self.popen.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass
+        self.popen.wait()
+
+
 def free_port(host):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -117,6 +177,7 @@ class Job:
     def __init__(self, args):
         self.args = args
         self.processes = []
+        self.watchdog = Watchdog()
         self.python = args.python or sys.executable
         if args.launcher == "ssh":
             self.hosts = read_hostfile(args.hostfile)
@@ -154,6 +215,7 @@ class Job:
             full_env = dict(os.environ, **env)
         echo = role == "worker" or self.args.verbose
         self.processes.append(Process(role, rank, host, argv, full_env, echo))
+        self.watchdog.watch(self.processes[-1].popen.pid)  # its session: the group of it and its children
 
     def start_all(self):
         if self.args.mxnet_servers:  # MXNet runs its stock server (and the scheduler) inside `import mxnet`
@@ -215,6 +277,7 @@ class Job:
             p.signal(signal.SIGKILL)  # also reaches children left in the session
             p.poll(block=True)
             p.reader.join(timeout=1.0)
+        self.watchdog.release()
 
 
 def parse_args(argv):
@@ -248,7 +311,10 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--reap"]:
+        return reap(sys.stdin)
+    args = parse_args(argv)
     job = Job(args)
 
     def interrupted(signum, _frame):

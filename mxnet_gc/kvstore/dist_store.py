@@ -15,17 +15,13 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.kvstore import KVStoreBase
 
-from . import protocol
+from . import arguments, protocol
 from .compression import Compression
 from .layout import Layout
 
 BIGARRAY_BOUND_ENV = "MXNET_GC_BIGARRAY_BOUND"
 DEFAULT_BIGARRAY_BOUND = 1_000_000
 BUCKET_ENV = "MXNET_GC_BUCKET_SIZE"
-
-
-def _as_list(x):
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 def _exit_at_once_on_error():
@@ -157,12 +153,10 @@ class DistSyncStore(KVStoreBase):
         ``reduce_only=True``: these keys are pushed dense whatever the compression and pulls return
         the exact sum, never an optimizer's update (for statistics, such as the trainer's calibration).
         """
-        keys, values = _as_list(key), [_as_list(v)[0] for v in _as_list(value)]
-        if len(keys) != len(values):
-            raise ValueError("init: %d keys and %d values" % (len(keys), len(values)))
+        pairs = arguments.initial_values(key, value)
+        keys, values = [k for k, _ in pairs], [v for _, v in pairs]
         for k in keys:
-            self._check_key(k)
-            if k in self._chunks or keys.count(k) > 1:
+            if k in self._chunks:
                 raise ValueError("key %r is already initialized" % (k,))
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
@@ -224,14 +218,18 @@ class DistSyncStore(KVStoreBase):
 
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
-        keys, values = _as_list(key), _as_list(value)
-        grads = {k: self._local_sum(k, v) for k, v in zip(keys, values)}
+        grads = {}
+        for k, arrays in arguments.key_arrays("push", key, value):
+            self._check_initialized(k)
+            grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
+        keys = list(grads)
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
-                raise ValueError("push: keys %s share a message with %s (MXNET_GC_BUCKET_SIZE); push them in "
-                                 "the same call" % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
+                raise ValueError("push: keys %s share a message with %s (small keys are bucketed together, or "
+                                 "grouped by a merge plan); push them in the same call"
+                                 % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
         # A pull still in flight must read the value before this push can start a new round: the engine
         # cannot order them (they use different keys), so wait here.
         for a in self._pulled:
@@ -262,16 +260,11 @@ class DistSyncStore(KVStoreBase):
         early messages come back while later ones are still being pushed, at one barrier per message.
         Every worker must then pull the same keys.
         """
-        keys, outs = _as_list(key), _as_list(out)
-        if len(keys) != len(outs):
-            raise ValueError("pull: %d keys and %d outputs" % (len(keys), len(outs)))
-        targets = {}
-        for k, o in zip(keys, outs):
+        targets = dict(arguments.pull_targets(key, out))
+        for k, t in targets.items():
             self._check_initialized(k)
-            targets[k] = _as_list(o)
-            for t in targets[k]:
-                if t.shape != self._shapes[k]:
-                    raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t.shape))
+            arguments.check_arrays("pull", k, t, self._shapes[k])
+        keys = list(targets)
         pushed, self._pushed = self._pushed, []
         # Weights (pulled before any push, or updated on the servers) land in a private array first, then
         # are copied whole into the outputs: an inference-mode forward leaves MKL-DNN's own layout in
@@ -389,11 +382,6 @@ class DistSyncStore(KVStoreBase):
 
     # ---- key layout ----
 
-    @staticmethod
-    def _check_key(key):
-        if isinstance(key, bool) or not isinstance(key, (int, str)):
-            raise ValueError("keys must be int or str, got %r" % (key,))
-
     def _check_initialized(self, key):
         if key not in self._chunks:
             raise ValueError("key %r is not initialized (call init first)" % (key,))
@@ -460,16 +448,6 @@ class DistSyncStore(KVStoreBase):
         self._kv._barrier()
 
     # ---- synchronisation and status ----
-
-    def _local_sum(self, key, value):
-        self._check_initialized(key)
-        values = _as_list(value)
-        for v in values:
-            if v.shape != self._shapes[key]:
-                raise ValueError("push: key %r has shape %s, value has %s" % (key, self._shapes[key], v.shape))
-            if v.dtype != np.float32:
-                raise TypeError("push: key %r: values must be float32, got %s" % (key, np.dtype(v.dtype).name))
-        return values[0] if len(values) == 1 else mx.nd.add_n(*values)
 
     def _command(self, op, all_ranks=False, **fields):
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""

@@ -19,12 +19,8 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from . import protocol
+from . import arguments, protocol
 from .compression import Compression
-
-
-def _as_list(x):
-    return list(x) if isinstance(x, (list, tuple)) else [x]
 
 
 class _Message:
@@ -91,11 +87,10 @@ class HorovodStore(KVStoreBase):
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (broadcast); ``groups``: lists of keys, one message each."""
-        keys, values = _as_list(key), [_as_list(v)[0] for v in _as_list(value)]
-        if len(keys) != len(values):
-            raise ValueError("init: %d keys and %d values" % (len(keys), len(values)))
-        for k, v in zip(keys, values):
-            if k in self._shapes or keys.count(k) > 1:
+        pairs = arguments.initial_values(key, value)
+        keys = [k for k, _ in pairs]
+        for k, v in pairs:
+            if k in self._shapes:
                 raise ValueError("key %r is already initialized" % (k,))
             self._shapes[k] = v.shape
             self._values[k] = v.copy()
@@ -110,8 +105,11 @@ class HorovodStore(KVStoreBase):
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
-        keys, values = _as_list(key), _as_list(value)
-        grads = {k: self._local_sum(k, v) for k, v in zip(keys, values)}
+        grads = {}
+        for k, arrays in arguments.key_arrays("push", key, value):
+            self._check_initialized(k)
+            grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
+        keys = list(grads)
         for m in self._messages_of(keys):
             missing = [k for k in m.keys if k not in grads]
             if missing:
@@ -130,15 +128,11 @@ class HorovodStore(KVStoreBase):
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
-        keys, outs = _as_list(key), _as_list(out)
-        if len(keys) != len(outs):
-            raise ValueError("pull: %d keys and %d outputs" % (len(keys), len(outs)))
-        targets = {k: _as_list(o) for k, o in zip(keys, outs)}
+        targets = dict(arguments.pull_targets(key, out))
         for k, t in targets.items():
             self._check_initialized(k)
-            if t[0].shape != self._shapes[k]:
-                raise ValueError("pull: key %r has shape %s, out has %s" % (k, self._shapes[k], t[0].shape))
-        for m in self._messages_of(keys):
+            arguments.check_arrays("pull", k, t, self._shapes[k])
+        for m in self._messages_of(list(targets)):
             for i, k in enumerate(m.keys):
                 if k not in targets:
                     continue
@@ -228,12 +222,6 @@ class HorovodStore(KVStoreBase):
     def _check_initialized(self, key):
         if key not in self._shapes:
             raise ValueError("key %r is not initialized (call init first)" % (key,))
-
-    def _local_sum(self, key, value):
-        arrays = _as_list(value)
-        if arrays[0].shape != self._shapes[key]:
-            raise ValueError("push: key %r has shape %s, got %s" % (key, self._shapes[key], arrays[0].shape))
-        return arrays[0] if len(arrays) == 1 else mx.nd.add_n(*arrays)
 
     def _check_same(self, what, config):
         """Raises ValueError on every worker unless all workers passed the same ``config``."""

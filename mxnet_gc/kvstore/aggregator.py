@@ -1,0 +1,343 @@
+"""What a parameter server of the compressed dist store does with pushes and commands (no ps-lite here).
+
+For each message it keeps an accumulator; each worker's push is checked (dtype, size), decoded and
+added; when the last worker's push of a round has arrived it writes the sum (or, with an optimizer,
+the updated weight) into the value array that workers pull.  Nothing here raises into MXNet: every
+failure (a bad push, a corrupt payload, an optimizer that raises, a bad command) is logged, counted,
+written to the status key every worker pulls after each round, and leaves the round bookkeeping as if
+the push had been received, so that the workers stay in step.  ``server.py`` connects it to ps-lite.
+"""
+import base64
+import copy
+import ctypes
+import logging
+import pickle
+
+import mxnet as mx
+import numpy as np
+from mxnet.base import _LIB, check_call
+
+from .. import checkpoint_files, codecs
+from . import protocol
+
+log = logging.getLogger("mxnet_gc.server")
+
+
+def numpy_view(array):
+    """A numpy float32 array over a float32 NDArray's memory, without a copy.
+
+    The server reads payloads and sums on its own thread, outside MXNet's engine: a received push
+    lives in ps-lite's message buffer only while the updater runs, and an engine round trip per push
+    would cost more than the decoding.  The engine does not see these accesses; callers keep engine
+    operations on the same arrays finished before touching them.
+    """
+    if array.dtype != np.float32:
+        raise TypeError("numpy_view needs a float32 array, got %s" % np.dtype(array.dtype).name)
+    array.wait_to_read()
+    ptr = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
+    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(array.size,))
+
+
+class MessageState:
+    """What a server knows of one message: its segments' codecs, the accumulator, the push count."""
+
+    def __init__(self, desc):
+        self.value_key = desc["value_key"]
+        self.size = desc["size"]
+        self.acc = mx.nd.zeros(self.size)
+        self.acc_np = numpy_view(self.acc)
+        self.count = 0
+        self.rejected = False
+        self.residual_np = None  # error feedback of the compressed pull, if any
+        self.set_layout(desc)
+
+    def set_layout(self, desc):
+        self.words = desc["words"]
+        self.reduce_only = desc.get("reduce_only", False)
+        self.pull_key = desc["pull_key"]
+        if self.pull_key is not None and self.residual_np is None:
+            self.residual_np = np.zeros(self.size, np.float32)
+        self.segments = [dict(seg, codec=None if seg["codec"] is None else codecs.create(seg["codec"]),
+                              pull_codec=None if seg["codec"] is None else codecs.create(seg["pull_codec"]))
+                         for seg in desc["segments"]]
+        self.coded = self.segments[0]["codec"] is not None
+        self.keys = [seg["index"] for seg in self.segments]
+
+    def add(self, recv):
+        """Adds one worker's push (dense float32 values, or payloads) to the accumulator, at once."""
+        first = self.count == 0
+        if not self.coded:
+            if first:
+                self.acc_np[:] = recv
+            else:
+                self.acc_np += recv
+            return
+        for seg in self.segments:
+            payload = recv[seg["payload_offset"]:seg["payload_offset"] + seg["payload_words"]]
+            seg["codec"].decode_numpy(payload, self.acc_np[seg["offset"]:seg["offset"] + seg["size"]], add=not first)
+
+    def encode_sum(self, out):
+        """Re-encodes the accumulated sum into ``out`` (a payload), with the server's own residual."""
+        for seg in self.segments:
+            values = slice(seg["offset"], seg["offset"] + seg["size"])
+            words = slice(seg["pull_offset"], seg["pull_offset"] + seg["pull_words"])
+            seg["pull_codec"].encode_numpy(self.acc_np[values], self.residual_np[values], out[words])
+
+
+class Aggregator:
+    """One server's messages, values, optimizer and status; ``update`` is MXNet's updater."""
+
+    def __init__(self, server_rank, num_servers, num_workers):
+        self.server_rank, self.num_servers, self.num_workers = server_rank, num_servers, num_workers
+        self.values = {}  # value key -> the stored NDArray workers pull
+        self.values_np = {}  # value key -> a numpy view of it
+        self.expected = set()  # value keys whose next push registers them
+        self.messages = {}  # push key -> MessageState
+        self.status_key = None
+        self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
+        self.configs = {}  # config round -> {worker rank: config}
+        self.optimizer = None
+        self.opt_states = {}
+        self.pushes = 0
+        self.bytes = 0
+
+    # ---- pushes ----
+
+    def update(self, key, recv, stored):
+        """Called by MXNet for every push after a key's first (init) push; never raises."""
+        try:
+            # MXNet may still be writing recv on its engine (its 2bit dequantizes asynchronously into a
+            # buffer that lives only while this call runs): wait before anything returns.
+            recv.wait_to_read()
+            self._update(key, recv, stored)
+        except Exception as e:  # noqa: BLE001  (MXNet would swallow it and the workers would not know)
+            log.exception("push to key %d", key)
+            self.error("push to key %d failed on server %d: %s: %s" % (key, self.server_rank, type(e).__name__, e))
+
+    def _update(self, key, recv, stored):
+        if key in self.expected:
+            self._register(key, recv, stored)
+            return
+        message = self.messages.get(key)
+        if message is None:
+            self.error("push to key %d, which no layout assigns to server %d" % (key, self.server_rank))
+            return
+        self.pushes += 1
+        self.bytes += recv.size * np.dtype(recv.dtype).itemsize
+        try:
+            problem = self._check_push(message, key, recv)
+            if problem:
+                self.error(problem)
+                message.rejected = True
+            else:
+                message.add(numpy_view(recv))
+        except Exception as e:  # noqa: BLE001  a corrupt payload: this round's values stay as they were
+            log.exception("push to key %d", key)
+            self.error("rejected a push to key %d (for keys %s): %s; the values are left unchanged this round"
+                       % (key, message.keys, e))
+            message.rejected = True
+        message.count += 1
+        if message.count == self.num_workers:
+            self.finish_round(message)
+
+    def _register(self, key, recv, stored):
+        if stored.dtype != np.float32 or recv.dtype != np.float32:
+            self.error("key %d: registered with a %s array, pushed %s; mxnet_gc's servers hold float32"
+                       % (key, np.dtype(stored.dtype).name, np.dtype(recv.dtype).name))
+            return
+        self.expected.discard(key)
+        self.values[key] = stored
+        self.values_np[key] = numpy_view(stored)
+        if key == self.status_key:
+            self.publish_status()
+
+    @staticmethod
+    def _check_push(message, key, recv):
+        """Why a push cannot be added (a message), or None."""
+        if recv.dtype != np.float32:
+            return ("rejected a push of %s to key %d (for keys %s): payloads and values are float32; the values "
+                    "are left unchanged this round" % (np.dtype(recv.dtype).name, key, message.keys))
+        if recv.size != message.words:
+            return ("rejected a push of %d float32 words to key %d (for keys %s), expected %d; the values are "
+                    "left unchanged this round" % (recv.size, key, message.keys, message.words))
+        return None
+
+    def finish_round(self, message):
+        try:
+            if not message.rejected:
+                if self.optimizer is None or message.reduce_only:
+                    self.values_np[message.value_key][:] = message.acc_np
+                    if message.pull_key is not None:
+                        message.encode_sum(self.values_np[message.pull_key])
+                else:
+                    self.apply_optimizer(message)
+        except Exception as e:  # noqa: BLE001
+            log.exception("round of keys %s", message.keys)
+            self.error("the round of keys %s failed on server %d: %s: %s"
+                       % (message.keys, self.server_rank, type(e).__name__, e))
+        finally:
+            message.count = 0
+            message.rejected = False
+
+    def apply_optimizer(self, message):
+        """One optimizer step per segment, under the segment's own index (its chunk id)."""
+        value = self.values[message.value_key]
+        for seg in message.segments:
+            begin, end = seg["offset"], seg["offset"] + seg["size"]
+            weight, grad = (value, message.acc) if len(message.segments) == 1 else \
+                (value[begin:end], message.acc[begin:end])
+            index = seg["id"]
+            if index not in self.opt_states:
+                self.opt_states[index] = self.optimizer.create_state_multi_precision(index, weight)
+            self.optimizer.update_multi_precision(index, weight, grad, self.opt_states[index])
+        value.wait_to_read()  # the update reads acc, which the next round writes directly
+
+    # ---- commands from workers ----
+
+    def command(self, cmd_id, body):
+        """Runs one command body from a worker; a bad one is reported, never raised."""
+        try:
+            decoded = protocol.decode_command(body)
+            if decoded is None:
+                self.error("command %d is not an mxnet_gc command (is this a stock MXNet worker?)" % cmd_id)
+                return
+            op, fields = decoded
+            handler = getattr(self, "on_" + op, None) if isinstance(op, str) else None
+            if handler is None:
+                raise ValueError("unknown command %r" % (op,))
+            handler(**fields)
+        except Exception as e:  # noqa: BLE001
+            log.exception("command %d", cmd_id)
+            self.error("command failed on server %d: %s: %s" % (self.server_rank, type(e).__name__, e))
+
+    def on_hello(self, status_keys):
+        self.status_key = status_keys[self.server_rank]
+
+    def on_expect(self, value_keys):
+        mine = [k for k in value_keys if protocol.server_of(k, self.num_servers) == self.server_rank]
+        self.expected.update(k for k in mine if k not in self.values)
+
+    def on_layout(self, messages, dropped=()):
+        """New or changed messages; ``dropped``: value keys of messages no longer sent (after a regroup)."""
+        self.messages = {k: m for k, m in self.messages.items() if m.value_key not in set(dropped)}
+        for desc in messages:
+            if protocol.server_of(desc["value_key"], self.num_servers) != self.server_rank:
+                continue
+            old = next((m for m in self.messages.values() if m.value_key == desc["value_key"]), None)
+            if old is None:
+                self.messages[desc["push_key"]] = MessageState(desc)
+                continue
+            if old.count:
+                self.error("layout changed in the middle of a round of keys %s"
+                           % [seg["index"] for seg in desc["segments"]])
+            self.messages = {k: m for k, m in self.messages.items() if m is not old}
+            old.set_layout(desc)
+            self.messages[desc["push_key"]] = old
+        if self.optimizer is not None:
+            self.alias_optimizer_indices()
+
+    def on_config(self, rank, round, config):
+        seen = self.configs.setdefault(round, {})
+        seen[rank] = config
+        first_rank = min(seen)
+        st = self.status
+        st[protocol.ST_ROUND] = round
+        st[protocol.ST_RECEIVED] = len(seen)
+        st[protocol.ST_CONFIG_HASH] = protocol.config_hash(seen[first_rank])
+        differing = sorted(r for r, c in seen.items() if c != seen[first_rank])
+        if differing:
+            st[protocol.ST_MISMATCH] = 1
+            message = "workers set different gradient compression parameters: rank %d %s, rank %d %s" % (
+                first_rank, seen[first_rank], differing[0], seen[differing[0]])
+            log.error(message)
+            protocol.write_message(st, message)
+        else:
+            st[protocol.ST_MISMATCH] = 0
+        self.publish_status()
+
+    def on_optimizer(self, blob):
+        optimizer = pickle.loads(base64.b64decode(blob))
+        trial_update(optimizer)
+        self.optimizer = optimizer
+        self.opt_states = {}
+        self.alias_optimizer_indices()
+
+    def on_save_states(self, path, dump_optimizer):
+        state = (self.opt_states, self.optimizer) if dump_optimizer else self.opt_states
+        checkpoint_files.write("%s.server%d" % (path, self.server_rank), pickle.dumps(_to_numpy(state)))
+
+    def on_load_states(self, path):
+        state = _to_ndarray(pickle.loads(checkpoint_files.read("%s.server%d" % (path, self.server_rank))))
+        if isinstance(state, tuple):
+            self.opt_states, self.optimizer = state
+            self.alias_optimizer_indices()
+        else:
+            self.opt_states = state
+
+    # ---- helpers ----
+
+    def alias_optimizer_indices(self):
+        """The optimizer sees each segment under its chunk id: map those to the user key's settings.
+
+        (Learning-rate and weight-decay multipliers are looked up by index in param_dict, lr_mult,
+        wd_mult and idx2name; a split tensor's parts need their own states but the same settings.)
+        """
+        opt = self.optimizer
+        for table in ("param_dict", "idx2name", "lr_mult", "wd_mult"):
+            original = getattr(opt, "_mxgc_" + table, None)
+            if original is None:
+                original = dict(getattr(opt, table, {}) or {})
+                setattr(opt, "_mxgc_" + table, original)
+            aliased = {k: v for k, v in original.items() if not isinstance(k, int)}
+            for message in self.messages.values():
+                for seg in message.segments:
+                    if seg["index"] in original:
+                        aliased[seg["id"]] = original[seg["index"]]
+            setattr(opt, table, aliased)
+
+    def error(self, message):
+        """Logs a server-side error and reports it to the workers through the status key."""
+        log.error(message)
+        self.status[protocol.ST_ERRORS] += 1
+        protocol.write_message(self.status, message)
+        self.publish_status()
+
+    def publish_status(self):
+        array = self.values_np.get(self.status_key)
+        if array is not None:
+            array[:] = self.status
+
+
+def trial_update(optimizer):
+    """Runs one update of a copy of ``optimizer`` on a scratch array: a setting the optimizer cannot
+    apply (such as clip_gradient='abc') fails here, when the workers send it, not in the first round."""
+    if not hasattr(optimizer, "update_multi_precision"):
+        raise TypeError("the optimizer sent to the servers is a %s, not an mxnet.optimizer.Optimizer"
+                        % type(optimizer).__name__)
+    trial = copy.deepcopy(optimizer)
+    weight, grad = mx.nd.zeros(4), mx.nd.ones(4)
+    state = trial.create_state_multi_precision(0, weight)
+    trial.update_multi_precision(0, weight, grad, state)
+    weight.wait_to_read()
+
+
+def _to_numpy(obj):
+    """Optimizer states with NDArrays replaced by numpy arrays (so they pickle)."""
+    if isinstance(obj, mx.nd.NDArray):
+        return ("__ndarray__", obj.asnumpy())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_numpy(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_numpy(v) for k, v in obj.items()}
+    return obj
+
+
+def _to_ndarray(obj):
+    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == "__ndarray__":
+        return mx.nd.array(obj[1])
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_ndarray(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _to_ndarray(v) for k, v in obj.items()}
+    return obj
