@@ -251,3 +251,52 @@ def test_killed_worker_ends_the_job(tmp_path):
     assert re.search(r"worker \d \(pid \d+\) was killed by signal 9", proc.stderr), proc.stderr
     assert "ended all 5 processes" in proc.stderr
     assert elapsed < 60
+
+
+@pytest.mark.parametrize("kind, compression", [
+    ("topk_count", {"type": "layerwise_topk", "density": 1.0}),
+    ("topk_index", {"type": "layerwise_topk", "density": 1.0}),
+])
+def test_corrupt_topk_payload_rejected_on_every_worker(tmp_path, kind, compression):
+    """A top-k payload with a bad count or an index out of range: the server rejects it, every worker
+    gets the error, the round's values stay, and the next round is exact (the push was counted)."""
+    spec = {"keys": [["w", [40]]], "steps": 3, "scale": 1.0, "seed": 10, "corrupt_at_step": 0,
+            "corrupt_kind": kind, "compression": compression}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    assert sorted(results) == [0, 1]
+    for saved in results.values():
+        assert "rejected a push to key" in str(saved["corrupt_error"]), saved["corrupt_error"]
+        assert "corrupt payload" in str(saved["corrupt_error"])
+        np.testing.assert_array_equal(saved["w/after_corrupt"], initial_value(spec["seed"], 0, (40,)))
+        np.testing.assert_array_equal(saved["w/next_round"], np.full(40, 3.0, np.float32))
+
+
+@pytest.mark.parametrize("kind", ["float16", "float64"])
+def test_push_of_another_dtype_never_goes_unnoticed(tmp_path, kind):
+    """A raw push of float16/float64 words (a process bypassing the store): MXNet's server either hands
+    it to mxnet_gc's updater, which rejects it by dtype, or stores it apart (an uninitialized flag in
+    MXNet 1.9.1 decides), and the round counter then shows the lost push.  Either way every worker gets
+    an error and the values are not touched."""
+    spec = {"keys": [["w", [40]]], "steps": 3, "scale": 1.0, "seed": 10, "corrupt_at_step": 0,
+            "corrupt_kind": kind, "compression": {"type": "4bit", "thresholds": POW2}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    assert sorted(results) == [0, 1]
+    for saved in results.values():
+        error = str(saved["corrupt_error"])
+        assert ("rejected a push of %s to key" % kind in error) or ("a worker's push was lost" in error), error
+        np.testing.assert_array_equal(saved["w/after_corrupt"], initial_value(spec["seed"], 0, (40,)))
+
+
+def test_raw_int32_push_ends_the_job_at_once(tmp_path):
+    """MXNet 1.9.1's server aborts on an int32 push before any updater runs (nothing mxnet_gc's server
+    can intercept); the launcher then ends the whole job within seconds and names the server."""
+    import time
+
+    spec = {"keys": [["w", [40]]], "steps": 3, "scale": 1.0, "seed": 10, "corrupt_at_step": 0,
+            "corrupt_kind": "int32", "compression": {"type": "4bit", "thresholds": POW2}}
+    start = time.time()
+    proc, _ = run_job(tmp_path, spec, workers=2, servers=1, expect_success=False, timeout=120)
+    assert proc.returncode == 1
+    assert re.search(r"job failed: server 0 \(pid \d+\) was killed by signal 6", proc.stderr), proc.stderr[-2000:]
+    assert "ended all 4 processes" in proc.stderr
+    assert time.time() - start < 60

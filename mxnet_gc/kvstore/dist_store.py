@@ -93,6 +93,7 @@ class DistSyncStore(KVStoreBase):
         self._compression = Compression({"type": "none"})
         self._round = 0
         self._errors_seen = [0] * self._num_servers
+        self._rounds_pushed = [0] * self._num_servers  # rounds of messages pushed to each server
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
         self.pull_each_message = False  # see pull
         self._pulled = []  # arrays whose pulls the next push waits for
@@ -247,6 +248,7 @@ class DistSyncStore(KVStoreBase):
         self._kv.push([m.push_key for m in messages], arrays, priority=priority)
         for m in messages:
             m.rounds += 1
+            self._rounds_pushed[m.server] += 1
         self._pushed += zip(messages, arrays)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
@@ -473,6 +475,12 @@ class DistSyncStore(KVStoreBase):
             if errors > self._errors_seen[server]:
                 self._errors_seen[server] = errors
                 raise RuntimeError("mxnet_gc server %d: %s" % (server, message))
+            pushed = self._rounds_pushed[server] % protocol.ROUNDS_MODULUS
+            if int(s[protocol.ST_ROUNDS_DONE]) != pushed:
+                raise RuntimeError("mxnet_gc server %d completed %d rounds of pushes where this worker (rank %d) "
+                                   "pushed %d: a worker's push was lost (a process that bypasses mxnet_gc's store, "
+                                   "or pushes another dtype, which MXNet's server stores apart); the pulled values "
+                                   "cannot be trusted" % (server, int(s[protocol.ST_ROUNDS_DONE]), self.rank, pushed))
 
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:

@@ -21,9 +21,12 @@ import numpy as np
 
 COMMAND_PREFIX = "mxgc1 "
 STATUS_WORDS = 512
-# status layout (float32 words): exact small integers, then the last error message as character codes
-ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_MESSAGE_LEN, ST_MESSAGE = range(7)
+# status layout (float32 words): exact small integers, then the last error message as character codes.
+# ST_ROUNDS_DONE: rounds of messages this server has completed, modulo ROUNDS_MODULUS (float32-exact);
+# after a barrier it equals the rounds every worker pushed to it, unless a push was lost.
+ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MESSAGE_LEN, ST_MESSAGE = range(8)
 MAX_MESSAGE = STATUS_WORDS - ST_MESSAGE
+ROUNDS_MODULUS = 2 ** 24
 
 # MXNet places a key below its big-array bound on server (key * 9973) % num_servers
 # (src/kvstore/kvstore_dist.h); mxnet_gc raises MXNet's bound so that MXNet never splits a key itself.

@@ -98,13 +98,34 @@ def to_mkldnn_layout(arrays, saved, spec):
                 break
 
 
+def corrupt_payload(kind, message):
+    """What a faulty rank 1 pushes instead of its payload (``kind``: spec['corrupt_kind'])."""
+    words = message.payload_words if message.coded else message.size
+    if kind == "size":
+        return mx.nd.zeros(words + 3)
+    if kind in ("float16", "float64", "int32"):  # the payload's element count, another dtype
+        return mx.nd.array(np.arange(words) % 7, dtype=kind)
+    if kind == "topk_count":  # a layerwise_topk payload claiming more values than it can hold
+        payload = np.zeros(words, np.float32)
+        payload[:1] = np.array([words], np.int32).view(np.float32)
+        return mx.nd.array(payload)
+    if kind == "topk_index":  # one value at an index past the end of the key
+        payload = np.zeros(words, np.float32)
+        payload[:2] = np.array([1, 10 ** 6], np.int32).view(np.float32)
+        payload[1 + (words - 1) // 2] = 1.0
+        return mx.nd.array(payload)
+    raise ValueError(kind)
+
+
 def save_after_corrupt_push(kv, keys, outs, saved, spec):
-    """Rank 1 pushes a wrong-size payload for the first key; every worker saves the error it gets."""
+    """Rank 1 pushes a corrupt payload (spec['corrupt_kind'], default a wrong size) for the first key;
+    every worker saves the error it gets and the value it pulls next; then one good round follows."""
     message = kv._chunks[keys[0]][0].message
     if kv.rank == 1:
-        corrupt = mx.nd.zeros(message.payload_words + 3)
-        kv._kv.push(message.payload_key, corrupt)
+        corrupt = corrupt_payload(spec.get("corrupt_kind", "size"), message)
+        kv._kv.push(message.push_key, corrupt)
         kv._pushed.append((message, corrupt))
+        kv._rounds_pushed[message.server] += 1
     else:
         kv.push(keys[0], mx.nd.ones(outs[0].shape))
     try:
@@ -113,6 +134,10 @@ def save_after_corrupt_push(kv, keys, outs, saved, spec):
         saved["corrupt_error"] = np.array(str(e))
     kv.pull(keys[0], out=outs[0])
     saved["%s/after_corrupt" % keys[0]] = outs[0].asnumpy()
+    if spec.get("corrupt_kind", "size") in ("size", "topk_count", "topk_index"):  # the faulty process can go on
+        kv.push(keys[0], mx.nd.ones(outs[0].shape) * (1 + kv.rank))  # (MXNet's client refuses another dtype)
+        kv.pull(keys[0], out=outs[0])
+        saved["%s/next_round" % keys[0]] = outs[0].asnumpy()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,211 @@
+"""The parameter server's updater (mxnet_gc/kvstore/aggregator.py) in this process, with MXNet's real
+arrays and engine: it waits for every received array before returning, never raises into MXNet,
+rejects what it cannot add (counting the push, so the workers stay in step) and reports every failure
+in the status the workers pull; fuzzed with random and adversarial pushes and commands."""
+import base64
+import pickle
+import threading
+import time
+
+import mxnet as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import mxnet_gc
+from mxnet_gc.kvstore import protocol
+from mxnet_gc.kvstore.aggregator import Aggregator
+from mxnet_gc.kvstore.layout import Layout
+
+POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
+WORKERS = 2
+CODECS = [None, {"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshold": 0.5},
+          {"type": "layerwise_topk", "density": 0.25}]
+
+
+class Server:
+    """An Aggregator with one message of the given keys (sizes) and codec, set up as the workers would."""
+
+    def __init__(self, sizes, codec, optimizer=None):
+        self.agg = Aggregator(0, 1, WORKERS)
+        alloc = protocol.KeyAllocator(1)
+        status_key = alloc.on_server(0)
+        self.agg.command(0, protocol.encode_command("hello", status_keys=[status_key]))
+        layout = Layout(1, 10 ** 9, 10 ** 9, alloc)
+        (self.message,) = layout.add(["k%d" % i for i in range(len(sizes))], [(n,) for n in sizes])
+        created = None if codec is None else mxnet_gc.codecs.create(codec)
+        self.message.set_codecs(lambda key: created, WORKERS)
+        if created is not None:
+            self.message.payload_key = alloc.on_server(0)
+        self.agg.command(0, protocol.encode_command("expect", value_keys=[status_key, self.message.value_key]))
+        self.status = self.register(status_key, protocol.STATUS_WORDS)
+        self.value = self.register(self.message.value_key, self.message.size, fill=7.0)
+        self.agg.command(0, protocol.encode_command("layout", messages=[self.message.describe()]))
+        if optimizer is not None:
+            blob = base64.b64encode(pickle.dumps(optimizer)).decode()
+            self.agg.command(0, protocol.encode_command("optimizer", blob=blob))
+        self.words = self.message.payload_words if created is not None else self.message.size
+
+    def register(self, key, size, fill=0.0):
+        stored = mx.nd.full(size, fill)
+        self.agg.update(key, mx.nd.zeros(size), stored)
+        return stored
+
+    def push(self, array):
+        self.agg.update(self.message.push_key, array, None)
+
+    def errors(self):
+        return int(self.status.asnumpy()[protocol.ST_ERRORS])
+
+    def rounds(self):
+        return int(self.status.asnumpy()[protocol.ST_ROUNDS_DONE])
+
+    def message_text(self):
+        return protocol.read_message(self.status.asnumpy())
+
+
+# ---- the updater waits for what MXNet may still be writing ----
+
+class _SlowCopy(mx.operator.CustomOp):
+    """Copies its input after a delay, on MXNet's engine, and records when it finished."""
+
+    finished = []
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        time.sleep(0.3)
+        self.assign(out_data[0], req[0], in_data[0])
+        _SlowCopy.finished.append(threading.get_ident())
+
+
+@mx.operator.register("mxgc_test_slow_copy")
+class _SlowCopyProp(mx.operator.CustomOpProp):
+    def __init__(self):
+        super().__init__(need_top_grad=False)
+
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _SlowCopy()
+
+
+def pending(values):
+    """An array whose value MXNet's engine is still computing (as MXNet's 2bit dequantization leaves it)."""
+    return mx.nd.Custom(mx.nd.array(values), op_type="mxgc_test_slow_copy")
+
+
+@pytest.mark.parametrize("branch", ["register", "unknown key", "wrong size", "wrong dtype", "accepted"])
+def test_update_returns_only_after_the_received_array_is_written(branch):
+    """MXNet's server frees (or reuses) the received buffer as soon as the updater returns; an updater
+    that returns while the engine still writes it lets that write land in freed memory (the crash
+    seen with MXNet's own 2bit)."""
+    server = Server([16], {"type": "4bit", "thresholds": POW2})
+    _SlowCopy.finished.clear()
+    if branch == "register":
+        server.agg.expected.add(999)
+        server.agg.update(999, pending(np.zeros(4, np.float32)), mx.nd.zeros(4))
+    elif branch == "unknown key":
+        server.agg.update(12345, pending(np.zeros(4, np.float32)), None)
+    elif branch == "wrong size":
+        server.push(pending(np.zeros(server.words + 1, np.float32)))
+    elif branch == "wrong dtype":
+        server.push(pending(np.zeros(server.words, np.float32)).astype("float16"))
+    else:
+        server.push(pending(np.zeros(server.words, np.float32)))
+    assert len(_SlowCopy.finished) == 1
+
+
+# ---- rejections keep the rounds in step and reach the status ----
+
+def dense_round(server, values):
+    for v in values:
+        server.push(mx.nd.array(v))
+
+
+def test_rejected_push_is_counted_and_reported_values_unchanged():
+    server = Server([5, 3], None)
+    before = server.value.asnumpy().copy()
+    server.push(mx.nd.ones(8))
+    server.push(mx.nd.ones(9))  # wrong size
+    assert server.errors() == 1 and "rejected a push of 9 float32 words" in server.message_text()
+    np.testing.assert_array_equal(server.value.asnumpy(), before)
+    assert server.rounds() == 1
+    dense_round(server, [np.full(8, 1.0), np.full(8, 2.0)])  # the next round is whole
+    np.testing.assert_array_equal(server.value.asnumpy(), np.full(8, 3.0))
+    assert server.rounds() == 2 and server.errors() == 1
+
+
+def test_corrupt_topk_payload_rejected_without_raising():
+    server = Server([40], {"type": "layerwise_topk", "density": 0.25})
+    bad = np.zeros(server.words, np.float32)
+    bad[0] = np.array([10 ** 6], np.int32).view(np.float32)[0]  # count past the capacity
+    server.push(mx.nd.array(np.zeros(server.words, np.float32)))
+    server.push(mx.nd.array(bad))
+    assert server.errors() == 1 and "corrupt payload" in server.message_text()
+    np.testing.assert_array_equal(server.value.asnumpy(), np.full(40, 7.0))
+    assert server.rounds() == 1
+
+
+def test_optimizer_that_cannot_run_is_refused_when_sent():
+    server = Server([4], None, optimizer=mx.optimizer.SGD(learning_rate=0.1, clip_gradient="abc"))
+    assert server.errors() == 1
+    assert "command failed on server 0" in server.message_text()
+    assert server.agg.optimizer is None
+
+
+def test_optimizer_failing_in_a_round_is_reported_and_the_round_ends():
+    class Failing(mx.optimizer.SGD):
+        calls = 0
+
+        def update_multi_precision(self, index, weight, grad, state):
+            Failing.calls += 1
+            if Failing.calls > 1:  # passes the trial update, fails in the first real round
+                raise FloatingPointError("diverged")
+            super().update_multi_precision(index, weight, grad, state)
+
+    server = Server([4], None)
+    server.agg.optimizer = Failing(learning_rate=0.1)
+    Failing.calls = 1
+    dense_round(server, [np.ones(4), np.ones(4)])
+    assert server.errors() == 1 and "FloatingPointError: diverged" in server.message_text()
+    assert server.rounds() == 1 and server.agg.messages[server.message.push_key].count == 0
+
+
+@pytest.mark.parametrize("body", ["mxgc1 {not json", "mxgc1 " + '{"op": "explode"}', "mxgc1 " + '{"op": 3}',
+                                  "mxgc1 " + '{"op": "layout", "messages": 7}', "hello from a stock worker"])
+def test_bad_commands_are_reported_not_raised(body):
+    server = Server([4], None)
+    server.agg.command(5, body)
+    assert server.errors() == 1
+    assert "command" in server.message_text()
+
+
+# ---- fuzzing: any bytes, any size, any dtype ----
+
+DTYPES = ["float32", "float32", "float32", "float16", "float64"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(codec=st.sampled_from(CODECS), sizes=st.lists(st.integers(1, 70), min_size=1, max_size=3),
+       pushes=st.lists(st.tuples(st.sampled_from(DTYPES), st.integers(-2, 2), st.binary(min_size=0, max_size=4096)),
+                       min_size=1, max_size=6))
+def test_fuzzed_pushes_never_raise_and_keep_rounds(codec, sizes, pushes):
+    """Random bit patterns (NaNs, huge counts, any index), wrong sizes and dtypes: the updater never
+    raises, each push counts towards its round, and a round with a rejected push leaves the values."""
+    server = Server(sizes, codec)
+    errors, round_rejected, round_start = 0, False, server.value.asnumpy().copy()
+    for i, (dtype, size_delta, raw) in enumerate(pushes):
+        words = max(1, server.words + size_delta)
+        data = (raw * (1 + 4 * words // max(1, len(raw))))[:4 * words].ljust(4 * words, b"\0")
+        server.push(mx.nd.array(np.frombuffer(data, np.float32)).astype(dtype))
+        errors_now = server.errors()
+        if dtype != "float32" or words != server.words:
+            assert errors_now == errors + 1
+        round_rejected = round_rejected or errors_now > errors
+        errors = errors_now
+        if (i + 1) % WORKERS == 0:
+            assert server.rounds() == (i + 1) // WORKERS
+            if round_rejected:
+                np.testing.assert_array_equal(server.value.asnumpy(), round_start)
+            round_rejected, round_start = False, server.value.asnumpy().copy()
+    assert server.agg.messages[server.message.push_key].count == len(pushes) % WORKERS
