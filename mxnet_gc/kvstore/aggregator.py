@@ -179,6 +179,11 @@ class Aggregator:
         finally:
             message.count = 0
             message.rejected = False
+            done = (self.status[protocol.ST_ROUNDS_DONE] + 1) % protocol.ROUNDS_MODULUS
+            self.status[protocol.ST_ROUNDS_DONE] = done
+            status = self.values_np.get(self.status_key)
+            if status is not None:
+                status[protocol.ST_ROUNDS_DONE] = done
 
     def apply_optimizer(self, message):
         """One optimizer step per segment, under the segment's own index (its chunk id)."""

@@ -134,8 +134,8 @@ def save_after_corrupt_push(kv, keys, outs, saved, spec):
         saved["corrupt_error"] = np.array(str(e))
     kv.pull(keys[0], out=outs[0])
     saved["%s/after_corrupt" % keys[0]] = outs[0].asnumpy()
-    if spec.get("corrupt_kind", "size") in ("size", "topk_count", "topk_index"):  # the faulty process can go on
-        kv.push(keys[0], mx.nd.ones(outs[0].shape) * (1 + kv.rank))  # (MXNet's client refuses another dtype)
+    if spec.get("corrupt_kind", "size") in ("topk_count", "topk_index"):  # the faulty process can go on
+        kv.push(keys[0], mx.nd.ones(outs[0].shape) * (1 + kv.rank))  # (MXNet's client refuses another size)
         kv.pull(keys[0], out=outs[0])
         saved["%s/next_round" % keys[0]] = outs[0].asnumpy()
 
