@@ -28,6 +28,9 @@ give one plan everywhere; the store regroups its messages by it.  Rank 0 prints 
 ``trainer.merge_plan``, and checkpoints keep it (a resumed trainer with the same ``merge`` option uses
 it instead of profiling again).  Needs update_on_kvstore=False.
 
+``nonfinite`` ('warn', the default, 'raise' or 'ignore'): what a gradient holding NaN or inf values
+does; the store counts them on every push and names the parameter (mxnet_gc/kvstore/nonfinite.py).
+
 ``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
 engine's dependencies; ``pipeline=False`` waits for every gradient first.  With a merge plan on the
 parameter server, pipelining also pulls each message as soon as every worker's push of it is summed
@@ -114,7 +117,8 @@ class Trainer(gluon.Trainer):
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, bucket_size=None, threshold_groups=None, calibration_steps=50,
-                 group_overrides=None, dense_warmup_steps=0, merge=None, pipeline=True, profile_steps=3):
+                 group_overrides=None, dense_warmup_steps=0, merge=None, pipeline=True, profile_steps=3,
+                 nonfinite="warn"):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.STORES:
             kvstore = gc_kvstore.create(kvstore)
         if isinstance(kvstore, DistSyncStore) and not kvstore._chunks:
@@ -123,6 +127,8 @@ class Trainer(gluon.Trainer):
             kvstore.set_bucket_size(bucket_size)
         self._selector = None
         self.group_table = None
+        if isinstance(kvstore, OUR_STORES):
+            kvstore.set_nonfinite(nonfinite)
         if merge is not None and not (merge in ("dp", "layerwise", "one") or
                                       (isinstance(merge, int) and not isinstance(merge, bool) and merge > 0)):
             raise ValueError("merge must be 'dp', 'layerwise', 'one' or a bucket size in bytes > 0, got %r" % (merge,))
@@ -180,6 +186,7 @@ class Trainer(gluon.Trainer):
         if not self._ours():
             return super()._init_params()
         ready = [p for p in self._params_to_init if not p._deferred_init]
+        self._kvstore.set_key_names({self._param2idx[p.name]: p.name for p in ready})
         # Parameters that get gradients are pushed together each step, so they are initialized together
         # (and may share messages); the others (batch-norm statistics) apart from them.
         trained = [p for p in ready if p.grad_req != "null"]

@@ -13,7 +13,10 @@
 //   mxgc_topk_decode_add(payload, acc; capacity)     -> acc + values
 //
 // The layer-wise sparsifier (topk_sparsifier.h): state is updated in place; parameters as there.
+//
+//   mxgc_count_nonfinite(a_1, ..., a_N; num_arrays=N) -> counts (N,): NaN and +-inf values in each a_i
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -348,6 +351,48 @@ MXReturnValue topk_decode_forward(const Attrs& attrs, std::vector<MXTensor>* in,
   return MX_SUCCESS;
 }
 
+// ---- non-finite values ----
+
+bool parse_num_arrays(const Attrs& attrs, int* n) {
+  std::vector<long> v;
+  if (!parse_list<long>(attrs, "num_arrays", [](const char* s, char** e) { return std::strtol(s, e, 10); }, &v) ||
+      v.size() != 1 || v[0] < 1) {
+    MX_ERROR_MSG << "mxnet_gc count_nonfinite: attribute 'num_arrays' missing or not an integer >= 1";
+    return false;
+  }
+  *n = static_cast<int>(v[0]);
+  return true;
+}
+
+MXReturnValue count_attrs(const Attrs& attrs, int* num_in, int* num_out) {
+  if (!parse_num_arrays(attrs, num_in)) return MX_FAIL;
+  *num_out = 1;
+  return MX_SUCCESS;
+}
+
+MXReturnValue count_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
+  (*out)[0] = {static_cast<unsigned int>(in->size())};
+  return MX_SUCCESS;
+}
+
+// A float32 is NaN or +-inf when its exponent bits are all set: an integer test, exact under any
+// floating-point flags, that the compiler vectorizes.
+int64_t count_nonfinite(const uint32_t* bits, int64_t n) {
+  int64_t count = 0;
+  const int threads = n >= (1 << 18) ? mxgc::num_threads() : 1;
+#pragma omp parallel for reduction(+ : count) num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) count += (bits[i] & 0x7f800000u) == 0x7f800000u;
+  return count;
+}
+
+MXReturnValue count_forward(const Attrs&, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
+                            const OpResource&) {
+  float* counts = (*out)[0].data<float>();
+  for (size_t i = 0; i < in->size(); ++i)
+    counts[i] = static_cast<float>(count_nonfinite(static_cast<const uint32_t*>((*in)[i].data_ptr), (*in)[i].size()));
+  return MX_SUCCESS;
+}
+
 }  // namespace
 
 #define MXGC_REGISTER_CODEC(BITS)                                                                 \
@@ -387,6 +432,12 @@ REGISTER_OP(mxgc_topk_decode_add)
     .setInferType(all_float32)
     .setInferShape(topk_decode_add_shape)
     .setForward(topk_decode_forward, "cpu");
+
+REGISTER_OP(mxgc_count_nonfinite)
+    .setParseAttrs(count_attrs)
+    .setInferType(all_float32)
+    .setInferShape(count_shape)
+    .setForward(count_forward, "cpu");
 
 #ifndef MXGC_BUILD_ID
 #define MXGC_BUILD_ID "unknown"

@@ -19,6 +19,7 @@ from mxnet.kvstore import KVStoreBase
 from .compression import Compression, supported_types
 from .dist_store import DistSyncStore
 from .horovod_store import HorovodStore
+from .nonfinite import NonFiniteGradientError
 
 STORES = {"dist_sync": DistSyncStore, "horovod": HorovodStore}
 MX_NAMES = {"gc_" + name: cls for name, cls in STORES.items()}
@@ -36,4 +37,4 @@ def create(name="dist_sync"):
 for _name, _cls in MX_NAMES.items():
     KVStoreBase.kv_registry[_name] = _cls
 
-__all__ = ["create", "DistSyncStore", "HorovodStore", "Compression", "supported_types"]
+__all__ = ["create", "DistSyncStore", "HorovodStore", "Compression", "supported_types", "NonFiniteGradientError"]

@@ -16,6 +16,7 @@ from mxnet.base import _LIB, check_call
 from mxnet.kvstore import KVStoreBase
 
 from . import arguments, protocol
+from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
 
@@ -56,7 +57,7 @@ def _wait_to_write(array):
     check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
 
 
-class DistSyncStore(KVStoreBase):
+class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
     Start the processes with ``tools/launch.py``.  Settings (environment variables):
@@ -69,6 +70,7 @@ class DistSyncStore(KVStoreBase):
     """
 
     def __init__(self):
+        super().__init__()
         if "DMLC_NUM_SERVER" not in os.environ:
             raise RuntimeError("mxnet_gc dist store: no DMLC_* environment; start the job with tools/launch.py")
         saved = os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND")
@@ -213,10 +215,6 @@ class DistSyncStore(KVStoreBase):
             raise ValueError("bucket size must be an int >= 0, got %r" % (values,))
         self._layout.bucket = values
 
-    def broadcast(self, key, value, out, priority=0):
-        self.init(key, value)
-        self.pull(key, out=out, priority=priority)
-
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
         grads = {}
@@ -224,6 +222,7 @@ class DistSyncStore(KVStoreBase):
             self._check_initialized(k)
             grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
         keys = list(grads)
+        self._nonfinite.record(keys, [grads[k] for k in keys])
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -328,10 +327,6 @@ class DistSyncStore(KVStoreBase):
         for c in decodes:
             out = dests[c.key]
             c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
-
-    def pushpull(self, key, value, out=None, priority=0):
-        self.push(key, value, priority=priority)
-        self.pull(key, out=value if out is None else out, priority=priority)
 
     def set_optimizer(self, optimizer):
         """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective)."""

@@ -17,9 +17,9 @@ import json
 
 import mxnet as mx
 import numpy as np
-from mxnet.kvstore import KVStoreBase
 
 from . import arguments, protocol
+from .base import StoreBase
 from .compression import Compression
 
 
@@ -37,10 +37,11 @@ class _Message:
         return self.codecs is not None
 
 
-class HorovodStore(KVStoreBase):
+class HorovodStore(StoreBase):
     """A kvstore whose push and pull are Horovod collectives; the codecs are those of the dist store."""
 
     def __init__(self):
+        super().__init__()
         try:
             import horovod.mxnet as hvd
         except ImportError as e:
@@ -99,10 +100,6 @@ class HorovodStore(KVStoreBase):
             self._reduce_only.update(keys)
         self._add_messages(keys, groups)
 
-    def broadcast(self, key, value, out, priority=0):
-        self.init(key, value)
-        self.pull(key, out=out)
-
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
         grads = {}
@@ -110,6 +107,7 @@ class HorovodStore(KVStoreBase):
             self._check_initialized(k)
             grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
         keys = list(grads)
+        self._nonfinite.record(keys, [grads[k] for k in keys])
         for m in self._messages_of(keys):
             missing = [k for k in m.keys if k not in grads]
             if missing:
@@ -152,10 +150,6 @@ class HorovodStore(KVStoreBase):
                     m.result[m.offsets[i]:m.offsets[i + 1]].reshape(self._shapes[k]).copyto(dest)
                 for extra in targets[k][1:]:
                     dest.copyto(extra)
-
-    def pushpull(self, key, value, out=None, priority=0):
-        self.push(key, value, priority=priority)
-        self.pull(key, out=value if out is None else out, priority=priority)
 
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""

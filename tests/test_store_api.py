@@ -1,0 +1,91 @@
+"""MXNet's kvstore API at its edges, on both of mxnet_gc's stores (real jobs: the parameter server
+through tools/launch.py, Horovod through horovodrun): clear errors for bad calls, arrays per device
+summed and written to every output, keys given twice, NaN gradients reported with the parameter's
+name, and the stock gluon.Trainer on two contexts per worker against a numpy reference."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dist.api_worker import data, initial_dense
+from dist.job import HERE, LAUNCH, ROOT
+from test_horovod import horovodrun
+
+WORKERS = 2
+CONTEXTS = 2
+
+
+def run(tmp_path, store, policy="warn"):
+    script = os.path.join(HERE, "api_worker.py")
+    if store == "dist_sync":
+        argv = [sys.executable, LAUNCH, "-n", str(WORKERS), "-s", "1", "--timeout", "120", sys.executable, script,
+                store, str(tmp_path), policy]
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    else:
+        proc = horovodrun("api_worker.py", store, tmp_path, policy, np_=WORKERS)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(WORKERS)]
+
+
+def reference_dense(steps=3, lr=0.1, batch=8):
+    """The Dense(3) layer after SGD on the gradients summed over every worker and context (L2Loss)."""
+    weight, bias = (a.astype(np.float64) for a in initial_dense())
+    for step in range(steps):
+        grad_w, grad_b = np.zeros_like(weight), np.zeros_like(bias)
+        for rank in range(WORKERS):
+            for c in range(CONTEXTS):
+                x, y = (a.astype(np.float64) for a in data(rank, c, step))
+                d = (x @ weight.T + bias - y) / y.shape[1]  # L2Loss: half the mean square over outputs
+                grad_w += d.T @ x
+                grad_b += d.sum(axis=0)
+        weight -= lr / batch * grad_w
+        bias -= lr / batch * grad_b
+    return weight, bias
+
+
+@pytest.mark.parametrize("store", ["dist_sync", "horovod"])
+def test_api_edges(tmp_path, store):
+    results = run(tmp_path, store)
+    expected_errors = {
+        "keys_and_values": "ValueError: push: 2 keys and 1 values",
+        "pull_without_out": "ValueError: pull: out= is required",
+        "bool_key": "ValueError: keys must be int or str, got True (bool)",
+        "float_key": "ValueError: keys must be int or str, got 7.0 (float)",
+        "empty_init": "ValueError: init: key 'z' has an empty array",
+        "float16_push": "TypeError: push: key 'a': arrays must be float32, got float16",
+        "wrong_shape_pull": "ValueError: pull: key 'a' has shape (3, 4), got an array of shape (12,)",
+        "uninitialized": "ValueError: key 'nope' is not initialized",
+        "duplicate_init": "ValueError: init: key 'y' is given twice",
+    }
+    weight, bias = reference_dense()
+    for rank, saved in enumerate(results):
+        for label, start in expected_errors.items():
+            assert str(saved["error/" + label]).startswith(start), (label, saved["error/" + label])
+        np.testing.assert_array_equal(saved["z"], np.ones(2))
+        # per device: rank r pushes (1 + r) and 10 (1 + r); every output gets the sum over all
+        want = sum((1 + r) * (1 + 10) for r in range(WORKERS))
+        for c in range(CONTEXTS):
+            np.testing.assert_array_equal(saved["devices/%d" % c], np.full((3, 4), want))
+        np.testing.assert_array_equal(saved["duplicates/first"], np.full((3, 4), 3.0 * WORKERS))
+        np.testing.assert_array_equal(saved["duplicates/second"], np.full((3, 4), 3.0 * WORKERS))
+        np.testing.assert_array_equal(saved["duplicates/other"], np.full(5, float(sum(range(WORKERS)))))
+        warned = list(saved["nonfinite/warnings"])
+        if rank == 0:  # rank 0 pushed a NaN and an inf twice: one warning, naming the parameter
+            assert len(warned) == 1 and "dense0_weight: 2" in warned[0], warned
+            assert int(saved["nonfinite/count"]) == 2
+        else:
+            assert warned == [] and int(saved["nonfinite/count"]) == 0
+        for c in range(CONTEXTS):
+            np.testing.assert_allclose(saved["gluon/weight/%d" % c], weight, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(saved["gluon/bias/%d" % c], bias, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(saved["gluon/weight/%d" % c], results[0]["gluon/weight/0"])
+
+
+def test_nonfinite_raise_policy(tmp_path):
+    results = run(tmp_path, "dist_sync", policy="raise")
+    for saved in results:
+        error = str(saved["nonfinite/error"])
+        assert error.startswith("step 1: mxnet_gc: push 3 sent non-finite gradient values"), error
+        assert "dense0_weight: 2" in error
