@@ -17,7 +17,19 @@ class CorruptCheckpoint(ValueError):
 def write(path, data):
     """Writes ``data`` (bytes) to ``path`` and its SHA-256 to ``path.sha256`` (each through a rename)."""
     _replace(path, data)
+    seal(path)
+
+
+def seal(path):
+    """Writes ``path.sha256`` for a file another library has written (such as ``mx.nd.save``)."""
+    with open(path, "rb") as f:
+        data = f.read()
     _replace(path + SUFFIX, ("%s  %s\n" % (hashlib.sha256(data).hexdigest(), os.path.basename(path))).encode())
+
+
+def verify(path):
+    """Raises CorruptCheckpoint unless ``path`` matches ``path.sha256`` (before another library reads it)."""
+    read(path)
 
 
 def read(path):

@@ -52,8 +52,8 @@ import mxnet as mx
 
 from mxnet import gluon
 
+from . import checkpoint_files, merge_planner
 from . import kvstore as gc_kvstore
-from . import merge_planner
 from .groups import GroupSelector, format_table
 from .kvstore.dist_store import DistSyncStore
 from .kvstore.horovod_store import HorovodStore
@@ -233,35 +233,43 @@ class Trainer(gluon.Trainer):
     def save_checkpoint(self, prefix, extra=None):
         """Saves what an exact resume needs (a collective call on the workers).
 
-        prefix.params (weights, rank 0), prefix.trainer.json (groups, rank 0), prefix.rank<r>.residuals
-        (each worker's residuals), and the optimizer states: prefix.opt.server<r> on each server when
-        the optimizer runs there, else prefix.opt (rank 0).  ``extra`` (JSON) comes back from load.
+        prefix.params (weights, rank 0), prefix.trainer.json (groups, steps, the job's settings; rank 0),
+        prefix.rank<r>.residuals (each worker's residuals), and the optimizer states: prefix.opt.server<r>
+        on each server when the optimizer runs there, else prefix.opt (rank 0).  Every file F has its
+        SHA-256 in F.sha256.  ``extra`` (JSON) comes back from load.
         """
         if not self._ours():
             raise RuntimeError("save_checkpoint needs mxnet_gc's dist store")
         kv = self._kvstore
         if kv.rank == 0:
             mx.nd.save(prefix + ".params", {p.name: p.data() for p in self._params})
-            with open(prefix + ".trainer.json", "w") as f:
-                json.dump({"group_table": self.group_table, "compression": kv._compression.config,
-                           "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
-                           "merge": self._merge,
-                           "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
-                           "extra": extra}, f)
+            checkpoint_files.seal(prefix + ".params")
+            state = {"configuration": self._configuration(), "group_table": self.group_table,
+                     "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
+                     "merge": self._merge, "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
+                     "extra": extra}
+            checkpoint_files.write(prefix + ".trainer.json", json.dumps(state).encode())
         kv.save_residuals("%s.rank%d.residuals" % (prefix, kv.rank))
         if self._update_on_kvstore:
             kv.save_optimizer_states(prefix + ".opt", dump_optimizer=True)
         elif kv.rank == 0:
-            with open(prefix + ".opt", "wb") as f:
-                f.write(self._updaters[0].get_states(dump_optimizer=True))
+            checkpoint_files.write(prefix + ".opt", self._updaters[0].get_states(dump_optimizer=True))
+
+    def _configuration(self):
+        """The settings a job that resumes this one's checkpoint must share with it."""
+        compression = self._group_compression
+        return {"num_workers": self._kvstore.num_workers,
+                "compression": gc_kvstore.Compression(compression).config if compression else None,
+                "threshold_groups": self._selector is not None, "update_on_kvstore": bool(self._update_on_kvstore),
+                "parameters": [[p.name, list(p.shape)] for p in self._params]}
 
     def load_checkpoint(self, prefix):
         """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step).
 
-        Returns the ``extra`` saved with it.
+        Refuses a corrupt file, or a checkpoint of a job with other settings (workers, compression,
+        parameters), saying what differs.  Returns the ``extra`` saved with it.
         """
-        with open(prefix + ".trainer.json") as f:
-            state = json.load(f)
+        state = json.loads(checkpoint_files.read(prefix + ".trainer.json"))
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
         # a resumed trainer sends it now, so it needs the value of the run that saved.
         self._optimizer.rescale_grad = state["rescale_grad"]
@@ -269,6 +277,8 @@ class Trainer(gluon.Trainer):
             self._init_kvstore()
         if not self._ours():
             raise RuntimeError("load_checkpoint needs mxnet_gc's dist store")
+        self._check_configuration(prefix, state["configuration"])
+        checkpoint_files.verify(prefix + ".params")
         saved = mx.nd.load(prefix + ".params")
         for p in self._params:
             p.set_data(saved[p.name])
@@ -291,13 +301,19 @@ class Trainer(gluon.Trainer):
         if self._update_on_kvstore:
             self._kvstore.load_optimizer_states(prefix + ".opt")
             return state["extra"]
-        else:
-            with open(prefix + ".opt", "rb") as f:
-                states = f.read()
-            for updater in self._updaters:
-                updater.set_states(states)
-            self._optimizer = self._updaters[0].optimizer
+        states = checkpoint_files.read(prefix + ".opt")
+        for updater in self._updaters:
+            updater.set_states(states)
+        self._optimizer = self._updaters[0].optimizer
         return state["extra"]
+
+    def _check_configuration(self, prefix, saved):
+        mine = self._configuration()
+        differing = ["%s: %s in the checkpoint, %s in this job" % (k, json.dumps(saved.get(k)), json.dumps(v))
+                     for k, v in mine.items() if json.loads(json.dumps(v)) != saved.get(k)]
+        if differing:
+            raise ValueError("checkpoint %s was saved by a job with other settings; %s"
+                             % (prefix, "; ".join(differing)))
 
     def _backward_order(self, params):
         """``params`` in the order backward produces their gradients (the last defined layer's first)."""

@@ -76,3 +76,26 @@ def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
         run = json.load(f)
     assert len(run["groups"]) == 65  # every parameter with a gradient got a group
     assert run["epochs"][0]["test_accuracy"] > 0.1  # better than chance after 10 steps
+
+
+def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
+    """A checkpoint names the settings of the job that saved it; a job with other workers or another codec,
+    or a checkpoint file with a flipped bit, is refused on every worker with what differs."""
+    saved = str(tmp_path / "saved")
+    train(tmp_path, "--epochs", "1", "--checkpoint", saved, "--compression", "4bit")
+
+    def refused(*args, workers=2):
+        argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "120", sys.executable, EXAMPLE] + \
+            QUICK + ["--epochs", "2", "--resume", saved] + list(args)
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
+        assert proc.returncode != 0
+        return proc.stdout + proc.stderr
+
+    out = refused("--compression", "layerwise_topk")
+    assert "was saved by a job with other settings; compression: {" in out and "layerwise_topk" in out
+    assert "num_workers: 2 in the checkpoint, 3 in this job" in refused("--compression", "4bit", workers=3)
+    params = tmp_path / "saved.params"
+    data = bytearray(params.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    params.write_bytes(bytes(data))
+    assert "checkpoint file %s is corrupt" % params in refused("--compression", "4bit")

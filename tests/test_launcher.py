@@ -107,6 +107,29 @@ def test_ssh_launcher_with_a_stand_in_for_ssh(tag, tmp_path):
     assert proc.stdout.count("host 127.0.0.1 worker") == 2
 
 
+@pytest.mark.parametrize("launcher", ["local", "ssh"])
+def test_sigkill_of_the_launcher_ends_every_process(tag, tmp_path, launcher):
+    """kill -9 of the launcher (no handler runs): its watchdog ends scheduler, server and workers."""
+    args = ["-n", "2", "-s", "1", "--timeout", "300"]
+    if launcher == "ssh":
+        hostfile = tmp_path / "hosts"
+        hostfile.write_text("127.0.0.1\n")
+        args += ["--launcher", "ssh", "-H", str(hostfile), "--ssh",
+                 "%s %s" % (sys.executable, os.path.join(HERE, "fake_ssh.py"))]
+    proc = subprocess.Popen(LAUNCH + ["--env", tag] + args + [sys.executable, "-c", STORE + "import time; time.sleep(300)"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while len(processes_with(tag)) < 4 and time.time() < deadline:
+        time.sleep(0.2)
+    assert len(processes_with(tag)) == 4
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.time() + 20
+    while processes_with(tag) and time.time() < deadline:
+        time.sleep(0.2)
+    assert processes_with(tag) == []
+
+
 def test_bad_arguments():
     for args, message in [([], "-n/--num-workers"), (["-n", "1"], "no worker command"),
                           (["-n", "0", "true"], "at least one worker"),

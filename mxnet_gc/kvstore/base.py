@@ -1,6 +1,11 @@
 """What mxnet_gc's two stores (the parameter server and Horovod) share above their transports."""
+import io
+import json
+
+import numpy as np
 from mxnet.kvstore import KVStoreBase
 
+from .. import checkpoint_files
 from .nonfinite import NonFiniteMonitor
 
 
@@ -32,3 +37,33 @@ class StoreBase(KVStoreBase):
         """{key: NaN and inf values pushed so far}, for the keys that had any (counted until the last push
         but one)."""
         return dict(self._nonfinite.counts)
+
+    def save_residuals(self, fname):
+        """Writes this worker's error-feedback state (one array per chunk of a key) and the compression
+        it belongs to, to ``fname`` (.npz, with ``fname.sha256``).  Named by key and chunk, not by
+        message: a store whose keys are grouped into other messages (``regroup``) loads them too."""
+        arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
+        meta = json.dumps({"compression": self._compression.config}, sort_keys=True)
+        buffer = io.BytesIO()
+        np.savez(buffer, __meta__=np.array(meta), **arrays)
+        checkpoint_files.write(fname, buffer.getvalue())
+
+    def load_residuals(self, fname):
+        """Restores what ``save_residuals`` wrote, into a store with the same compression and keys."""
+        with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
+            saved_compression = json.loads(str(saved["__meta__"]))["compression"]
+            if saved_compression != json.loads(json.dumps(self._compression.config)):
+                raise ValueError("%s holds residuals of gradient compression %s; this store uses %s"
+                                 % (fname, json.dumps(saved_compression, sort_keys=True),
+                                    json.dumps(self._compression.config, sort_keys=True)))
+            for k, i, residual in self._residual_items():
+                name = "%r/%d" % (k, i)
+                if name not in saved.files or saved[name].size != residual.size:
+                    raise ValueError("%s does not match this store's keys (chunk %d of key %r: %s)"
+                                     % (fname, i, k, "missing" if name not in saved.files else
+                                        "%d values saved, %d here" % (saved[name].size, residual.size)))
+                residual[:] = saved[name].reshape(residual.shape)
+
+    def _residual_items(self):
+        """(key, chunk index, residual NDArray) of every key that has error-feedback state."""
+        raise NotImplementedError

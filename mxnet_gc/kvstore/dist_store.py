@@ -355,27 +355,9 @@ class DistSyncStore(StoreBase):
         self._kv._barrier()
         self._check_status()
 
-    def save_residuals(self, fname):
-        """Writes this worker's error-feedback residuals (one array per chunk of a key) to ``fname`` (.npz).
-
-        Named by key and chunk, not by message: a store whose keys are grouped into other messages
-        (``regroup``) loads them too."""
-        arrays = {"%r/%d" % (k, i): c.residual.asnumpy() for k, cs in self._chunks.items()
-                  for i, c in enumerate(cs) if c.residual is not None}
-        with open(fname, "wb") as f:
-            np.savez(f, **arrays)
-
-    def load_residuals(self, fname):
-        """Restores residuals saved by ``save_residuals`` (same keys, initialized in the same order)."""
-        with np.load(fname) as saved:
-            for k, cs in self._chunks.items():
-                for i, c in enumerate(cs):
-                    name = "%r/%d" % (k, i)
-                    if name in saved:
-                        if c.residual is None or c.residual.size != saved[name].size:
-                            raise ValueError("%s does not match this store's keys (chunk %d of key %r)"
-                                             % (fname, i, k))
-                        c.residual[:] = saved[name].reshape(c.residual.shape)
+    def _residual_items(self):
+        return [(k, i, c.residual) for k, cs in self._chunks.items() for i, c in enumerate(cs)
+                if c.residual is not None]
 
     # ---- key layout ----
 

@@ -170,15 +170,8 @@ class HorovodStore(StoreBase):
             return 8 * n  # a ring allreduce sends and receives about the whole array
         return 4 * codec.payload_size(n) * self.num_workers
 
-    def save_residuals(self, fname):
-        mx.nd.save(fname, {str(k): r for k, r in self._residuals.items()})
-
-    def load_residuals(self, fname):
-        saved = mx.nd.load(fname)
-        for k in self._residuals:
-            if str(k) not in saved or saved[str(k)].shape != self._residuals[k].shape:
-                raise ValueError("%s does not match this store's keys (key %r)" % (fname, k))
-            saved[str(k)].copyto(self._residuals[k])
+    def _residual_items(self):
+        return [(k, 0, r) for k, r in self._residuals.items()]
 
     # ---- messages ----
 
