@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test demo bench bench-network bench-sparse clean
+.PHONY: install horovod data test demo bench bench-network bench-sparse asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -81,6 +81,32 @@ bench-sparse: install
 	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
 		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_mlp_horovod.csv \
 		--plot docs/bench_sparse_fixed_mlp_horovod.png
+
+# The C++ kernels and a fuzz driver (tests/asan/kernel_fuzz.cc) built with AddressSanitizer and
+# UndefinedBehaviorSanitizer, every instruction-set copy the library has; tests/test_kernel_fuzz.py runs
+# a corpus of random and adversarial payloads through it.
+ASAN_DIR := build/asan
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+	-std=c++17 -fopenmp -Isrc_cpp
+ifeq ($(shell uname -m),x86_64)
+ASAN_ISAS := baseline x86_64_v3 x86_64_v4
+ASAN_DISPATCH := -DMXGC_MULTI_ISA
+else
+ASAN_ISAS := baseline
+endif
+ASAN_OBJS := $(foreach isa,$(ASAN_ISAS),$(ASAN_DIR)/quantizer_kernels_$(isa).o $(ASAN_DIR)/topk_sparsifier_$(isa).o)
+$(ASAN_DIR)/%_baseline.o: src_cpp/%.cc $(wildcard src_cpp/*.h)
+	@mkdir -p $(ASAN_DIR)
+	g++ $(ASAN_FLAGS) -DMXGC_ISA=baseline -c $< -o $@
+$(ASAN_DIR)/%_x86_64_v3.o: src_cpp/%.cc $(wildcard src_cpp/*.h)
+	@mkdir -p $(ASAN_DIR)
+	g++ $(ASAN_FLAGS) -DMXGC_ISA=x86_64_v3 -march=x86-64-v3 -c $< -o $@
+$(ASAN_DIR)/%_x86_64_v4.o: src_cpp/%.cc $(wildcard src_cpp/*.h)
+	@mkdir -p $(ASAN_DIR)
+	g++ $(ASAN_FLAGS) -DMXGC_ISA=x86_64_v4 -march=x86-64-v4 -c $< -o $@
+$(ASAN_DIR)/kernel_fuzz: $(ASAN_OBJS) tests/asan/kernel_fuzz.cc src_cpp/dispatch.cc
+	g++ $(ASAN_FLAGS) $(ASAN_DISPATCH) tests/asan/kernel_fuzz.cc src_cpp/dispatch.cc $(ASAN_OBJS) -o $@
+asan: $(ASAN_DIR)/kernel_fuzz
 
 clean:
 	rm -rf build $(VENV) *.egg-info mxnet_gc/*.so

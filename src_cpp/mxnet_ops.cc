@@ -282,6 +282,11 @@ MXReturnValue topk_encode_shape(const Attrs& attrs, Shapes* in, Shapes* out) {
                  << state;
     return MX_FAIL;
   }
+  if (p.capacity < mxgc::topk_target(n, p.density)) {
+    MX_ERROR_MSG << "mxnet_gc topk encode: capacity " << p.capacity << " is below the " << mxgc::topk_target(n, p.density)
+                 << " values density " << p.density << " aims to send of " << n;
+    return MX_FAIL;
+  }
   (*out)[0] = {static_cast<unsigned int>(mxgc::topk_payload_words(p.capacity))};
   return MX_SUCCESS;
 }

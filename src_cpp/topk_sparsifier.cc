@@ -164,7 +164,7 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   float* velocity = use_momentum ? state + n : nullptr;
   float* threshold = state + (use_momentum ? 2 * n : n);
   const int32_t steps = float_to_bits(threshold[1]);
-  const int64_t k = std::min<int64_t>(n, std::max<int64_t>(1, std::llround(p.density * n)));
+  const int64_t k = topk_target(n, p.density);
   const bool exact = steps % p.reset_every == 0 || !(threshold[0] > 0.0f);
   const int nt = threads_for(n);
   const int64_t block = (n + nt - 1) / nt;

@@ -3,7 +3,7 @@
 //
 // Per step, for one layer (or one chunk of it) of n values:
 //   v = momentum * v + grad (with momentum > 0: DGC's momentum correction), a = residual + v (or + grad);
-//   the threshold is the exact k-th largest |a| (k = max(1, round(density * n))) on the first step and
+//   the threshold is the exact k-th largest |a| (k = topk_target(n, density)) on the first step and
 //   every reset_every steps.  Selected: the nonzero a with |a| >= threshold; if more than `capacity`
 //   pass, the capacity largest |a| (ties: lower index first).  They are sent and cleared from the
 //   residual (and from v); the rest stays.  The next step's threshold: after a step where more than
@@ -33,6 +33,11 @@ struct TopkParams {
   int64_t capacity;  // most values one payload holds (>= 1)
 };
 
+// k: how many values a step aims to send; an encode's capacity must be at least k.
+inline int64_t topk_target(int64_t n, double density) {
+  const int64_t k = static_cast<int64_t>(density * n + 0.5);
+  return k < 1 ? 1 : (k > n ? n : k);
+}
 inline int64_t topk_state_words(int64_t n, bool momentum) { return n * (momentum ? 2 : 1) + 2; }
 inline int64_t topk_payload_words(int64_t capacity) { return 1 + 2 * capacity; }
 

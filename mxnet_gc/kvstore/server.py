@@ -48,11 +48,6 @@ def main():
     if role != "server":
         sys.exit("mxnet_gc.kvstore.server: DMLC_ROLE must be 'server' or 'scheduler', got %r" % role)
     CompressedServer().run()
-    # ps-lite has finished.  Skip MXNet's shutdown hooks: after pushes compressed by MXNet's own 2bit,
-    # MXNet 1.9.1 frees its server-side decompression buffers with an invalid device and crashes.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
