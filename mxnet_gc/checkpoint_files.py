@@ -1,8 +1,10 @@
 """Checkpoint files with a checksum: each file F is written atomically next to F.sha256.
 
 A checkpoint is written by several processes (rank 0, every worker, every server); each writes its
-own files with ``write`` and every reader checks them with ``read``, so a truncated, bit-flipped or
-mismatched file is refused with its name instead of being loaded.
+own files with ``write`` (or ``seal`` after another library wrote them) and every reader checks them
+with ``read`` or ``verify``, so a truncated, bit-flipped or mismatched file is refused with its name
+instead of being loaded.  A manifest (the Gluon trainer's prefix.trainer.json) lists every file of a
+checkpoint with its ``digest``; it is written last, so an interrupted save leaves the previous one whole.
 """
 import hashlib
 import os
@@ -27,18 +29,36 @@ def seal(path):
     _replace(path + SUFFIX, ("%s  %s\n" % (hashlib.sha256(data).hexdigest(), os.path.basename(path))).encode())
 
 
-def verify(path):
-    """Raises CorruptCheckpoint unless ``path`` matches ``path.sha256`` (before another library reads it)."""
+def digest(path):
+    """The SHA-256 recorded in ``path.sha256``."""
+    try:
+        with open(path + SUFFIX) as f:
+            return f.read().split()[0]
+    except (OSError, IndexError) as e:
+        raise CorruptCheckpoint("checkpoint file %s has no readable checksum file %s (%s)" % (path, path + SUFFIX, e))
+
+
+def verify(path, expected=None):
+    """Raises CorruptCheckpoint unless ``path`` matches ``path.sha256`` (and ``expected``, a manifest's
+    digest, when given): before another library reads it."""
     read(path)
+    if expected is not None and digest(path) != expected:
+        raise CorruptCheckpoint("checkpoint file %s is not the one its manifest lists (SHA-256 %s, listed %s): "
+                                "it was written by another or an interrupted save" % (path, digest(path), expected))
+
+
+def remove(path):
+    """Deletes a checkpoint file and its checksum, if present."""
+    for name in (path, path + SUFFIX):
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
 
 
 def read(path):
     """The bytes of ``path``, after checking them against ``path.sha256``."""
-    try:
-        with open(path + SUFFIX) as f:
-            want = f.read().split()[0]
-    except (OSError, IndexError) as e:
-        raise CorruptCheckpoint("checkpoint file %s has no readable checksum file %s (%s)" % (path, path + SUFFIX, e))
+    want = digest(path)
     with open(path, "rb") as f:
         data = f.read()
     got = hashlib.sha256(data).hexdigest()

@@ -233,27 +233,41 @@ class Trainer(gluon.Trainer):
     def save_checkpoint(self, prefix, extra=None):
         """Saves what an exact resume needs (a collective call on the workers).
 
-        prefix.params (weights, rank 0), prefix.trainer.json (groups, steps, the job's settings; rank 0),
-        prefix.rank<r>.residuals (each worker's residuals), and the optimizer states: prefix.opt.server<r>
-        on each server when the optimizer runs there, else prefix.opt (rank 0).  Every file F has its
-        SHA-256 in F.sha256.  ``extra`` (JSON) comes back from load.
+        The files of step S are prefix.S.params (weights, rank 0), prefix.S.rank<r>.residuals (each
+        worker's residuals) and the optimizer states (prefix.S.opt.server<r> on each server when the
+        optimizer runs there, else prefix.S.opt, rank 0), each with its SHA-256 in a .sha256 file.  Once
+        all are written, rank 0 writes prefix.trainer.json, the manifest: the job's settings, groups,
+        merge plan, steps, ``extra`` (JSON, returned by load) and every file's SHA-256; then it deletes
+        the previous checkpoint's files.  A save interrupted before the manifest leaves the previous
+        checkpoint whole.
         """
         if not self._ours():
             raise RuntimeError("save_checkpoint needs mxnet_gc's dist store")
         kv = self._kvstore
+        tag = "%s.%d" % (prefix, self._steps_done)
         if kv.rank == 0:
-            mx.nd.save(prefix + ".params", {p.name: p.data() for p in self._params})
-            checkpoint_files.seal(prefix + ".params")
-            state = {"configuration": self._configuration(), "group_table": self.group_table,
-                     "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
-                     "merge": self._merge, "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
-                     "extra": extra}
-            checkpoint_files.write(prefix + ".trainer.json", json.dumps(state).encode())
-        kv.save_residuals("%s.rank%d.residuals" % (prefix, kv.rank))
+            mx.nd.save(tag + ".params", {p.name: p.data() for p in self._params})
+            checkpoint_files.seal(tag + ".params")
+        kv.save_residuals("%s.rank%d.residuals" % (tag, kv.rank))
         if self._update_on_kvstore:
-            kv.save_optimizer_states(prefix + ".opt", dump_optimizer=True)
-        elif kv.rank == 0:
-            checkpoint_files.write(prefix + ".opt", self._updaters[0].get_states(dump_optimizer=True))
+            kv.save_optimizer_states(tag + ".opt", dump_optimizer=True)
+            opt_files = kv.optimizer_state_files(tag + ".opt")
+        else:
+            opt_files = [tag + ".opt"]
+            if kv.rank == 0:
+                checkpoint_files.write(tag + ".opt", self._updaters[0].get_states(dump_optimizer=True))
+        kv.barrier()
+        if kv.rank != 0:
+            return
+        files = [tag + ".params"] + ["%s.rank%d.residuals" % (tag, r) for r in range(kv.num_workers)] + opt_files
+        previous = _manifest_files(prefix)
+        state = {"configuration": self._configuration(), "group_table": self.group_table,
+                 "rescale_grad": self._optimizer.rescale_grad, "steps_done": self._steps_done,
+                 "merge": self._merge, "merge_plan": self.merge_plan and dataclasses.asdict(self.merge_plan),
+                 "extra": extra, "files": {os.path.basename(f): checkpoint_files.digest(f) for f in files}}
+        checkpoint_files.write(prefix + ".trainer.json", json.dumps(state).encode())
+        for old in set(previous) - {os.path.abspath(f) for f in files}:
+            checkpoint_files.remove(old)
 
     def _configuration(self):
         """The settings a job that resumes this one's checkpoint must share with it."""
@@ -266,10 +280,15 @@ class Trainer(gluon.Trainer):
     def load_checkpoint(self, prefix):
         """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step).
 
-        Refuses a corrupt file, or a checkpoint of a job with other settings (workers, compression,
-        parameters), saying what differs.  Returns the ``extra`` saved with it.
+        Refuses a corrupt file, a file of another save, or a checkpoint of a job with other settings
+        (workers, compression, parameters), saying what differs.  Returns the ``extra`` saved with it.
         """
         state = json.loads(checkpoint_files.read(prefix + ".trainer.json"))
+        folder = os.path.dirname(os.path.abspath(prefix))
+        files = {name: os.path.join(folder, name) for name in state["files"]}
+        for name, path in files.items():
+            checkpoint_files.verify(path, state["files"][name])
+        tag = "%s.%d" % (prefix, state["steps_done"])
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
         # a resumed trainer sends it now, so it needs the value of the run that saved.
         self._optimizer.rescale_grad = state["rescale_grad"]
@@ -278,8 +297,7 @@ class Trainer(gluon.Trainer):
         if not self._ours():
             raise RuntimeError("load_checkpoint needs mxnet_gc's dist store")
         self._check_configuration(prefix, state["configuration"])
-        checkpoint_files.verify(prefix + ".params")
-        saved = mx.nd.load(prefix + ".params")
+        saved = mx.nd.load(tag + ".params")
         for p in self._params:
             p.set_data(saved[p.name])
         if self._params_to_init:
@@ -297,11 +315,11 @@ class Trainer(gluon.Trainer):
         plan = state.get("merge_plan")
         if plan and state["merge"] == self._merge:
             self._use_plan(merge_planner.Plan(**plan))
-        self._kvstore.load_residuals("%s.rank%d.residuals" % (prefix, self._kvstore.rank))
+        self._kvstore.load_residuals("%s.rank%d.residuals" % (tag, self._kvstore.rank))
         if self._update_on_kvstore:
-            self._kvstore.load_optimizer_states(prefix + ".opt")
+            self._kvstore.load_optimizer_states(tag + ".opt")
             return state["extra"]
-        states = checkpoint_files.read(prefix + ".opt")
+        states = checkpoint_files.read(tag + ".opt")
         for updater in self._updaters:
             updater.set_states(states)
         self._optimizer = self._updaters[0].optimizer
@@ -421,3 +439,13 @@ class Trainer(gluon.Trainer):
         if self._kvstore.rank == 0:
             print("mxnet_gc: threshold groups after %d calibration steps:\n%s"
                   % (self._selector.calibration_steps, format_table(self.group_table)), flush=True)
+
+
+def _manifest_files(prefix):
+    """The files the checkpoint manifest prefix.trainer.json lists (none when there is none yet)."""
+    try:
+        state = json.loads(checkpoint_files.read(prefix + ".trainer.json"))
+    except (OSError, ValueError):
+        return []
+    folder = os.path.dirname(os.path.abspath(prefix))
+    return [os.path.join(folder, name) for name in state.get("files", {})]

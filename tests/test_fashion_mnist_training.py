@@ -2,6 +2,7 @@
 resumed from a checkpoint ends exactly where an uninterrupted run ends."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -22,6 +23,13 @@ def train(tmp_path, *args):
     return proc
 
 
+def checkpoint_file(prefix, suffix):
+    """The file of the checkpoint ``prefix`` (its manifest lists them) whose name ends with ``suffix``."""
+    with open(prefix + ".trainer.json") as f:
+        (name,) = [n for n in json.load(f)["files"] if n.endswith(suffix)]
+    return os.path.join(os.path.dirname(prefix), name)
+
+
 def resume_and_compare(tmp_path, *args):
     """Trains 2 epochs at once, and 1 epoch then 1 more resumed from its checkpoint; the weights and every
     worker's residuals (codec state) must end equal.  Returns the uninterrupted run's output, checkpoint
@@ -31,12 +39,13 @@ def resume_and_compare(tmp_path, *args):
     proc = train(tmp_path, "--epochs", "2", "--checkpoint", whole, "--log", log, *args)
     train(tmp_path, "--epochs", "1", "--checkpoint", first, *args)
     train(tmp_path, "--epochs", "2", "--resume", first, "--checkpoint", resumed, *args)
-    a, b = mx.nd.load(whole + ".params"), mx.nd.load(resumed + ".params")
+    a, b = mx.nd.load(checkpoint_file(whole, ".params")), mx.nd.load(checkpoint_file(resumed, ".params"))
     assert sorted(a) == sorted(b)
     for name in a:
         np.testing.assert_array_equal(a[name].asnumpy(), b[name].asnumpy(), err_msg=name)
     for rank in range(2):
-        with np.load("%s.rank%d.residuals" % (whole, rank)) as x, np.load("%s.rank%d.residuals" % (resumed, rank)) as y:
+        suffix = ".rank%d.residuals" % rank
+        with np.load(checkpoint_file(whole, suffix)) as x, np.load(checkpoint_file(resumed, suffix)) as y:
             assert sorted(x.files) == sorted(y.files)
             for k in x.files:
                 np.testing.assert_array_equal(x[k], y[k])
@@ -94,8 +103,17 @@ def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
     out = refused("--compression", "layerwise_topk")
     assert "was saved by a job with other settings; compression: {" in out and "layerwise_topk" in out
     assert "num_workers: 2 in the checkpoint, 3 in this job" in refused("--compression", "4bit", workers=3)
-    params = tmp_path / "saved.params"
-    data = bytearray(params.read_bytes())
+    params = checkpoint_file(saved, ".params")
+    with open(params, "rb") as f:
+        data = bytearray(f.read())
     data[len(data) // 2] ^= 0x10
-    params.write_bytes(bytes(data))
+    with open(params, "wb") as f:
+        f.write(bytes(data))
     assert "checkpoint file %s is corrupt" % params in refused("--compression", "4bit")
+    data[len(data) // 2] ^= 0x10
+    with open(params, "wb") as f:
+        f.write(bytes(data))
+    mine, other = checkpoint_file(saved, ".rank1.residuals"), checkpoint_file(saved, ".rank0.residuals")
+    for suffix in ("", ".sha256"):  # a whole, valid file, but not the one this checkpoint wrote
+        shutil.copy(other + suffix, mine + suffix)
+    assert "checkpoint file %s is not the one its manifest lists" % mine in refused("--compression", "4bit")

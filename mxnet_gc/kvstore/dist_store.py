@@ -339,6 +339,14 @@ class DistSyncStore(StoreBase):
         self._optimizer_on_servers = True
         self._check_status()
 
+    def barrier(self):
+        """Returns when every worker has called it."""
+        self._kv._barrier()
+
+    def optimizer_state_files(self, fname):
+        """The files ``save_optimizer_states(fname)`` writes: one per server."""
+        return ["%s.server%d" % (os.path.abspath(fname), s) for s in range(self._num_servers)]
+
     def save_optimizer_states(self, fname, dump_optimizer=False):
         """Each server writes its optimizer states to ``fname.server<rank>`` (a shared file system)."""
         self._require_server_optimizer()

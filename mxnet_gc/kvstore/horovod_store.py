@@ -151,6 +151,10 @@ class HorovodStore(StoreBase):
                 for extra in targets[k][1:]:
                     dest.copyto(extra)
 
+    def barrier(self):
+        """Returns when every worker has called it."""
+        self._hvd.allreduce(mx.nd.zeros(1), name="mxgc.barrier").wait_to_read()
+
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
         keys = [k for g in groups for k in g]
