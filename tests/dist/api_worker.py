@@ -103,7 +103,10 @@ def main():
     if "nonfinite/error" in saved:  # this worker stops here, as a training script would
         np.savez(os.path.join(out, "rank%d.npz" % rank), **saved)
         return
+    residuals = os.path.join(out, "rank%d.residuals" % rank)
+    kv.save_residuals(residuals)
     kv.set_gradient_compression({"type": "none"})
+    saved["error/residuals_of_4bit"] = np.array(error_of(lambda: kv.load_residuals(residuals)))
 
     # the stock gluon.Trainer with two contexts per worker
     net = gluon.nn.Dense(3, in_units=4)
