@@ -7,11 +7,16 @@
 After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')`` and ``'gc_horovod'``.
 Other names are MXNet's own stores, returned as MXNet creates them.
 
-dist_store.py   the worker side (DistSyncStore)
+base.py           what both stores share (StoreBase: residual files, non-finite counting, pushpull)
+arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
+dist_store.py     the parameter server's worker side (DistSyncStore)
 horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
-server.py       the server side (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
-protocol.py     key placement, commands and status shared by both
-compression.py  the accepted compression settings
+server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
+aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)
+protocol.py       key placement, commands and status shared by workers and servers
+layout.py         keys cut into chunks and grouped into messages
+compression.py    the accepted compression settings
+nonfinite.py      counting NaN and inf gradient values
 """
 import mxnet as mx
 from mxnet.kvstore import KVStoreBase
