@@ -6,6 +6,7 @@ import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files
+from . import arguments
 from .nonfinite import NonFiniteMonitor
 
 
@@ -37,6 +38,28 @@ class StoreBase(KVStoreBase):
         """{key: NaN and inf values pushed so far}, for the keys that had any (counted until the last push
         but one)."""
         return dict(self._nonfinite.counts)
+
+    def _gradients(self, key, value):
+        """{key: this worker's gradient} of a push (the sum of a key's arrays), checked; counts its
+        non-finite values."""
+        grads = {}
+        for k, arrays in arguments.key_arrays("push", key, value):
+            self._check_initialized(k)
+            grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
+        self._nonfinite.record(list(grads), list(grads.values()))
+        return grads
+
+    def _targets(self, key, out):
+        """{key: [output arrays]} of a pull, checked."""
+        targets = dict(arguments.pull_targets(key, out))
+        for k, t in targets.items():
+            self._check_initialized(k)
+            arguments.check_arrays("pull", k, t, self._shapes[k])
+        return targets
+
+    def _check_initialized(self, key):
+        if key not in self._shapes:
+            raise ValueError("key %r is not initialized (call init first)" % (key,))
 
     def save_residuals(self, fname):
         """Writes this worker's error-feedback state (one array per chunk of a key) and the compression

@@ -161,10 +161,10 @@ class DistSyncStore(StoreBase):
         for k in keys:
             if k in self._chunks:
                 raise ValueError("key %r is already initialized" % (k,))
+        messages = self._layout.add(keys, [v.shape for v in values], groups)
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
             self._reduce_only.update(keys)
-        messages = self._layout.add(keys, [v.shape for v in values], groups)
         # A message's value is its chunks' parts, end to end, in a private array (MXNet keeps the array
         # given to init as the key's buffer for later pulls).  Through numpy: an array in MKL-DNN's
         # layout cannot be viewed flat.
@@ -217,12 +217,8 @@ class DistSyncStore(StoreBase):
 
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
-        grads = {}
-        for k, arrays in arguments.key_arrays("push", key, value):
-            self._check_initialized(k)
-            grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
+        grads = self._gradients(key, value)
         keys = list(grads)
-        self._nonfinite.record(keys, [grads[k] for k in keys])
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -261,10 +257,7 @@ class DistSyncStore(StoreBase):
         early messages come back while later ones are still being pushed, at one barrier per message.
         Every worker must then pull the same keys.
         """
-        targets = dict(arguments.pull_targets(key, out))
-        for k, t in targets.items():
-            self._check_initialized(k)
-            arguments.check_arrays("pull", k, t, self._shapes[k])
+        targets = self._targets(key, out)
         keys = list(targets)
         pushed, self._pushed = self._pushed, []
         # Weights (pulled before any push, or updated on the servers) land in a private array first, then
@@ -368,10 +361,6 @@ class DistSyncStore(StoreBase):
                 if c.residual is not None]
 
     # ---- key layout ----
-
-    def _check_initialized(self, key):
-        if key not in self._chunks:
-            raise ValueError("key %r is not initialized (call init first)" % (key,))
 
     def _assign_codecs(self, messages, dropped=()):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""

@@ -102,12 +102,8 @@ class HorovodStore(StoreBase):
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
-        grads = {}
-        for k, arrays in arguments.key_arrays("push", key, value):
-            self._check_initialized(k)
-            grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
+        grads = self._gradients(key, value)
         keys = list(grads)
-        self._nonfinite.record(keys, [grads[k] for k in keys])
         for m in self._messages_of(keys):
             missing = [k for k in m.keys if k not in grads]
             if missing:
@@ -126,10 +122,7 @@ class HorovodStore(StoreBase):
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
-        targets = dict(arguments.pull_targets(key, out))
-        for k, t in targets.items():
-            self._check_initialized(k)
-            arguments.check_arrays("pull", k, t, self._shapes[k])
+        targets = self._targets(key, out)
         for m in self._messages_of(list(targets)):
             for i, k in enumerate(m.keys):
                 if k not in targets:
@@ -209,10 +202,6 @@ class HorovodStore(StoreBase):
         for k in keys:
             self._check_initialized(k)
         return [m for m in self._messages if id(m) in wanted]
-
-    def _check_initialized(self, key):
-        if key not in self._shapes:
-            raise ValueError("key %r is not initialized (call init first)" % (key,))
 
     def _check_same(self, what, config):
         """Raises ValueError on every worker unless all workers passed the same ``config``."""
