@@ -65,8 +65,8 @@ def main():
         trainer.step(args.batch_size)
         losses.append(loss.mean().asscalar())
         if step % 10 == 0 or step == args.steps - 1:
-            print("worker %d step %d loss %.4f, pushing %s" % (kv.rank, step, losses[-1], kv._compression.type),
-                  flush=True)
+            print("worker %d step %d loss %.4f, pushing %s" % (kv.rank, step, losses[-1],
+                                                                 kv.compression_config["type"]), flush=True)
     if args.out:
         weights = {name: p.data().asnumpy() for name, p in params.items()}
         np.savez(os.path.join(args.out, "rank%d.npz" % kv.rank), losses=np.array(losses), **weights)

@@ -121,10 +121,10 @@ def main(argv=None):
     net(mx.nd.zeros((1, 1, 28, 28)))
     steps_per_epoch = (len(train_x) // workers) // args.batch_size
     lr_steps = [int(e) * steps_per_epoch for e in args.lr_steps.split(",") if e]
-    schedule = mx.lr_scheduler.MultiFactorScheduler(lr_steps, args.lr_factor, base_lr=args.lr) if lr_steps else None
+    lr_schedule = mx.lr_scheduler.MultiFactorScheduler(lr_steps, args.lr_factor, base_lr=args.lr) if lr_steps else None
     optimizer_params = {"learning_rate": args.lr, "momentum": args.momentum, "wd": args.wd}
-    if schedule:
-        optimizer_params["lr_scheduler"] = schedule
+    if lr_schedule:
+        optimizer_params["lr_scheduler"] = lr_schedule
     compression = compression_params(args)
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", optimizer_params, kvstore=kv,
                                      compression_params=compression,
@@ -141,11 +141,14 @@ def main(argv=None):
     say("%d workers, model %s (%d parameters), compression %s%s, %d steps per epoch"
         % (workers, args.model, values, json.dumps(compression), " with per-layer groups" if args.groups else "",
            steps_per_epoch), flush=True)
-    log = {"args": vars(args), "workers": workers, "parameters": values, "epochs": []}
+    say("schedule: %s" % trainer.schedule.describe(), flush=True)
+    log = {"args": vars(args), "workers": workers, "parameters": values, "compression": compression,
+           "schedule": trainer.schedule.describe(), "epochs": []}
     first_epoch = trainer.load_checkpoint(args.resume)["epoch"] if args.resume else 0
     for epoch in range(first_epoch, args.epochs):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
         sent0, received0 = socket_bytes()
+        first_step = trainer.schedule.step
         start, losses = time.time(), []
         for step in range(steps_per_epoch):
             idx = order[step * args.batch_size:(step + 1) * args.batch_size]
@@ -166,7 +169,8 @@ def main(argv=None):
         record = {"epoch": epoch + 1, "train_loss": train_loss, "test_accuracy": accuracy, "seconds": elapsed,
                   "images_per_second": steps_per_epoch * args.batch_size * workers / elapsed,
                   "bytes_sent": sent, "bytes_received": received,
-                  "dense_push_bytes": 4 * values * steps_per_epoch}
+                  "dense_push_bytes": 4 * values * steps_per_epoch,
+                  "phases": trainer.schedule.spans(first_step, trainer.schedule.step)}
         log["epochs"].append(record)
         say("epoch %d: %.0f images/s, train loss %.4f, test accuracy %.4f, sent %.1f MB (dense would be %.1f MB), "
             "received %.1f MB" % (epoch + 1, record["images_per_second"], train_loss, accuracy or 0, sent / 1e6,
@@ -187,15 +191,24 @@ def main(argv=None):
 
 
 def report(log):
-    """The closing summary: accuracy, and measured push traffic against uncompressed pushes."""
+    """The closing summary: accuracy, the phases each epoch ran in, and measured push traffic against
+    uncompressed pushes (or, when the compression never started, that it did not)."""
     epochs = log["epochs"]
     sent = sum(e["bytes_sent"] for e in epochs)
     dense = sum(e["dense_push_bytes"] for e in epochs)
-    return ("== report ==\nfinal test accuracy: %.4f after %d epochs (%s, %d workers)\n"
-            "bytes sent by rank 0: %.1f MB; uncompressed pushes alone would be %.1f MB\n"
-            "compression ratio of the sent traffic: %.1fx (%.1f%% of the uncompressed push traffic saved)"
-            % (epochs[-1]["test_accuracy"], epochs[-1]["epoch"], log["args"]["compression"], log["workers"],
-               sent / 1e6, dense / 1e6, dense / sent, 100 * (1 - sent / dense)))
+    lines = ["== report ==", "final test accuracy: %.4f after %d epochs (%s, %d workers)"
+             % (epochs[-1]["test_accuracy"], epochs[-1]["epoch"], log["args"]["compression"], log["workers"])]
+    for e in epochs:
+        lines.append("epoch %d ran in: %s" % (e["epoch"], ", ".join("%s (steps %d-%d)" % (p["phase"], *p["steps"])
+                                                                   for p in e["phases"])))
+    compressed = any(p["sends"] == "compressed" for e in epochs for p in e["phases"])
+    lines.append("bytes sent by rank 0: %.1f MB; uncompressed pushes alone would be %.1f MB" % (sent / 1e6, dense / 1e6))
+    if log["compression"]["type"] != "none" and not compressed:
+        lines.append("compression never started: every step pushed dense gradients (schedule: %s)" % log["schedule"])
+    else:
+        lines.append("compression ratio of the sent traffic: %.1fx (%.1f%% of the uncompressed push traffic saved)"
+                     % (dense / sent, 100 * (1 - sent / dense)))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

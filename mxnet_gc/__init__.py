@@ -6,14 +6,13 @@
     payload = codec.encode(grad, residual)   # residual updated in place
     codec.decode(payload, out)
 """
-import os as _os
+from . import config
 
-if _os.environ.get("DMLC_ROLE") == "server":
+if config.settings().role == "server":
     # A parameter-server process.  MXNet would run its stock server inside `import mxnet`; hide the
     # role during that import so that mxnet_gc's server (mxnet_gc.kvstore.server) runs instead.
-    _os.environ["DMLC_ROLE"] = "worker"
-    import mxnet  # noqa: F401
-    _os.environ["DMLC_ROLE"] = "server"
+    with config.temporary_variable("DMLC_ROLE", "worker"):
+        import mxnet  # noqa: F401
 
 from ._library import get_num_threads, kernel_isa, load as _load, set_num_threads
 

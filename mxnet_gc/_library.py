@@ -8,7 +8,7 @@ import os
 
 import mxnet as mx
 
-from . import _build_id
+from . import _build_id, config
 
 LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmxnet_gc.so")
 REBUILD = "run `make install` in the mxnet-gc source tree (or `pip install --no-build-isolation -e .`)"
@@ -32,10 +32,11 @@ def load():
         if built_from != expected:
             raise ImportError("mxnet_gc: %s is stale (built from sources %s, src_cpp/ and setup.py are now %s); "
                               "%s" % (LIBRARY_PATH, built_from, expected, REBUILD))
-    wanted_isa = os.environ.get("MXNET_GC_ISA")
-    if wanted_isa and wanted_isa != handle.mxgc_kernel_isa().decode():
-        raise ImportError("mxnet_gc: MXNET_GC_ISA=%s is not available on this CPU (best: %s; levels: baseline, "
-                          "x86-64-v3, x86-64-v4)" % (wanted_isa, handle.mxgc_kernel_isa().decode()))
+    settings = config.settings()
+    if handle.mxgc_select_isa(settings.isa.encode()) != 0:
+        raise ImportError("mxnet_gc: MXNET_GC_ISA=%s is not available on this CPU (best: %s; levels: %s)"
+                          % (settings.isa, handle.mxgc_kernel_isa().decode(), ", ".join(config.ISAS)))
+    handle.mxgc_set_num_threads(settings.num_threads)
     mx.library.load(LIBRARY_PATH, verbose=False)
     _handle = handle
     return handle
@@ -87,7 +88,7 @@ def set_num_threads(n):
     """
     if not isinstance(n, int) or n < 0:
         raise ValueError("num_threads must be an int >= 0, got %r" % (n,))
-    load().mxgc_set_num_threads(n)
+    load().mxgc_set_num_threads(n or config.settings().num_threads)
 
 
 def get_num_threads():

@@ -38,6 +38,7 @@ class GroupSelector:
         self._residuals = None  # per parameter, per group
         self._payloads = None
         self._sums = None  # per parameter: errors of each group, then the gradient RMS
+        self.table = None  # once chosen: a row per parameter (name, statistics, group, levels)
 
     def _group_of(self, spec, pattern):
         if isinstance(spec, str):
@@ -45,10 +46,6 @@ class GroupSelector:
                 raise ValueError("override %r names group %r; groups: %s" % (pattern, spec, ", ".join(self.groups)))
             return self.groups[spec]
         return spec if isinstance(spec, ThresholdGroup) else ThresholdGroup(spec, field="override %r" % pattern)
-
-    @property
-    def calibrating(self):
-        return self.steps < self.calibration_steps
 
     def observe(self, grads):
         """Runs every group on one step's local gradients (one NDArray per parameter); no wait."""
@@ -73,6 +70,29 @@ class GroupSelector:
     def local_statistics(self):
         """[parameters, groups + 1]: mean error of each group, then the mean gradient RMS (numpy)."""
         return self._sums.asnumpy() / self.steps
+
+    def choose_over_workers(self, kv, names, sizes):
+        """Averages the statistics over the workers (a collective call on ``kv``) and chooses; returns
+        the table (also ``self.table``)."""
+        statistics = kv.average("grad_rms", self.local_statistics())
+        self.table = self.choose(names, sizes, statistics)[1]
+        return self.table
+
+    def levels(self):
+        """The chosen levels, one list per parameter in the table's order."""
+        return [row["levels"] for row in self.table]
+
+    def state_dict(self):
+        """The chosen table; before the choice, the statistics so far (the codecs' residuals are not
+        kept: a job resumed in the middle of the calibration measures its remaining steps afresh)."""
+        sums = None if self._sums is None else self._sums.asnumpy().tolist()
+        return {"table": self.table, "steps": self.steps, "sums": sums}
+
+    def load_state_dict(self, state):
+        import mxnet as mx
+
+        self.table, self.steps = state["table"], state["steps"]
+        self._sums = None if state["sums"] is None else mx.nd.array(state["sums"])
 
     def choose(self, names, sizes, statistics):
         """(per-parameter groups, the table to log) from the workers' mean statistics."""

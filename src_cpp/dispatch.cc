@@ -1,12 +1,12 @@
 // Picks the kernels (quantizers and the top-k sparsifier) built for the best instruction-set level this
-// CPU supports, and holds the kernels' thread count.  MXNET_GC_ISA=baseline|x86-64-v3|x86-64-v4 asks
-// for a given level.  The kernels are compiled once per level (see setup.py); on CPUs other than
-// x86-64 only the baseline copy exists.
+// CPU supports, and holds the kernels' thread count.  mxgc_select_isa asks for a given level (Python
+// passes MXNET_GC_ISA through it: mxnet_gc/config.py reads the environment, this file does not).  The
+// kernels are compiled once per level (see setup.py); on CPUs other than x86-64 only the baseline copy
+// exists.
 #include <omp.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <initializer_list>
+#include <cstring>
 #include <string>
 
 #include "threshold_quantizer.h"
@@ -42,11 +42,9 @@ struct Kernels {
 #define MXGC_KERNELS(ISA, NAME) \
   { ISA::encode, ISA::decode, ISA::topk_encode, ISA::sparse_pack, ISA::topk_decode, NAME }
 
-// The best level the CPU supports, or a lower one named by MXNET_GC_ISA (for testing every copy).
-Kernels pick_kernels() {
-  const char* env = std::getenv("MXNET_GC_ISA");
-  const std::string wanted = env ? env : "";
-  const Kernels candidates[] = {
+// The best level the CPU supports or, when ``wanted`` names one it supports, that one; nullptr otherwise.
+const Kernels* pick_kernels(const std::string& wanted) {
+  static const Kernels candidates[] = {
 #ifdef MXGC_MULTI_ISA
       MXGC_KERNELS(x86_64_v4, "x86-64-v4"),
       MXGC_KERNELS(x86_64_v3, "x86-64-v3"),
@@ -61,22 +59,14 @@ Kernels pick_kernels() {
   const bool supported[] = {true};
 #endif
   for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); ++i)
-    if (supported[i] && (wanted.empty() || wanted == candidates[i].isa)) return candidates[i];
-  return candidates[sizeof(candidates) / sizeof(candidates[0]) - 1];
+    if (supported[i] && (wanted.empty() || wanted == candidates[i].isa)) return &candidates[i];
+  return nullptr;
 }
 
-const Kernels kKernels = pick_kernels();
+const Kernels* g_kernels = pick_kernels("");
 
-// MXNET_GC_NUM_THREADS, else OMP_NUM_THREADS, else the number of cores.  (Not omp_get_max_threads():
-// MXNet sets its own threads' OpenMP default to 1.)
-int default_threads() {
-  for (const char* var : {"MXNET_GC_NUM_THREADS", "OMP_NUM_THREADS"}) {
-    const char* env = std::getenv(var);
-    const int n = env ? std::atoi(env) : 0;
-    if (n > 0) return n;
-  }
-  return omp_get_num_procs();
-}
+// The number of cores.  (Not omp_get_max_threads(): MXNet sets its own threads' OpenMP default to 1.)
+int default_threads() { return omp_get_num_procs(); }
 
 int g_num_threads = default_threads();
 
@@ -86,25 +76,25 @@ int num_threads() { return g_num_threads; }
 
 void encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
             int num_levels) {
-  kKernels.encode(bits, grad, residual, payload, n, levels, num_levels);
+  g_kernels->encode(bits, grad, residual, payload, n, levels, num_levels);
 }
 
 void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
             int num_levels) {
-  kKernels.decode(bits, payload, acc, out, n, levels, num_levels);
+  g_kernels->decode(bits, payload, acc, out, n, levels, num_levels);
 }
 
 void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload) {
-  kKernels.topk_encode(grad, state, n, p, payload);
+  g_kernels->topk_encode(grad, state, n, p, payload);
 }
 
 bool sparse_pack(const float* values, int64_t n, int64_t capacity, float* payload, std::string* error) {
-  return kKernels.sparse_pack(values, n, capacity, payload, error);
+  return g_kernels->sparse_pack(values, n, capacity, payload, error);
 }
 
 bool topk_decode(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
                  std::string* error) {
-  return kKernels.topk_decode(payload, capacity, acc, out, n, error);
+  return g_kernels->topk_decode(payload, capacity, acc, out, n, error);
 }
 
 }  // namespace mxgc
@@ -114,7 +104,16 @@ extern "C" {
 // For Python (mxnet_gc.set_num_threads / kernel_info); n < 1 restores the default.
 void mxgc_set_num_threads(int n) { mxgc::g_num_threads = n > 0 ? n : mxgc::default_threads(); }
 int mxgc_get_num_threads() { return mxgc::num_threads(); }
-const char* mxgc_kernel_isa() { return mxgc::kKernels.isa; }
+const char* mxgc_kernel_isa() { return mxgc::g_kernels->isa; }
+
+// Runs the kernels built for ``isa`` ("" for the best this CPU supports); returns -1, changing
+// nothing, when the CPU cannot run it or it was not built.
+int mxgc_select_isa(const char* isa) {
+  const mxgc::Kernels* kernels = mxgc::pick_kernels(isa ? isa : "");
+  if (kernels == nullptr) return -1;
+  mxgc::g_kernels = kernels;
+  return 0;
+}
 
 // Synchronous encode and decode on the caller's thread, outside MXNet's engine (for the parameter
 // server, which must finish reading a received payload before it returns to ps-lite).  acc may be null.

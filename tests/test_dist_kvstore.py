@@ -64,15 +64,16 @@ def test_4bit_steps_two_workers_one_server(tmp_path):
     check(results, expected, 2, spec)
 
 
-@pytest.mark.parametrize("bucket", [0, 300], ids=["one-message-per-key", "small-keys-share-messages"])
-def test_4bit_three_workers_two_servers_many_keys_lists(tmp_path, bucket):
+@pytest.mark.parametrize("groups", [None, [list(range(6)), [6, 7], [8, 9, "bias"], ["conv"]]],
+                         ids=["one-message-per-key", "small-keys-share-messages"])
+def test_4bit_three_workers_two_servers_many_keys_lists(tmp_path, groups):
     keys = [[k, [1 + 17 * k]] for k in range(10)] + [["bias", [3]], ["conv", [4, 3, 3, 3]]]
-    spec = {"keys": keys, "steps": 3, "scale": 1.5, "seed": 2, "lists": True,
+    spec = {"keys": keys, "steps": 3, "scale": 1.5, "seed": 2, "lists": True, "groups": groups,
             "compression": {"type": "4bit", "thresholds": POW2, "per_key": {"bias": [0.5, 1.0]}}}
-    proc, results = run_job(tmp_path, spec, workers=3, servers=2, env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
+    proc, results = run_job(tmp_path, spec, workers=3, servers=2)
     pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout)]
-    # 12 keys: one push per key and worker and step, or fewer when keys share messages
-    assert (sum(pushes) == 12 * 3 * 3) == (bucket == 0)
+    # one push per message and worker and step: 12 keys, or 4 groups
+    assert sum(pushes) == (12 if groups is None else 4) * 3 * 3
     check(results, simulate(spec, 3, levels_for_key={"bias": [0.5, 1.0]}), 3, spec)
     assert len(pushes) == 2 and min(pushes) > 0  # both servers took part
 
@@ -105,12 +106,13 @@ def test_gc_2bit_equals_mxnet_builtin_2bit(tmp_path):
             np.testing.assert_array_equal(pulled["gc_2bit"][rank][name], value)
 
 
-@pytest.mark.parametrize("bucket", [0, 100])
-def test_compressed_pull(tmp_path, bucket):
+@pytest.mark.parametrize("groups", [None, [["a", "b"]]], ids=["one-message-per-key", "keys-share-a-message"])
+def test_compressed_pull(tmp_path, groups):
     """Pulls return the servers' sum re-encoded with the servers' residual; init still pulls exactly."""
     spec = {"keys": [["a", [30]], ["b", [3, 5]]], "steps": 4, "scale": 0.8, "seed": 13, "lists": True,
-            "pull_first": True, "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}
-    proc, results = run_job(tmp_path, spec, workers=2, servers=1, env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
+            "pull_first": True, "groups": groups,
+            "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}
+    proc, results = run_job(tmp_path, spec, workers=2, servers=1)
     expected = simulate(spec, 2)
     plain = simulate(dict(spec, compression=dict(spec["compression"], compressed_pull=False)), 2)
     assert any(np.any(expected[k] != plain[k]) for k in expected)  # the pull's own quantization shows
@@ -135,16 +137,15 @@ def test_per_key_threshold_groups(tmp_path):
     check(results, expected, 2, spec)
 
 
-@pytest.mark.parametrize("bucket", [0, 100], ids=["one-message-per-key", "keys-share-a-message"])
+@pytest.mark.parametrize("groups", [None, [[0, "w"]]], ids=["one-message-per-key", "keys-share-a-message"])
 @pytest.mark.parametrize("compression", [{"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshold": 0.5}],
                          ids=["4bit", "mxnet-2bit"])
-def test_sgd_momentum_on_servers(tmp_path, bucket, compression):
+def test_sgd_momentum_on_servers(tmp_path, groups, compression):
     """Pulls return weights updated on the servers; equal to MXNet's SGD applied here to the same sums."""
     opt_params = {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01, "rescale_grad": 0.5}
     spec = {"keys": [[0, [20]], ["w", [3, 4]]], "steps": 4, "scale": 1.0, "seed": 7, "lists": True,
-            "compression": compression, "optimizer": ["sgd", opt_params]}
-    _, results = run_job(tmp_path, spec, workers=2, servers=1 if bucket else 2,
-                         env=["MXNET_GC_BUCKET_SIZE=%d" % bucket])
+            "compression": compression, "optimizer": ["sgd", opt_params], "groups": groups}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1 if groups else 2)
     check_server_sgd(results, spec, opt_params)
 
 
@@ -166,16 +167,15 @@ def check_server_sgd(results, spec, opt_params):
                 np.testing.assert_array_equal(results[rank]["%s/%d" % (key, step)], weight.asnumpy())
 
 
-@pytest.mark.parametrize("bucket", [0, 5000], ids=["one-message-per-key", "keys-share-a-message"])
-def test_weights_in_mkldnn_layout(tmp_path, bucket):
+@pytest.mark.parametrize("groups", [None, [["conv", "split", 0]]], ids=["one-message-per-key", "keys-share-a-message"])
+def test_weights_in_mkldnn_layout(tmp_path, groups):
     """Weights that an inference-mode forward left in MKL-DNN's blocked layout (a flat view cannot touch
     them) are pulled right: at init, and after every update on the servers, also when split over servers."""
     opt_params = {"learning_rate": 0.1, "momentum": 0.9}
     spec = {"keys": [["conv", [16, 8, 3, 3]], ["split", [32, 16, 3, 3]], [0, [20]]], "steps": 3, "scale": 1.0,
             "seed": 5, "lists": True, "pull_first": True, "mkldnn_layout": True,
-            "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params]}
-    _, results = run_job(tmp_path, spec, workers=2, servers=2,
-                         env=["MXNET_GC_BUCKET_SIZE=%d" % bucket, "MXNET_GC_BIGARRAY_BOUND=4000"])
+            "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", opt_params], "groups": groups}
+    _, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=4000"])
     for rank in range(2):
         assert results[rank]["mkldnn_layouts"] == 2 * (1 + spec["steps"])  # the condition did arise
         for i, (key, shape) in enumerate(spec["keys"]):
@@ -199,8 +199,8 @@ def test_optimizer_states_saved_and_loaded_on_the_servers(tmp_path):
 
 def test_keys_sharing_a_message_must_be_pushed_together(tmp_path):
     spec = {"keys": [["a", [5]], ["b", [5]]], "steps": 2, "scale": 1.0, "seed": 12, "lists": True,
-            "partial_push": True, "compression": {"type": "4bit", "thresholds": POW2}}
-    _, results = run_job(tmp_path, spec, workers=2, servers=1, env=["MXNET_GC_BUCKET_SIZE=100"])
+            "partial_push": True, "groups": [["a", "b"]], "compression": {"type": "4bit", "thresholds": POW2}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
     for saved in results.values():
         assert "push: keys ['b'] share a message with ['a']" in str(saved["partial_push_error"])
     check(results, simulate(spec, 2), 2, spec)  # the refused push changed nothing

@@ -37,9 +37,9 @@ def simulate(spec, workers, servers, bound):
 def test_two_workers_two_servers_split_and_shared_messages(tmp_path, momentum):
     keys = [["big", [3000]], ["w1", [20, 10]], ["b1", [20]], ["tiny", [1]], ["w2", [7, 3]]]
     spec = {"keys": keys, "steps": 6, "scale": 1.0, "seed": 5, "lists": True,
+            "groups": [["big"], ["w1", "b1"], ["tiny", "w2"]],
             "compression": dict(PARAMS, type="layerwise_topk", momentum=momentum)}
-    proc, results = run_job(tmp_path, spec, workers=2, servers=2,
-                            env=["MXNET_GC_BIGARRAY_BOUND=1000", "MXNET_GC_BUCKET_SIZE=500"])
+    proc, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=1000"])
     expected = simulate(spec, 2, 2, bound=1000)
     assert sorted(results) == [0, 1]
     for rank, saved in results.items():

@@ -11,13 +11,14 @@ import pytest
 
 import topk_reference as ref
 from dist.job import HERE, LAUNCH, ROOT
+from dist.merge_worker import COMPRESSION
 
 WORKER = os.path.join(HERE, "merge_worker.py")
 
 
-def run(tmp_path, merge, pipeline=True, workers=2):
+def run(tmp_path, merge, pipeline=True, workers=2, store="dist_sync", warmup=0):
     argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "180", "-v", sys.executable, WORKER,
-            str(tmp_path), str(merge), "1" if pipeline else "0"]
+            str(tmp_path), str(merge), "1" if pipeline else "0", store, str(warmup)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(tmp_path / "plan.json") as f:
@@ -26,14 +27,20 @@ def run(tmp_path, merge, pipeline=True, workers=2):
     return proc, plan, saved
 
 
-def check_sums(saved, workers, steps=5):
+def check_sums(saved, workers, steps=5, dense_steps=0):
+    """Every pulled sum: of the dense gradients for the first ``dense_steps``, then of each worker's
+    per-layer sparsifier (its state starting when the compression starts)."""
     n_params = len({k.split("/")[2] for k in saved[0] if k.startswith("local/")})
     for i in range(n_params):
         states = [ref.new_state(saved[0]["local/0/%d" % i].size) for _ in range(workers)]
-        for step in range(steps):
+        for step in range(dense_steps + steps):
             total = np.zeros(saved[0]["local/0/%d" % i].size, np.float32)
             for r in range(workers):
-                idx, vals, _ = ref.step(saved[r]["local/%d/%d" % (step, i)], states[r], density=0.05, reset_every=4)
+                local = saved[r]["local/%d/%d" % (step, i)]
+                if step < dense_steps:
+                    total += local.ravel()
+                    continue
+                idx, vals, _ = ref.step(local, states[r], density=0.05, reset_every=4)
                 total[idx] += vals
             for r in range(workers):
                 np.testing.assert_array_equal(saved[r]["pulled/%d/%d" % (step, i)].ravel(), total,
@@ -65,6 +72,28 @@ def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     assert pushes == [2 * (2 * len(names) + 3 * len(plan["groups"]) + 4 * 4 * 8 + 1)]
 
 
+def test_plan_is_made_after_the_warm_up_with_the_codec_that_runs(tmp_path):
+    """With a dense warm-up, the profile phase starts with the compression: the plan's message sizes are
+    the codec's payloads (not the warm-up's dense gradients); every worker is in the same phase at every
+    step; the trainer takes the store by its other name."""
+    import mxnet_gc
+
+    proc, plan, saved = run(tmp_path, "dp", store="gc_dist_sync", warmup=3)
+    check_sums(saved, 2, dense_steps=3)
+    expected_phases = ["dense"] * 3 + ["profile"] * 2 + ["compressed"] * 3
+    for s in saved:
+        assert list(s["phases"]) == expected_phases
+    assert plan["type"] == "gc_dist_sync"
+    assert "mxnet_gc: step 3: phase dense -> profile (compressed)" in proc.stdout
+    assert "mxnet_gc: step 5: phase profile -> compressed (compressed)" in proc.stdout
+    codec = mxnet_gc.codecs.create({k: v for k, v in COMPRESSION.items() if k != "compressed_pull"})
+    wire = {name: 4 * (codec.payload_size(n) + codec.pull_codec(2).payload_size(n))
+            for name, n in zip(plan["names"], plan["sizes"])}
+    printed = [int(b) for b in re.findall(r"^\[worker \d\]\s+(\d+) bytes  ready", proc.stdout, re.M)]
+    assert printed == [sum(wire[n] for n in g) for g in plan["groups"]]
+    assert sum(printed) < 0.5 * sum(8 * n for n in plan["sizes"])  # far below what dense sizes would give
+
+
 def test_bad_merge_option():
     import mxnet as mx
     from mxnet import gluon
@@ -80,11 +109,14 @@ def test_bad_merge_option():
 
 def test_pipelining_environment():
     """The trainer names each MXNet setting that would keep a pipelined plan from overlapping backward."""
-    from mxnet_gc.gluon import pipelining_problems
+    from mxnet_gc.config import Settings
 
-    assert pipelining_problems({"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_CPU_TEMP_COPY": "64"}) == []
-    problems = pipelining_problems({})
-    assert len(problems) == 2
-    assert "MXNET_EXEC_BULK_EXEC_TRAIN=0" in problems[0] and "MXNET_CPU_TEMP_COPY=64" in problems[1]
-    assert "(4)" in problems[1]  # MXNet's default
-    assert pipelining_problems({"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_CPU_TEMP_COPY": "8"})[0].count("(8)") == 1
+    def problems(environ):
+        return Settings.from_environ(environ).pipelining_problems()
+
+    assert problems({"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_CPU_TEMP_COPY": "64"}) == []
+    found = problems({})
+    assert len(found) == 2
+    assert "MXNET_EXEC_BULK_EXEC_TRAIN=0" in found[0] and "MXNET_CPU_TEMP_COPY=64" in found[1]
+    assert "(4)" in found[1]  # MXNet's default
+    assert problems({"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_CPU_TEMP_COPY": "8"})[0].count("(8)") == 1

@@ -117,3 +117,23 @@ def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
     for suffix in ("", ".sha256"):  # a whole, valid file, but not the one this checkpoint wrote
         shutil.copy(other + suffix, mine + suffix)
     assert "checkpoint file %s is not the one its manifest lists" % mine in refused("--compression", "4bit")
+
+
+def test_phases_in_the_log_and_the_report(tmp_path):
+    """The JSON log says which phases each epoch ran in; a run whose compression never started says so."""
+    log = str(tmp_path / "log.json")
+    proc = train(tmp_path, "--epochs", "2", "--log", log, "--dense-warmup-steps", "4", *GROUPS)  # 10 steps an epoch
+    with open(log) as f:
+        run = json.load(f)
+    assert run["schedule"] == "dense 0-3 (dense), calibrate 4-8 (dense), compressed 9- (compressed)"
+    assert [e["phases"] for e in run["epochs"]] == [
+        [{"phase": "dense", "sends": "dense", "steps": [0, 3]}, {"phase": "calibrate", "sends": "dense", "steps": [4, 8]},
+         {"phase": "compressed", "sends": "compressed", "steps": [9, 9]}],
+        [{"phase": "compressed", "sends": "compressed", "steps": [10, 19]}]]
+    assert "mxnet_gc: step 4: phase dense -> calibrate (dense)" in proc.stdout
+    assert "mxnet_gc: step 9: phase calibrate -> compressed (compressed)" in proc.stdout
+    assert "epoch 1 ran in: dense (steps 0-3), calibrate (steps 4-8), compressed (steps 9-9)" in proc.stdout
+    assert "compression ratio of the sent traffic" in proc.stdout
+    never = train(tmp_path, "--epochs", "1", "--groups", "--calibration-steps", "50")
+    assert "compression never started: every step pushed dense gradients" in never.stdout
+    assert "compression ratio" not in never.stdout

@@ -77,7 +77,7 @@ def test_layout_with_merge_groups():
     """Each group is one message on one server, whatever the bucket size; split keys keep their own messages."""
     from mxnet_gc.kvstore.layout import Layout
 
-    layout = Layout(num_servers=2, bound=1000, bucket=0, allocator=protocol.KeyAllocator(2))
+    layout = Layout(num_servers=2, bound=1000, allocator=protocol.KeyAllocator(2))
     keys = ["a", "b", "big", "c", "d"]
     shapes = [(10,), (20, 2), (3000,), (5,), (7,)]
     messages = layout.add(keys, shapes, groups=[["d", "c", "big"], ["a", "b"]])
@@ -85,4 +85,4 @@ def test_layout_with_merge_groups():
     assert as_keys == [["a", "b"], ["big"], ["big"], ["c", "d"]]
     assert all(len({c.message.server for c in m.chunks}) == 1 for m in messages)
     with pytest.raises(ValueError, match="every key being initialized exactly once"):
-        Layout(2, 1000, 0, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])
+        Layout(2, 1000, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])

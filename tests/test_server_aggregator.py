@@ -31,8 +31,9 @@ class Server:
         alloc = protocol.KeyAllocator(1)
         status_key = alloc.on_server(0)
         self.agg.command(0, protocol.encode_command("hello", status_keys=[status_key]))
-        layout = Layout(1, 10 ** 9, 10 ** 9, alloc)
-        (self.message,) = layout.add(["k%d" % i for i in range(len(sizes))], [(n,) for n in sizes])
+        layout = Layout(1, 10 ** 9, alloc)
+        keys = ["k%d" % i for i in range(len(sizes))]
+        (self.message,) = layout.add(keys, [(n,) for n in sizes], groups=[keys])
         created = None if codec is None else mxnet_gc.codecs.create(codec)
         self.message.set_codecs(lambda key: created, WORKERS)
         if created is not None:

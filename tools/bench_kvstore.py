@@ -13,7 +13,8 @@ gradient for every parameter and pulls the result, once per step, all keys in on
     4bit         mxnet_gc's store and server, mxnet_gc's 4bit
     4bit-cpull   the same, and the servers send the sum 4bit-encoded too (compressed pull)
 
-mxnet_gc's store runs with small keys sharing messages (--bucket, default 262144 values).
+mxnet_gc's store runs with consecutive keys sharing messages of up to --bucket-bytes of float32
+(default 1 MiB, as the Gluon trainer's default merge policy).
 
 Bytes are measured from the traffic itself: each worker reads the kernel's counters of its own TCP
 connections (``ss -tinp``: bytes acknowledged by the peer, bytes received) before and after the
@@ -60,6 +61,7 @@ def worker(args):
     import numpy as np
     import mxnet as mx
     import mxnet_gc
+    from mxnet_gc.merge_policy import fixed_groups
     from mxnet_gc.traffic import socket_bytes
 
     shapes = model_shapes(args.model)
@@ -73,7 +75,10 @@ def worker(args):
         kv = mxnet_gc.kvstore.create("dist_sync")
         kv.set_gradient_compression(COMPRESSION[args.mode])
     keys = list(range(len(shapes)))
-    kv.init(keys, [mx.nd.zeros(s) for s in shapes])
+    groups = None
+    if not args.mode.startswith("mxnet") and args.bucket_bytes:
+        groups = fixed_groups(keys, [int(np.prod(s)) for s in shapes], args.bucket_bytes)
+    kv.init(keys, [mx.nd.zeros(s) for s in shapes], groups=groups)
     rng = np.random.default_rng(kv.rank)
     grads = [mx.nd.array(rng.standard_normal(s).astype(np.float32) * 0.01) for s in shapes]
     outs = [mx.nd.zeros(s) for s in shapes]
@@ -107,10 +112,9 @@ def run(model, mode, args, headers=False):
                 "--timeout", "900"]
         if mode.startswith("mxnet"):
             argv.append("--mxnet-servers")
-        else:
-            argv += ["--env", "MXNET_GC_BUCKET_SIZE=%d" % args.bucket]
         argv += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
-                 "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out]
+                 "--steps", str(args.steps), "--warmup", str(args.warmup), "--bucket-bytes", str(args.bucket_bytes),
+                 "--out", out]
         if headers:
             argv.append("--headers")
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
@@ -141,9 +145,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--models", nargs="+", default=["resnet20", "mlp10m"])
     parser.add_argument("--modes", nargs="+", default=MODES)
-    parser.add_argument("--bucket", type=int, default=262144,
-                        help="MXNET_GC_BUCKET_SIZE of mxnet_gc's store: small keys share messages of up to this "
-                             "many values (0: one message per key)")
+    parser.add_argument("--bucket-bytes", type=int, default=1 << 20,  # merge_policy.DEFAULT_BUCKET_BYTES
+                        help="mxnet_gc's store: consecutive keys share messages of up to this many bytes of float32 "
+                             "(0: one message per key)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--headers", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -152,8 +156,8 @@ def main():
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    print("%d workers, 1 server, loopback, %d timed steps after %d warm-up; mxnet_gc bucket size %d values; "
-          "per worker per step\n" % (args.workers, args.steps, args.warmup, args.bucket))
+    print("%d workers, 1 server, loopback, %d timed steps after %d warm-up; mxnet_gc messages of up to %d bytes; "
+          "per worker per step\n" % (args.workers, args.steps, args.warmup, args.bucket_bytes))
     print("| model | mode | values | step ms (median) | sent bytes | payload bytes (theory) | sent / theory "
           "| received bytes |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -79,7 +79,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import launch  # noqa: E402
 import netns_cluster  # noqa: E402
-from mxnet_gc.gluon import PIPELINE_TEMP_COPIES, machine_ticks  # noqa: E402  (the namespaces share /proc/stat)
+from mxnet_gc.config import PIPELINE_TEMP_COPIES  # noqa: E402
+from mxnet_gc.profiling import machine_ticks  # noqa: E402  (the namespaces share /proc/stat)
 
 RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 MODES = ["none", "mxnet-2bit", "gc-none", "gc_2bit", "4bit", "4bit-groups", "4bit-cpull"]
@@ -267,8 +268,8 @@ def worker(args):
             p.grad().wait_to_read()
         return time.perf_counter() - start
 
-    warmup = args.warmup + (CALIBRATION_STEPS if args.mode == "4bit-groups" else 0) + \
-        (trainer._profile_steps if base in SPARSE_MODES else 0)
+    schedule = getattr(trainer, "schedule", None)  # mxnet_gc's trainer: time the schedule's last phase
+    warmup = args.warmup + (schedule.start(schedule.phases[-1].name) if schedule else 0)
     for i in range(warmup):
         step(i)
     bytes0, cpu0, wall0, machine0 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()

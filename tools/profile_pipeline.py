@@ -23,7 +23,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import netns_cluster  # noqa: E402
-from mxnet_gc.gluon import PIPELINE_TEMP_COPIES  # noqa: E402
+from mxnet_gc.config import PIPELINE_TEMP_COPIES  # noqa: E402
 
 LANES = [("backward", lambda n: n.startswith("_backward")), ("encode", lambda n: n == "mxgc_topk_encode"),
          ("push", lambda n: n == "KVStoreDistDefaultPush"), ("barrier", lambda n: n == "barrier"),

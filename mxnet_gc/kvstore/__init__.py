@@ -28,6 +28,7 @@ from .nonfinite import NonFiniteGradientError
 
 STORES = {"dist_sync": DistSyncStore, "horovod": HorovodStore}
 MX_NAMES = {"gc_" + name: cls for name, cls in STORES.items()}
+NAMES = tuple(STORES) + tuple(MX_NAMES)  # every name of mxnet_gc's stores
 
 
 def create(name="dist_sync"):

@@ -2,6 +2,7 @@
 import io
 import json
 
+import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
@@ -15,6 +16,34 @@ class StoreBase(KVStoreBase):
 
     def __init__(self):
         self._nonfinite = NonFiniteMonitor()
+        self._pull_each_message = False
+
+    @property
+    def compression_config(self):
+        """The compression in use, as canonical JSON-serializable params."""
+        return self._compression.config
+
+    def codec_for(self, key):
+        """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
+        return None if key in self._reduce_only else self._compression.codec_for(key)
+
+    def set_pull_each_message(self, on):
+        """Whether a pull returns each message as soon as its round is complete (a pipelined merge plan,
+        on the parameter server; Horovod's pulls are per message anyway)."""
+        self._pull_each_message = bool(on)
+
+    @property
+    def pull_each_message(self):
+        return self._pull_each_message
+
+    def average(self, name, values):
+        """The mean over the workers of a vector of numbers (a collective call; each ``name`` once)."""
+        key = "__mxgc_%s__" % name
+        local = mx.nd.array(values)
+        self.init(key, mx.nd.zeros(local.shape), reduce_only=True)
+        total = mx.nd.zeros(local.shape)
+        self.pushpull(key, local, out=total)
+        return total.asnumpy() / self.num_workers
 
     def broadcast(self, key, value, out, priority=0):
         self.init(key, value)

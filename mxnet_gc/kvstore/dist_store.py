@@ -15,15 +15,11 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.kvstore import KVStoreBase
 
+from .. import config
 from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
-
-BIGARRAY_BOUND_ENV = "MXNET_GC_BIGARRAY_BOUND"
-DEFAULT_BIGARRAY_BOUND = 1_000_000
-BUCKET_ENV = "MXNET_GC_BUCKET_SIZE"
-
 
 def _exit_at_once_on_error():
     """Makes an uncaught exception end this worker at once.
@@ -60,35 +56,24 @@ def _wait_to_write(array):
 class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
-    Start the processes with ``tools/launch.py``.  Settings (environment variables):
-
-    - ``MXNET_GC_BIGARRAY_BOUND`` (default 1,000,000): from this many values a tensor is split into
-      one part per server.
-    - ``MXNET_GC_BUCKET_SIZE`` (default 0, off): small keys initialized together share messages of up
-      to this many values; they must then be pushed together too.  ``set_bucket_size`` sets it
-      per store (mxnet_gc.gluon.Trainer does, since it pushes every parameter in one call).
+    Start the processes with ``tools/launch.py``.  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
+    (mxnet_gc/config.py) is split into one part per server.  Keys initialized with ``groups`` share
+    one message per group (the Gluon trainer's merge policy); they must then be pushed together.
     """
 
     def __init__(self):
         super().__init__()
-        if "DMLC_NUM_SERVER" not in os.environ:
+        settings = config.settings()
+        if not settings.num_servers:
             raise RuntimeError("mxnet_gc dist store: no DMLC_* environment; start the job with tools/launch.py")
-        saved = os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND")
-        os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = str(protocol.MXNET_BIGARRAY_BOUND)  # we place keys
-        try:
+        with config.kvstore_environ(protocol.MXNET_BIGARRAY_BOUND):  # MXNet never splits: we place keys
             self._kv = mx.kv.create("dist_async")
-        finally:
-            if saved is None:
-                del os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"]
-            else:
-                os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = saved
         if self._kv.type != "dist_async":
             raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
         _exit_at_once_on_error()
-        self._num_servers = int(os.environ["DMLC_NUM_SERVER"])
-        self._bound = int(os.environ.get(BIGARRAY_BOUND_ENV, DEFAULT_BIGARRAY_BOUND))
+        self._num_servers = settings.num_servers
         self._alloc = protocol.KeyAllocator(self._num_servers)
-        self._layout = Layout(self._num_servers, self._bound, int(os.environ.get(BUCKET_ENV, 0)), self._alloc)
+        self._layout = Layout(self._num_servers, settings.bigarray_bound, self._alloc)
         self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._shapes = {}  # user key -> shape
         self._reduce_only = set()  # keys initialized with reduce_only=True
@@ -97,7 +82,6 @@ class DistSyncStore(StoreBase):
         self._errors_seen = [0] * self._num_servers
         self._rounds_pushed = [0] * self._num_servers  # rounds of messages pushed to each server
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
-        self.pull_each_message = False  # see pull
         self._pulled = []  # arrays whose pulls the next push waits for
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
@@ -112,7 +96,7 @@ class DistSyncStore(StoreBase):
 
     @property
     def type(self):
-        return "dist_sync"
+        return "gc_dist_sync"  # (Gluon and MXNet's Module look for 'dist' and '_sync' in it)
 
     @property
     def rank(self):
@@ -204,17 +188,6 @@ class DistSyncStore(StoreBase):
         pull = codec.pull_codec(self.num_workers).payload_size(n) if self._compression.compressed_pull else n
         return 4 * (codec.payload_size(n) + pull)
 
-    def set_bucket_size(self, values):
-        """Small keys initialized together share messages of up to ``values`` values (0: off).
-
-        Must be called before ``init``; keys sharing a message must then be pushed in one call.
-        """
-        if self._chunks:
-            raise RuntimeError("set_bucket_size must come before the first init")
-        if not isinstance(values, int) or values < 0:
-            raise ValueError("bucket size must be an int >= 0, got %r" % (values,))
-        self._layout.bucket = values
-
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
         grads = self._gradients(key, value)
@@ -223,8 +196,8 @@ class DistSyncStore(StoreBase):
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
-                raise ValueError("push: keys %s share a message with %s (small keys are bucketed together, or "
-                                 "grouped by a merge plan); push them in the same call"
+                raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
+                                 "merge policy); push them in the same call"
                                  % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
         # A pull still in flight must read the value before this push can start a new round: the engine
         # cannot order them (they use different keys), so wait here.
@@ -252,7 +225,7 @@ class DistSyncStore(StoreBase):
         After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
         push at once and a pull with what they hold, so a barrier tells when the round is complete.
         By default one barrier follows this worker's last push, and every message is pulled after it.
-        With ``pull_each_message`` set (the Gluon trainer sets it for a pipelined merge plan) there is
+        With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) there is
         one barrier per pushed message, in push order, and each message is pulled right after its own:
         early messages come back while later ones are still being pushed, at one barrier per message.
         Every worker must then pull the same keys.
@@ -267,7 +240,7 @@ class DistSyncStore(StoreBase):
         staged = self._optimizer_on_servers or not pushed
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
-        if self.pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
+        if self._pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
             stages = [([array], [m for m in messages if m is sent]) for sent, array in pushed]
             stages.append(([], [m for m in messages if all(m is not sent for sent, _ in pushed)]))
         else:
@@ -366,7 +339,7 @@ class DistSyncStore(StoreBase):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
         new_payload, new_pull = [], []
         for m in messages:
-            if m.set_codecs(self._codec_for, self.num_workers):
+            if m.set_codecs(self.codec_for, self.num_workers):
                 m.payload_key = self._alloc.on_server(m.server)
                 m.buffers["payload"] = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
@@ -395,9 +368,6 @@ class DistSyncStore(StoreBase):
                                               for m in messages], dropped=list(dropped))
         self._kv._barrier()
         self._check_status()
-
-    def _codec_for(self, key):
-        return None if key in self._reduce_only else self._compression.codec_for(key)
 
     @staticmethod
     def _segment(message, chunk, name):

@@ -59,7 +59,7 @@ class HorovodStore(StoreBase):
 
     @property
     def type(self):
-        return "horovod"
+        return "gc_horovod"
 
     @property
     def rank(self):
@@ -185,7 +185,7 @@ class HorovodStore(StoreBase):
             self._set_codecs(m)
 
     def _set_codecs(self, m):
-        codecs = [None if k in self._reduce_only else self._compression.codec_for(k) for k in m.keys]
+        codecs = [self.codec_for(k) for k in m.keys]
         if codecs[0] is None:
             m.codecs, m.buffer = None, mx.nd.zeros(m.offsets[-1])
             return

@@ -2,11 +2,10 @@
 
 - A key of at least ``bound`` values is split into one contiguous part per server; each part is a
   message of its own.
-- A smaller key goes whole to the least loaded server (by bytes).  With ``bucket`` > 0, consecutive
-  small keys of one ``init`` call that land on the same server share a message of at most ``bucket``
-  values: one push and one pull per step for all of them, instead of one per key.
-- With explicit ``groups`` (the merge planner's), each group of keys is one message, whatever its size
-  (a key that is split stays in messages of its own).
+- A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
+  ``groups`` (the Gluon trainer's merge policy) in its group's message, whatever its size: one push
+  and one pull per step for the group, instead of one per key (a key that is split stays in messages
+  of its own).
 - A message has a value key (what pulls return) and, for mxnet_gc codecs, a payload key; each chunk
   owns a segment of the message's values and of its payload.
 
@@ -99,8 +98,8 @@ class Message:
 class Layout:
     """All keys' chunks and messages; ``add`` places the keys of one init call."""
 
-    def __init__(self, num_servers, bound, bucket, allocator):
-        self.num_servers, self.bound, self.bucket, self.alloc = num_servers, bound, bucket, allocator
+    def __init__(self, num_servers, bound, allocator):
+        self.num_servers, self.bound, self.alloc = num_servers, bound, allocator
         self.server_bytes = [0] * num_servers
         self.chunks = {}  # key -> [Chunk]
         self.messages = []
@@ -120,7 +119,7 @@ class Layout:
         if groups is not None and sorted(map(str, keys)) != sorted(str(k) for g in groups for k in g):
             raise ValueError("merge groups must hold every key being initialized exactly once")
         group_of = {k: g for g, members in enumerate(groups or []) for k in members}
-        new, open_by_server, group_message = [], {}, {}
+        new, group_message = [], {}
 
         def message(server):
             new.append(self._message(server))
@@ -144,18 +143,12 @@ class Layout:
                 begin += size
                 self.chunks[key].append(chunk)
                 self.server_bytes[server] += 4 * size
-                if split:
+                if split or groups is None:
                     m = message(server)
-                    open_by_server[server] = None
-                elif groups is not None:
+                else:
                     if grouped is None:
                         grouped = group_message[group_of[key]] = message(server)
                     m = grouped
-                else:
-                    m = open_by_server.get(server)
-                    if m is None or m.size + size > self.bucket:
-                        m = message(server)
-                        open_by_server[server] = m if size < self.bucket else None
                 m.append(chunk)
         return new
 

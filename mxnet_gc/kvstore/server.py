@@ -5,12 +5,12 @@ called for each worker's push; what the updater and the workers' commands do is 
 Started by ``python -m mxnet_gc.kvstore.server`` (tools/launch.py does it).
 """
 import logging
-import os
 import sys
 
 import mxnet as mx
 from mxnet.kvstore.kvstore_server import KVStoreServer
 
+from .. import config
 from .aggregator import Aggregator
 
 log = logging.getLogger("mxnet_gc.server")
@@ -26,8 +26,8 @@ class CompressedServer(KVStoreServer):
     def _controller(self):
         def handle(cmd_id, body, _):
             if self.aggregator is None:
-                self.aggregator = Aggregator(self.kvstore.rank, int(os.environ["DMLC_NUM_SERVER"]),
-                                             int(os.environ["DMLC_NUM_WORKER"]))
+                settings = config.settings()
+                self.aggregator = Aggregator(self.kvstore.rank, settings.num_servers, settings.num_workers)
                 self.kvstore._set_updater(self.aggregator.update)
             self.aggregator.command(cmd_id, body)
         return handle
@@ -42,7 +42,7 @@ class CompressedServer(KVStoreServer):
 
 def main():
     logging.basicConfig(level=logging.INFO, format="%(asctime)s mxnet_gc server %(message)s", stream=sys.stderr)
-    role = os.environ.get("DMLC_ROLE")
+    role = config.settings().role
     if role == "scheduler":
         return  # importing mxnet (above) already ran the scheduler to the end of the job
     if role != "server":

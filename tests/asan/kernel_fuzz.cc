@@ -3,6 +3,7 @@
 //
 //   kernel_fuzz FILE...        each file is one input; exit code 0 when every input ran clean
 //   KERNEL_FUZZ_SELFTEST=1     first reads past a buffer on purpose: shows the sanitizer is on
+//   MXNET_GC_ISA=NAME          runs that instruction-set copy of the kernels
 //
 // An input's bytes: [target][n: 4][capacity: 4][levels: 1][data...].  Every buffer is allocated with
 // exactly the size the kernel's contract gives it, so a read or write past it is reported.  Payloads are
@@ -97,7 +98,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
 }
 
 #ifndef MXGC_LIBFUZZER
+extern "C" int mxgc_select_isa(const char* isa);
+
 int main(int argc, char** argv) {
+  const char* isa = std::getenv("MXNET_GC_ISA");  // the kernel copy to run (default: the best)
+  if (mxgc_select_isa(isa ? isa : "") != 0) {
+    std::fprintf(stderr, "kernel_fuzz: this CPU cannot run the %s kernels\n", isa);
+    return 2;
+  }
   if (std::getenv("KERNEL_FUZZ_SELFTEST")) {  // a read past a buffer, which the sanitizer must report
     std::vector<float> v(3);
     volatile float past = v.data()[3];

@@ -2,8 +2,11 @@
 sparse pulls and a merge plan; saves each step's local gradients and the pulled sums it applied.
 Odd steps call ``allreduce_grads`` and ``update`` instead of ``step``.
 
-    merge_worker.py OUT MERGE PIPELINE [STORE]   (MERGE: dp, layerwise, one or a bucket size in bytes;
-                                                   STORE: dist_sync (default) or horovod)
+    merge_worker.py OUT MERGE PIPELINE [STORE [WARMUP]]   (MERGE: dp, layerwise, one or a bucket size in
+                                                           bytes; STORE: any name of mxnet_gc's stores,
+                                                           default dist_sync; WARMUP: dense warm-up steps)
+
+Each rank also saves the phase of the trainer's schedule at every step.
 """
 import json
 import os
@@ -16,7 +19,7 @@ from mxnet import autograd, gluon
 import mxnet_gc
 
 COMPRESSION = {"type": "layerwise_topk", "density": 0.05, "reset_every": 4, "compressed_pull": True}
-STEPS = 5
+STEPS = 5  # (+ the warm-up steps)
 
 
 def main():
@@ -29,14 +32,18 @@ def main():
     net.add(gluon.nn.Dense(4))
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1, 20)))
-    kv = mxnet_gc.kvstore.create(sys.argv[4] if len(sys.argv) > 4 else "dist_sync")
-    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv, profile_steps=2,
-                                     compression_params=COMPRESSION, update_on_kvstore=False, merge=merge,
-                                     pipeline=pipeline)
+    store = sys.argv[4] if len(sys.argv) > 4 else "dist_sync"
+    warmup = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=store,
+                                     profile_steps=2, compression_params=COMPRESSION, update_on_kvstore=False,
+                                     merge=merge, pipeline=pipeline, dense_warmup_steps=warmup)
+    kv = trainer.store
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     rng = np.random.default_rng(kv.rank)
     saved = {}
-    for step in range(STEPS):
+    phases = []
+    for step in range(warmup + STEPS):
+        phases.append(trainer.schedule.current.name)
         x = mx.nd.array(rng.standard_normal((16, 20)).astype(np.float32))
         y = mx.nd.array(rng.integers(0, 4, 16).astype(np.float32))
         with autograd.record():
@@ -51,11 +58,12 @@ def main():
             trainer.step(16)
         for i, p in enumerate(params):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
-    np.savez(os.path.join(out, "rank%d.npz" % kv.rank), **saved)
+    np.savez(os.path.join(out, "rank%d.npz" % kv.rank), phases=np.array(phases), **saved)
     if kv.rank == 0:
         with open(os.path.join(out, "plan.json"), "w") as f:
             json.dump({"groups": trainer.merge_plan.groups, "names": [p.name for p in params],
-                       "pull_each_message": getattr(kv, "pull_each_message", None)}, f)
+                       "sizes": [p.data().size for p in params], "pull_each_message": kv.pull_each_message,
+                       "type": kv.type}, f)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Spec fields: keys ([[key, shape], ...]), steps, scale, seed, compression (params or null),
 optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
-before any push).  Faults: bad_compression (params every worker first tries; the ValueError is
+before any push), groups (init's: lists of keys, one message each).  Faults: bad_compression (params every worker first tries; the ValueError is
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
 size to the first key), die_at_step (rank 1 kills itself), partial_push (push only the first key).
 save_states_at / load_states_at: steps after which the servers' optimizer states are saved / loaded.
@@ -25,7 +25,7 @@ from job import gradient, initial_value  # noqa: E402
 def main():
     spec = json.load(open(sys.argv[1]))
     kv = mx.kv.create("gc_dist_sync")  # the name mxnet_gc registers in MXNet
-    assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == "dist_sync"
+    assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == "gc_dist_sync"
     rank = kv.rank
     keys = [k for k, _ in spec["keys"]]
     shapes = [tuple(s) for _, s in spec["keys"]]
@@ -41,7 +41,8 @@ def main():
     if spec.get("optimizer"):
         name, params = spec["optimizer"]
         kv.set_optimizer(mx.optimizer.create(name, **params))
-    kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, s)) for i, s in enumerate(shapes)])
+    kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, s)) for i, s in enumerate(shapes)],
+            groups=spec.get("groups"))
     outs = [mx.nd.zeros(s) for s in shapes]
     if spec.get("partial_push"):  # with shared messages, one key alone cannot be pushed
         try:

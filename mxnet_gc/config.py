@@ -1,0 +1,119 @@
+"""Every setting mxnet_gc reads from the environment, parsed in one place (docs/configuration.md).
+
+| variable | default | meaning |
+|---|---|---|
+| MXNET_GC_BIGARRAY_BOUND | 1000000 | the dist store splits a tensor of at least this many values into one part per server |
+| MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels |
+| MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
+| MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
+| OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count when MXNET_GC_NUM_THREADS is unset |
+| DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
+| MXNET_EXEC_BULK_EXEC_TRAIN, MXNET_CPU_TEMP_COPY | MXNet's (1, 4) | MXNet's; pipelined merging needs 0 and >= 64 (the trainer warns) |
+
+mxnet_gc also sets one variable of MXNet's, MXNET_KVSTORE_BIGARRAY_BOUND, while the dist store creates
+MXNet's store (so that MXNet never splits a key itself; mxnet_gc places the parts).  Importing this
+module imports nothing else, so it can run before MXNet starts.
+"""
+import dataclasses
+import os
+
+PIPELINE_TEMP_COPIES = 64  # MXNET_CPU_TEMP_COPY that lets encodes run beside backward
+ISAS = ("baseline", "x86-64-v3", "x86-64-v4")
+
+
+def _int(environ, name, default, low):
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("%s must be an integer, got %r" % (name, raw)) from None
+    if value < low:
+        raise ValueError("%s must be >= %d, got %d" % (name, low, value))
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The parsed environment of this process."""
+
+    bigarray_bound: int
+    num_threads: int  # 0: the C++ library's default (all cores)
+    isa: str  # '' for the best the CPU runs
+    netns: str
+    role: str
+    num_servers: int
+    num_workers: int
+    bulk_exec_train: str
+    cpu_temp_copy: str
+
+    @classmethod
+    def from_environ(cls, environ):
+        isa = environ.get("MXNET_GC_ISA", "")
+        if isa and isa not in ISAS:
+            raise ValueError("MXNET_GC_ISA must be one of %s, got %r" % (", ".join(ISAS), isa))
+        return cls(bigarray_bound=_int(environ, "MXNET_GC_BIGARRAY_BOUND", 1_000_000, 1),
+                   num_threads=_int(environ, "MXNET_GC_NUM_THREADS", _int(environ, "OMP_NUM_THREADS", 0, 0), 0),
+                   isa=isa, netns=environ.get("MXNET_GC_NETNS", "mxgc"), role=environ.get("DMLC_ROLE", ""),
+                   num_servers=_int(environ, "DMLC_NUM_SERVER", 0, 0),
+                   num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
+                   bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
+                   cpu_temp_copy=environ.get("MXNET_CPU_TEMP_COPY", "4"))
+
+    def pipelining_problems(self):
+        """What in MXNet's settings keeps communication from overlapping backward (messages).
+
+        MXNet reads them when it starts, so they must be set before its first operation.
+        """
+        problems = []
+        if self.bulk_exec_train != "0":
+            problems.append("MXNet runs backward in bulks of operations, so gradients become ready together and "
+                            "pipelining overlaps little: set MXNET_EXEC_BULK_EXEC_TRAIN=0 before the first MXNet "
+                            "operation")
+        copies = self.cpu_temp_copy
+        if not copies.isdigit() or int(copies) < PIPELINE_TEMP_COPIES:
+            problems.append("every mxnet_gc operator holds one of MXNet's MXNET_CPU_TEMP_COPY temporary-space "
+                            "resources (%s), which operators take in turn and use in the order they were issued: "
+                            "an encode issued after backward then waits for a backward operator that holds the "
+                            "same one, and pipelining overlaps little: set MXNET_CPU_TEMP_COPY=%d (more than the "
+                            "operators of one step that use temporary space) before the first MXNet operation"
+                            % (copies, PIPELINE_TEMP_COPIES))
+        return problems
+
+
+_settings = None
+
+
+def settings():
+    """This process's settings, parsed from the environment once."""
+    global _settings
+    if _settings is None:
+        _settings = Settings.from_environ(os.environ)
+    return _settings
+
+
+def kvstore_environ(bound):
+    """A context for creating MXNet's dist store with its own key splitting off: sets
+    MXNET_KVSTORE_BIGARRAY_BOUND to ``bound`` and restores it after."""
+    return temporary_variable("MXNET_KVSTORE_BIGARRAY_BOUND", str(bound))
+
+
+def temporary_variable(name, value):
+    """A context that sets the environment variable ``name`` to ``value`` and restores it after."""
+    return _TemporaryVariable(name, value)
+
+
+class _TemporaryVariable:
+    def __init__(self, name, value):
+        self.name, self.value, self.saved = name, value, None
+
+    def __enter__(self):
+        self.saved = os.environ.get(self.name)
+        os.environ[self.name] = self.value
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            del os.environ[self.name]
+        else:
+            os.environ[self.name] = self.saved

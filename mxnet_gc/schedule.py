@@ -1,0 +1,110 @@
+"""The training schedule: which phase each step is in, and what that phase's pushes carry.
+
+A schedule is a list of phases, each with a name, a length in steps (the last runs to the end) and
+what its pushes send: ``'dense'`` (float32 gradients) or ``'compressed'`` (the job's codec).  The Gluon
+trainer builds one from its options, for example
+
+    dense 0-49 (warm-up), calibrate 50-99 (dense, per-layer statistics gathered),
+    profile 100-102 (compressed, one message per layer, timings gathered), compressed 103-
+
+and every worker walks it in step, so phase switches happen at the same step everywhere.  New staged
+methods (a density ramp, an autoencoder's training) are new phases, not new counters in the trainer.
+"""
+import dataclasses
+
+SENDS = ("dense", "compressed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """``steps`` steps (None: until the end) whose pushes send ``sends``."""
+
+    name: str
+    steps: object
+    sends: str
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a phase needs a name, got %r" % (self.name,))
+        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
+                                       or self.steps < 1):
+            raise ValueError("phase %r: steps must be an int >= 1 or None, got %r" % (self.name, self.steps))
+        if self.sends not in SENDS:
+            raise ValueError("phase %r: sends must be one of %s, got %r" % (self.name, SENDS, self.sends))
+
+
+class Schedule:
+    """The phases of a run and the number of steps done; ``advance`` after each step."""
+
+    def __init__(self, phases):
+        phases = [p if isinstance(p, Phase) else Phase(*p) for p in phases]
+        if not phases:
+            raise ValueError("a schedule needs at least one phase")
+        names = [p.name for p in phases]
+        if len(set(names)) != len(names):
+            raise ValueError("phase names must differ, got %s" % names)
+        if any(p.steps is None for p in phases[:-1]) or phases[-1].steps is not None:
+            raise ValueError("only the last phase runs to the end (steps=None), got %s" % names)
+        self.phases = tuple(phases)
+        self.step = 0
+
+    def start(self, name):
+        """The first step of the phase ``name``."""
+        start = 0
+        for p in self.phases:
+            if p.name == name:
+                return start
+            start += p.steps
+        raise KeyError("no phase %r in %s" % (name, self.describe()))
+
+    def phase_at(self, step):
+        start = 0
+        for p in self.phases:
+            if p.steps is None or step < start + p.steps:
+                return p
+            start += p.steps
+
+    @property
+    def current(self):
+        """The phase of the step about to run."""
+        return self.phase_at(self.step)
+
+    def advance(self):
+        """Counts a finished step; returns the new phase when the next step starts one, else None."""
+        before = self.current
+        self.step += 1
+        after = self.current
+        return after if after is not before else None
+
+    def spans(self, first, end):
+        """The phases steps first .. end - 1 ran in: [{"phase", "sends", "steps": [first, last]}]."""
+        spans = []
+        for step in range(first, end):
+            p = self.phase_at(step)
+            if spans and spans[-1]["phase"] == p.name:
+                spans[-1]["steps"][1] = step
+            else:
+                spans.append({"phase": p.name, "sends": p.sends, "steps": [step, step]})
+        return spans
+
+    def has(self, name):
+        return any(p.name == name for p in self.phases)
+
+    def describe(self):
+        parts = []
+        for p in self.phases:
+            start = self.start(p.name)
+            end = "" if p.steps is None else str(start + p.steps - 1)
+            parts.append("%s %d-%s (%s)" % (p.name, start, end, p.sends))
+        return ", ".join(parts)
+
+    def state_dict(self):
+        return {"step": self.step, "phases": [dataclasses.astuple(p) for p in self.phases]}
+
+    def load_state_dict(self, state):
+        """Resumes at the saved step; the phases must be the ones this schedule was built with."""
+        saved = [tuple(p) for p in state["phases"]]
+        if saved != [dataclasses.astuple(p) for p in self.phases]:
+            raise ValueError("the checkpoint's schedule (%s) differs from this job's (%s)"
+                             % (Schedule(saved).describe(), self.describe()))
+        self.step = state["step"]
