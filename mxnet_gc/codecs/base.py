@@ -21,9 +21,14 @@ class Codec:
         """Number of float32 words in the payload of an n-value gradient."""
         raise NotImplementedError
 
+    def state_shape(self, shape):
+        """The shape of the per-worker state ``encode`` takes as its residual, for a gradient of ``shape``
+        (by default the gradient's: one residual value per gradient value)."""
+        return tuple(shape)
+
     def new_residual(self, shape):
         """The zeroed per-worker state ``encode`` takes as its residual, for a gradient of ``shape``."""
-        return mx.nd.zeros(shape)
+        return mx.nd.zeros(self.state_shape(shape))
 
     def pull_codec(self, num_workers):
         """The codec of a compressed pull: the servers' sum of num_workers pushes (by default this one)."""

@@ -84,9 +84,9 @@ class LayerwiseTopkCodec(Codec):
     def state_size(self, n):
         return n * (2 if self.momentum > 0 else 1) + 2
 
-    def new_residual(self, shape):
-        """The zeroed per-layer state for a gradient of ``shape`` (residual, velocity, threshold, step count)."""
-        return mx.nd.zeros((self.state_size(int(np.prod(shape))),))
+    def state_shape(self, shape):
+        """The per-layer state for a gradient of ``shape``: residual, velocity, threshold, step count, flat."""
+        return (self.state_size(int(np.prod(shape))),)
 
     def _check_size(self, n):
         if n == 0:

@@ -117,5 +117,35 @@ class StoreBase(KVStoreBase):
                 residual[:] = saved[name].reshape(residual.shape)
 
     def _residual_items(self):
-        """(key, chunk index, residual NDArray) of every key that has error-feedback state."""
-        raise NotImplementedError
+        """(key, chunk index, residual NDArray) of every chunk that has error-feedback state."""
+        return [(k, i, c.residual) for k, cs in self._layout.chunks.items() for i, c in enumerate(cs)
+                if c.residual is not None]
+
+    # ---- messages (layout.py): what both transports send ----
+
+    def _give_codecs(self, messages):
+        """Gives each chunk of ``messages`` its key's codec and, when coded, an error-feedback state of the
+        codec's shape (a chunk keeps a state it has of that shape); returns the messages whose payload
+        size changed."""
+        changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers)]
+        for m in messages:
+            for c in m.chunks:
+                if c.codec is not None:
+                    shape = c.codec.state_shape(c.shape if c.whole_key else (c.size,))
+                    if c.residual is None or c.residual.shape != shape:
+                        c.residual = mx.nd.zeros(shape)
+        return changed
+
+    def _relayout(self, groups):
+        """Moves initialized keys into one message per group; each chunk keeps its state (the chunks are
+        the same: splits depend on the size only).  Returns (messages gone, new messages)."""
+        keys = [k for g in groups for k in g]
+        for k in keys:
+            self._check_initialized(k)
+        states = {k: [c.residual for c in self._layout.chunks[k]] for k in keys}
+        gone = self._layout.remove(keys)
+        messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups)
+        for k in keys:
+            for c, state in zip(self._layout.chunks[k], states[k]):
+                c.residual = state
+        return gone, messages

@@ -166,19 +166,11 @@ class DistSyncStore(StoreBase):
         """
         if self._optimizer_on_servers:
             raise ValueError("regroup needs the optimizer on the workers (update_on_kvstore=False)")
-        keys = [k for g in groups for k in g]
-        for k in keys:
-            self._check_initialized(k)
         for a in self._pulled:
             a.wait_to_read()
-        residuals = {k: [c.residual for c in self._chunks[k]] for k in keys}
-        gone = self._layout.remove(keys)
-        messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups)
+        gone, messages = self._relayout(groups)
         self._kv.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
         self._register([m.value_key for m in messages], [m.size for m in messages])
-        for k in keys:  # the same chunks as before (splits depend on the size only): keep their state
-            for c, r in zip(self._chunks[k], residuals[k]):
-                c.residual = r
         self._assign_codecs(messages, dropped=[m.value_key for m in gone])
 
     def wire_bytes(self, codec, n):
@@ -329,17 +321,14 @@ class DistSyncStore(StoreBase):
         self._kv._barrier()
         self._check_status()
 
-    def _residual_items(self):
-        return [(k, i, c.residual) for k, cs in self._chunks.items() for i, c in enumerate(cs)
-                if c.residual is not None]
-
     # ---- key layout ----
 
     def _assign_codecs(self, messages, dropped=()):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
         new_payload, new_pull = [], []
+        changed = self._give_codecs(messages)
         for m in messages:
-            if m.set_codecs(self.codec_for, self.num_workers):
+            if m in changed:
                 m.payload_key = self._alloc.on_server(m.server)
                 m.buffers["payload"] = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
@@ -356,8 +345,6 @@ class DistSyncStore(StoreBase):
                 m.buffers["recv"] = mx.nd.zeros(m.size)
             for c in m.chunks:
                 c.views = {name: self._segment(m, c, name) for name in m.buffers}
-                if m.coded and c.residual is None:  # shaped like what push encodes
-                    c.residual = c.codec.new_residual(c.shape if c.whole_key else (c.size,))
         if new_payload:
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:

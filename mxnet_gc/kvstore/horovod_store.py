@@ -11,7 +11,7 @@ A push returns at once: encode, the collective and the decode are engine operati
 inputs, so a message goes out as soon as backward has written its gradients.  There is no optimizer
 on this store (Gluon: update_on_kvstore=False); workers apply the summed gradients themselves.
 Payloads have their codec's fixed size (for 'layerwise_topk': its capacity), so the collectives need
-no size exchange.
+no size exchange.  Keys, chunks and messages are the dist store's (layout.py), one chunk per key.
 """
 import json
 
@@ -21,24 +21,13 @@ import numpy as np
 from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
+from .layout import Layout
 
-
-class _Message:
-    """Keys sent together: their values end to end (dense) or their payloads end to end (coded)."""
-
-    def __init__(self, ident, keys, shapes):
-        self.id, self.keys = ident, list(keys)
-        self.sizes = [int(np.prod(shapes[k])) for k in keys]
-        self.offsets = np.cumsum([0] + self.sizes).tolist()
-        self.codecs, self.payload_offsets, self.buffer, self.result = None, None, None, None
-
-    @property
-    def coded(self):
-        return self.codecs is not None
+NO_SPLIT = 2 ** 62  # a collective carries a key whole
 
 
 class HorovodStore(StoreBase):
-    """A kvstore whose push and pull are Horovod collectives; the codecs are those of the dist store."""
+    """A kvstore whose push and pull are Horovod collectives; the codecs and messages are the dist store's."""
 
     def __init__(self):
         super().__init__()
@@ -50,10 +39,9 @@ class HorovodStore(StoreBase):
         hvd.init()
         self._hvd = hvd
         self._compression = Compression({"type": "none"})
-        self._shapes, self._values, self._residuals = {}, {}, {}
+        self._shapes, self._values = {}, {}
         self._reduce_only = set()
-        self._messages, self._message_of = [], {}
-        self._next_id = 0
+        self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
 
     # ---- the KVStoreBase interface ----
 
@@ -83,65 +71,66 @@ class HorovodStore(StoreBase):
             raise ValueError("MXNet's built-in '2bit' runs only on MXNet's parameter server; use 'gc_2bit'")
         self._check_same("compression", compression.config)
         self._compression = compression
-        for m in self._messages:
-            self._set_codecs(m)
+        self._make_buffers(self._layout.messages)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (broadcast); ``groups``: lists of keys, one message each."""
         pairs = arguments.initial_values(key, value)
         keys = [k for k, _ in pairs]
-        for k, v in pairs:
+        for k, _ in pairs:
             if k in self._shapes:
                 raise ValueError("key %r is already initialized" % (k,))
+        messages = self._layout.add(keys, [v.shape for _, v in pairs], groups)
+        for k, v in pairs:
             self._shapes[k] = v.shape
             self._values[k] = v.copy()
             self._hvd.broadcast_(self._values[k], root_rank=0, name="mxgc.init.%s" % (k,))
         if reduce_only:
             self._reduce_only.update(keys)
-        self._add_messages(keys, groups)
+        self._make_buffers(messages)
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
         grads = self._gradients(key, value)
         keys = list(grads)
-        for m in self._messages_of(keys):
-            missing = [k for k in m.keys if k not in grads]
+        for m in self._layout.messages_of(keys):
+            missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
                 raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
-            for i, k in enumerate(m.keys):
+            for c in m.chunks:
                 if m.coded:
-                    words = m.buffer[m.payload_offsets[i]:m.payload_offsets[i + 1]]
-                    m.codecs[i].encode(grads[k], self._residuals[k], out=words, validate=False)
+                    c.codec.encode(grads[c.key], c.residual, out=c.views["send"], validate=False)
                 else:
-                    grads[k].reshape(-1).copyto(m.buffer[m.offsets[i]:m.offsets[i + 1]])
-            name = "mxgc.%d" % m.id
+                    grads[c.key].reshape(-1).copyto(c.views["send"])
+            name = "mxgc.%d" % m.value_key
             if m.coded:
-                m.result = self._hvd.allgather(m.buffer, name=name, priority=priority)
+                m.buffers["result"] = self._hvd.allgather(m.buffers["send"], name=name, priority=priority)
             else:
-                m.result = self._hvd.allreduce(m.buffer, op=self._hvd.Sum, name=name, priority=priority)
+                m.buffers["result"] = self._hvd.allreduce(m.buffers["send"], op=self._hvd.Sum, name=name,
+                                                          priority=priority)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
         targets = self._targets(key, out)
-        for m in self._messages_of(list(targets)):
-            for i, k in enumerate(m.keys):
-                if k not in targets:
+        for m in self._layout.messages_of(list(targets)):
+            result = m.buffers.get("result")
+            for c in m.chunks:
+                if c.key not in targets:
                     continue
-                dest = targets[k][0]
-                if m.result is None:
-                    self._values[k].copyto(dest)
+                dest = targets[c.key][0]
+                if result is None:
+                    self._values[c.key].copyto(dest)
                 elif m.coded:
-                    total = m.payload_offsets[-1]
                     for w in range(self.num_workers):  # in rank order: the same sum on every worker
-                        base = w * total
-                        payload = m.result[base + m.payload_offsets[i]:base + m.payload_offsets[i + 1]]
+                        begin = w * m.payload_words + c.payload_offset
+                        payload = result[begin:begin + c.payload_words]
                         if w == 0:
-                            m.codecs[i].decode(payload, dest)
+                            c.codec.decode(payload, dest)
                         else:
-                            m.codecs[i].decode_add(payload, dest)
+                            c.codec.decode_add(payload, dest)
                 else:
-                    m.result[m.offsets[i]:m.offsets[i + 1]].reshape(self._shapes[k]).copyto(dest)
-                for extra in targets[k][1:]:
+                    result[c.offset:c.offset + c.size].reshape(c.shape).copyto(dest)
+                for extra in targets[c.key][1:]:
                     dest.copyto(extra)
 
     def barrier(self):
@@ -150,16 +139,9 @@ class HorovodStore(StoreBase):
 
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
-        keys = [k for g in groups for k in g]
-        for k in keys:
-            self._check_initialized(k)
-        gone = self._messages_of(keys)
-        others = [k for m in gone for k in m.keys if k not in set(keys)]
-        if others:
-            raise ValueError("keys %s share messages with %s; regroup them together" % (keys, others))
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued
-        self._messages = [m for m in self._messages if m not in gone]
-        self._add_messages(keys, groups)
+        _, messages = self._relayout(groups)
+        self._make_buffers(messages)
 
     def wire_bytes(self, codec, n):
         """Bytes one worker's link carries per step for a key of n values (ring collectives)."""
@@ -167,41 +149,17 @@ class HorovodStore(StoreBase):
             return 8 * n  # a ring allreduce sends and receives about the whole array
         return 4 * codec.payload_size(n) * self.num_workers
 
-    def _residual_items(self):
-        return [(k, 0, r) for k, r in self._residuals.items()]
-
     # ---- messages ----
 
-    def _add_messages(self, keys, groups):
-        groups = groups if groups is not None else [[k] for k in keys]
-        if sorted(map(str, keys)) != sorted(str(k) for g in groups for k in g):
-            raise ValueError("merge groups must hold every key being initialized exactly once")
-        for g in groups:
-            m = _Message(self._next_id, g, self._shapes)
-            self._next_id += 1
-            self._messages.append(m)
-            for k in g:
-                self._message_of[k] = m
-            self._set_codecs(m)
-
-    def _set_codecs(self, m):
-        codecs = [self.codec_for(k) for k in m.keys]
-        if codecs[0] is None:
-            m.codecs, m.buffer = None, mx.nd.zeros(m.offsets[-1])
-            return
-        for k, codec in zip(m.keys, codecs):
-            state = self._residuals.get(k)
-            if state is None or state.shape != codec.new_residual(self._shapes[k]).shape:
-                self._residuals[k] = codec.new_residual(self._shapes[k])
-        words = [codec.payload_size(n) for codec, n in zip(codecs, m.sizes)]
-        m.codecs, m.payload_offsets = codecs, np.cumsum([0] + words).tolist()
-        m.buffer = mx.nd.zeros(m.payload_offsets[-1])
-
-    def _messages_of(self, keys):
-        wanted = {id(self._message_of[k]) for k in keys if k in self._message_of}
-        for k in keys:
-            self._check_initialized(k)
-        return [m for m in self._messages if id(m) in wanted]
+    def _make_buffers(self, messages):
+        """Codecs and states for the chunks of ``messages``, and each message's send buffer (its payload
+        words, or its values when dense), cut into the chunks' views."""
+        self._give_codecs(messages)
+        for m in messages:
+            m.buffers = {"send": mx.nd.zeros(m.payload_words if m.coded else m.size)}
+            for c in m.chunks:
+                begin, size = (c.payload_offset, c.payload_words) if m.coded else (c.offset, c.size)
+                c.views = {"send": m.buffers["send"][begin:begin + size]}
 
     def _check_same(self, what, config):
         """Raises ValueError on every worker unless all workers passed the same ``config``."""

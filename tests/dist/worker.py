@@ -122,6 +122,7 @@ def save_after_corrupt_push(kv, keys, outs, saved, spec):
     """Rank 1 pushes a corrupt payload (spec['corrupt_kind'], default a wrong size) for the first key;
     every worker saves the error it gets and the value it pulls next; then one good round follows."""
     message = kv._chunks[keys[0]][0].message
+    kv.barrier()  # every worker is done with init (whose status check would otherwise see the error first)
     if kv.rank == 1:
         corrupt = corrupt_payload(spec.get("corrupt_kind", "size"), message)
         kv._kv.push(message.push_key, corrupt)
