@@ -93,3 +93,43 @@ def test_nonfinite_raise_policy(tmp_path):
         error = str(saved["nonfinite/error"])
         assert error.startswith("step 1: mxnet_gc: push 3 sent non-finite gradient values"), error
         assert "dense0_weight: 2" in error
+
+
+def run_transport(store, out, *args):
+    script = os.path.join(HERE, "transport_worker.py")
+    if store == "dist_sync":
+        argv = [sys.executable, LAUNCH, "-n", str(WORKERS), "-s", "1", "--timeout", "120", sys.executable, script,
+                store, str(out)] + [str(a) for a in args]
+        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    else:
+        proc = horovodrun("transport_worker.py", store, out, *args, np_=WORKERS)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("first, second", [("dist_sync", "horovod"), ("horovod", "dist_sync")])
+def test_residuals_move_between_transports(tmp_path, first, second):
+    """Residuals saved by one transport load on the other: the next step's sum and the residuals after
+    it are those of a numpy simulation of four steps on one transport."""
+    import reference
+    from dist.job import gradient
+    from dist.transport_worker import COMPRESSION, KEYS, SAVED_STEPS, SCALE, SEED
+
+    saved, resumed = tmp_path / "saved", tmp_path / "resumed"
+    saved.mkdir()
+    resumed.mkdir()
+    run_transport(first, saved, "save")
+    run_transport(second, resumed, "load", saved)
+    for i, (key, shape) in enumerate(KEYS):
+        residuals = [np.zeros(shape, np.float32) for _ in range(WORKERS)]
+        total = np.zeros(shape, np.float32)
+        for index in range(SAVED_STEPS + 1):
+            for r in range(WORKERS):
+                q, residuals[r] = reference.quantize_array(gradient(SEED, r, index, i, shape, SCALE), residuals[r],
+                                                           COMPRESSION["thresholds"])
+                if index == SAVED_STEPS:
+                    total += q
+        for r in range(WORKERS):
+            with np.load(resumed / ("rank%d.npz" % r)) as pulled:
+                np.testing.assert_array_equal(pulled["%s/%d" % (key, SAVED_STEPS)], total)
+            with np.load(resumed / ("rank%d.residuals" % r)) as after:
+                np.testing.assert_array_equal(after["%r/0" % (key,)], residuals[r])

@@ -1,0 +1,47 @@
+"""A worker of tests/test_store_api.py::test_residuals_move_between_transports.
+
+    transport_worker.py STORE OUT save        3 steps of 4bit pushes, then OUT/rank<r>.residuals
+    transport_worker.py STORE OUT load FROM   FROM/rank<r>.residuals loaded, one more step (its pulled sum
+                                              to OUT/rank<r>.npz), then OUT/rank<r>.residuals again
+"""
+import os
+import sys
+
+import numpy as np
+import mxnet as mx
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import mxnet_gc  # noqa: E402
+from dist.job import gradient  # noqa: E402
+
+KEYS = [["w", (5, 7)], [3, (130,)]]
+COMPRESSION = {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]}
+SEED, SCALE, SAVED_STEPS = 21, 0.9, 3
+
+
+def step(kv, index):
+    keys = [k for k, _ in KEYS]
+    grads = [mx.nd.array(gradient(SEED, kv.rank, index, i, shape, SCALE)) for i, (_, shape) in enumerate(KEYS)]
+    outs = [mx.nd.zeros(shape) for _, shape in KEYS]
+    kv.push(keys, grads)
+    kv.pull(keys, out=outs)
+    return {"%s/%d" % (k, index): o.asnumpy() for k, o in zip(keys, outs)}
+
+
+def main():
+    store, out, mode = sys.argv[1:4]
+    kv = mxnet_gc.kvstore.create(store)
+    kv.set_gradient_compression(COMPRESSION)
+    kv.init([k for k, _ in KEYS], [mx.nd.zeros(shape) for _, shape in KEYS])
+    mine = os.path.join(out, "rank%d.residuals" % kv.rank)
+    if mode == "save":
+        for index in range(SAVED_STEPS):
+            step(kv, index)
+    else:
+        kv.load_residuals(os.path.join(sys.argv[4], "rank%d.residuals" % kv.rank))
+        np.savez(os.path.join(out, "rank%d.npz" % kv.rank), **step(kv, SAVED_STEPS))
+    kv.save_residuals(mine)
+
+
+if __name__ == "__main__":
+    main()
