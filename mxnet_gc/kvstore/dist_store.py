@@ -12,7 +12,6 @@ import sys
 
 import mxnet as mx
 import numpy as np
-from mxnet.base import _LIB, check_call
 from mxnet.kvstore import KVStoreBase
 
 from .. import config
@@ -20,6 +19,7 @@ from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
+from .server_link import ServerLink, wait_to_write
 
 def _exit_at_once_on_error():
     """Makes an uncaught exception end this worker at once.
@@ -48,11 +48,6 @@ def _private(arrays, key, shape):
     return arrays[key]
 
 
-def _wait_to_write(array):
-    """Waits until every pending read of ``array`` (such as a push sending it) has finished."""
-    check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
-
-
 class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
@@ -79,18 +74,12 @@ class DistSyncStore(StoreBase):
         self._reduce_only = set()  # keys initialized with reduce_only=True
         self._compression = Compression({"type": "none"})
         self._round = 0
-        self._errors_seen = [0] * self._num_servers
-        self._rounds_pushed = [0] * self._num_servers  # rounds of messages pushed to each server
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
         self._pulled = []  # arrays whose pulls the next push waits for
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
-        self._status_keys = [self._alloc.on_server(s) for s in range(self._num_servers)]
-        self._status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(self._num_servers)]
-        self._command("hello", status_keys=self._status_keys)
-        self._kv.init(self._status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * self._num_servers)
-        self._register(self._status_keys, [protocol.STATUS_WORDS] * self._num_servers)
+        self._link = ServerLink(self._kv, self._num_servers, self._alloc)
 
     # ---- the KVStoreBase interface ----
 
@@ -122,9 +111,8 @@ class DistSyncStore(StoreBase):
         if compression.compressed_pull and self._optimizer_on_servers:
             raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
         self._round += 1
-        self._command("config", rank=self.rank, round=self._round, config=compression.config, all_ranks=True)
-        self._kv._barrier()
-        self._check_status(config=compression.config)
+        self._link.command("config", rank=self.rank, round=self._round, config=compression.config, all_ranks=True)
+        self._link.synchronize(config=compression.config)
         if compression.is_mxnet and compression.type == "2bit":
             self._kv.set_gradient_compression(compression.config)
         elif self._compression.is_mxnet and self._compression.type == "2bit":
@@ -155,7 +143,7 @@ class DistSyncStore(StoreBase):
         flat = {k: v.asnumpy().ravel() for k, v in zip(keys, values)}
         initial = [mx.nd.array(np.concatenate([flat[c.key][c.begin:c.end] for c in m.chunks])) for m in messages]
         self._kv.init([m.value_key for m in messages], initial)
-        self._register([m.value_key for m in messages], [m.size for m in messages])
+        self._link.register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages)
 
     def regroup(self, groups):
@@ -170,7 +158,7 @@ class DistSyncStore(StoreBase):
             a.wait_to_read()
         gone, messages = self._relayout(groups)
         self._kv.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
-        self._register([m.value_key for m in messages], [m.size for m in messages])
+        self._link.register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages, dropped=[m.value_key for m in gone])
 
     def wire_bytes(self, codec, n):
@@ -208,7 +196,7 @@ class DistSyncStore(StoreBase):
         self._kv.push([m.push_key for m in messages], arrays, priority=priority)
         for m in messages:
             m.rounds += 1
-            self._rounds_pushed[m.server] += 1
+            self._link.rounds_pushed[m.server] += 1
         self._pushed += zip(messages, arrays)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
@@ -239,13 +227,13 @@ class DistSyncStore(StoreBase):
             stages = [([array for _, array in pushed], messages)]
         for i, (arrays, stage) in enumerate(stages):
             for array in arrays:
-                _wait_to_write(array)
+                wait_to_write(array)
             if arrays:
                 self._kv._barrier()
             # the servers' status comes with a round's last values
             self._pull_messages(stage, dests, bool(pushed) and i == len(stages) - 1, priority)
         if pushed:
-            self._raise_on_server_errors()
+            self._link.check()
         for k, t in targets.items():
             for extra in (t if staged else t[1:]):
                 dests[k].copyto(extra)
@@ -275,8 +263,8 @@ class DistSyncStore(StoreBase):
                 pull_outs.append(m.buffers["recv"])
                 copies += [(c.views["recv"], dests[c.key]) for c in m.chunks if c.key in dests]
         if status:
-            pull_keys += self._status_keys
-            pull_outs += self._status
+            pull_keys += self._link.status_keys
+            pull_outs += self._link.status
         if not pull_keys:
             return
         self._kv.pull(pull_keys, out=pull_outs, priority=priority)
@@ -292,10 +280,9 @@ class DistSyncStore(StoreBase):
             raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
         if self.rank == 0:
             blob = base64.b64encode(pickle.dumps(optimizer)).decode()
-            self._command("optimizer", blob=blob)
-        self._kv._barrier()
+            self._link.command("optimizer", blob=blob)
         self._optimizer_on_servers = True
-        self._check_status()
+        self._link.synchronize()
 
     def barrier(self):
         """Returns when every worker has called it."""
@@ -309,17 +296,15 @@ class DistSyncStore(StoreBase):
         """Each server writes its optimizer states to ``fname.server<rank>`` (a shared file system)."""
         self._require_server_optimizer()
         if self.rank == 0:
-            self._command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
-        self._kv._barrier()
-        self._check_status()
+            self._link.command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
+        self._link.synchronize()
 
     def load_optimizer_states(self, fname):
         """Each server reads its states back from ``fname.server<rank>``."""
         self._require_server_optimizer()
         if self.rank == 0:
-            self._command("load_states", path=os.path.abspath(fname))
-        self._kv._barrier()
-        self._check_status()
+            self._link.command("load_states", path=os.path.abspath(fname))
+        self._link.synchronize()
 
     # ---- key layout ----
 
@@ -349,12 +334,11 @@ class DistSyncStore(StoreBase):
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:
             self._kv.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.pull_words) for m in new_pull])
-            self._register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
+            self._link.register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
         if self.rank == 0:
-            self._command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
-                                              for m in messages], dropped=list(dropped))
-        self._kv._barrier()
-        self._check_status()
+            self._link.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
+                                                   for m in messages], dropped=list(dropped))
+        self._link.synchronize()
 
     @staticmethod
     def _segment(message, chunk, name):
@@ -368,50 +352,6 @@ class DistSyncStore(StoreBase):
             return buffer[chunk.pull_offset:chunk.pull_offset + chunk.pull_words]
         view = buffer[chunk.offset:chunk.offset + chunk.size]
         return view.reshape(chunk.shape) if name == "recv" else view
-
-    def _register(self, value_keys, sizes):
-        """Lets each server keep a handle on the value arrays it will write (one push each, by rank 0)."""
-        if self.rank == 0:
-            self._command("expect", value_keys=value_keys)
-            zeros = [mx.nd.zeros(n) for n in sizes]
-            for k, z in zip(value_keys, zeros):
-                self._kv.push(k, z)
-            for z in zeros:
-                _wait_to_write(z)
-        self._kv._barrier()
-
-    # ---- synchronisation and status ----
-
-    def _command(self, op, all_ranks=False, **fields):
-        """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
-        if all_ranks or self.rank == 0:
-            self._kv._send_command_to_servers(0, protocol.encode_command(op, **fields))
-
-    def _check_status(self, config=None):
-        """Pulls every server's status and checks it (see _raise_on_server_errors)."""
-        self._kv.pull(self._status_keys, out=self._status)
-        self._raise_on_server_errors(config)
-
-    def _raise_on_server_errors(self, config=None):
-        """Raises on a configuration mismatch (when ``config`` is given) or on a new server-side error."""
-        for server, status in enumerate(self._status):
-            s = status.asnumpy()
-            message = protocol.read_message(s)
-            if config is not None:
-                if s[protocol.ST_MISMATCH] or s[protocol.ST_CONFIG_HASH] != protocol.config_hash(config):
-                    raise ValueError("mxnet_gc: the workers set different gradient compression parameters "
-                                     "(this worker, rank %d: %s); server %d says: %s"
-                                     % (self.rank, config, server, message))
-            errors = int(s[protocol.ST_ERRORS])
-            if errors > self._errors_seen[server]:
-                self._errors_seen[server] = errors
-                raise RuntimeError("mxnet_gc server %d: %s" % (server, message))
-            pushed = self._rounds_pushed[server] % protocol.ROUNDS_MODULUS
-            if int(s[protocol.ST_ROUNDS_DONE]) != pushed:
-                raise RuntimeError("mxnet_gc server %d completed %d rounds of pushes where this worker (rank %d) "
-                                   "pushed %d: a worker's push was lost (a process that bypasses mxnet_gc's store, "
-                                   "or pushes another dtype, which MXNet's server stores apart); the pulled values "
-                                   "cannot be trusted" % (server, int(s[protocol.ST_ROUNDS_DONE]), self.rank, pushed))
 
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:

@@ -127,7 +127,7 @@ def save_after_corrupt_push(kv, keys, outs, saved, spec):
         corrupt = corrupt_payload(spec.get("corrupt_kind", "size"), message)
         kv._kv.push(message.push_key, corrupt)
         kv._pushed.append((message, corrupt))
-        kv._rounds_pushed[message.server] += 1
+        kv._link.rounds_pushed[message.server] += 1
     else:
         kv.push(keys[0], mx.nd.ones(outs[0].shape))
     try:

@@ -1,0 +1,75 @@
+"""A worker's control plane to the servers of the compressed dist store: commands, value-key
+registration, and each server's status (errors, configuration agreement, completed rounds).
+
+Every server has a status key (protocol.STATUS_WORDS float32) that workers pull after each round; a
+worker raises when a server reports a new error, when the workers' configurations differ, or when a
+server completed fewer rounds of pushes than this worker sent it (a push was lost).
+"""
+import mxnet as mx
+from mxnet.base import _LIB, check_call
+
+from . import protocol
+
+
+def wait_to_write(array):
+    """Waits until every pending read of ``array`` (such as a push sending it) has finished."""
+    check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
+
+
+class ServerLink:
+    """Commands to, and status from, every server of a job (through MXNet's dist store ``kv``)."""
+
+    def __init__(self, kv, num_servers, allocator):
+        self.kv, self.num_servers = kv, num_servers
+        self.rank = kv.rank
+        self.status_keys = [allocator.on_server(s) for s in range(num_servers)]
+        self.status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(num_servers)]
+        self.errors_seen = [0] * num_servers
+        self.rounds_pushed = [0] * num_servers  # rounds of messages this worker pushed to each server
+        self.command("hello", status_keys=self.status_keys)
+        kv.init(self.status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers)
+        self.register(self.status_keys, [protocol.STATUS_WORDS] * num_servers)
+
+    def command(self, op, all_ranks=False, **fields):
+        """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
+        if all_ranks or self.rank == 0:
+            self.kv._send_command_to_servers(0, protocol.encode_command(op, **fields))
+
+    def register(self, value_keys, sizes):
+        """Lets each server keep a handle on the value arrays it will write (one push each, by rank 0)."""
+        if self.rank == 0:
+            self.command("expect", value_keys=value_keys)
+            zeros = [mx.nd.zeros(n) for n in sizes]
+            for k, z in zip(value_keys, zeros):
+                self.kv.push(k, z)
+            for z in zeros:
+                wait_to_write(z)
+        self.kv._barrier()
+
+    def synchronize(self, config=None):
+        """A barrier of all workers, then every server's status, checked (see ``check``)."""
+        self.kv._barrier()
+        self.kv.pull(self.status_keys, out=self.status)
+        self.check(config)
+
+    def check(self, config=None):
+        """Raises on a configuration mismatch (when ``config`` is given), on a new server-side error, or
+        on a server that completed other rounds than this worker pushed (``status`` pulled already)."""
+        for server, status in enumerate(self.status):
+            s = status.asnumpy()
+            message = protocol.read_message(s)
+            if config is not None:
+                if s[protocol.ST_MISMATCH] or s[protocol.ST_CONFIG_HASH] != protocol.config_hash(config):
+                    raise ValueError("mxnet_gc: the workers set different gradient compression parameters "
+                                     "(this worker, rank %d: %s); server %d says: %s"
+                                     % (self.rank, config, server, message))
+            errors = int(s[protocol.ST_ERRORS])
+            if errors > self.errors_seen[server]:
+                self.errors_seen[server] = errors
+                raise RuntimeError("mxnet_gc server %d: %s" % (server, message))
+            pushed = self.rounds_pushed[server] % protocol.ROUNDS_MODULUS
+            if int(s[protocol.ST_ROUNDS_DONE]) != pushed:
+                raise RuntimeError("mxnet_gc server %d completed %d rounds of pushes where this worker (rank %d) "
+                                   "pushed %d: a worker's push was lost (a process that bypasses mxnet_gc's store, "
+                                   "or pushes another dtype, which MXNet's server stores apart); the pulled values "
+                                   "cannot be trusted" % (server, int(s[protocol.ST_ROUNDS_DONE]), self.rank, pushed))
