@@ -18,6 +18,7 @@ and iproute2 (ip, tc); without them it refuses with a message.  MXNET_GC_NETNS=N
 mxgc) names the namespaces, so that two clusters can exist at once.
 """
 import argparse
+import importlib.util
 import os
 import shutil
 import signal
@@ -27,9 +28,20 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _settings():
+    """mxnet_gc's settings (mxnet_gc/config.py, loaded on its own: it imports no MXNet, which the
+    cluster tools do not need)."""
+    spec = importlib.util.spec_from_file_location("mxnet_gc_config", os.path.join(ROOT, "mxnet_gc", "config.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.settings()
+
+
 # MXNET_GC_NETNS=NAME names the namespaces NAME-h0... and NAME-sw (default mxgc), so that clusters can
-# run side by side; tools/netns_ssh.py reads the same variable.
-NAME = os.environ.get("MXNET_GC_NETNS", "mxgc")
+# run side by side; tools/netns_ssh.py uses the same name.
+NAME = _settings().netns
 PREFIX = NAME + "-h"
 SWITCH = NAME + "-sw"
 SUBNET = "198.18.0.%d"

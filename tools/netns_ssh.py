@@ -9,6 +9,8 @@ with ``ip netns exec NS sh -c COMMAND``, so the launcher's signals reach the com
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netns_cluster import NAME  # noqa: E402
 
 
 def skip_options(args):
@@ -24,5 +26,5 @@ host, command = args[0], " ".join(skip_options(args[1:]))
 parts = host.split(".")
 if len(parts) != 4 or parts[:3] != ["198", "18", "0"]:
     sys.exit("netns_ssh.py: %s is not a host of tools/netns_cluster.py (198.18.0.N)" % host)
-namespace = "%s-h%d" % (os.environ.get("MXNET_GC_NETNS", "mxgc"), int(parts[3]) - 1)
+namespace = "%s-h%d" % (NAME, int(parts[3]) - 1)
 os.execvp("ip", ["ip", "netns", "exec", namespace, "sh", "-c", command])
