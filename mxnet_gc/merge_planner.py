@@ -1,4 +1,4 @@
-"""The layer-merge planner: which consecutive layers share one message (SPEC section 3).
+"""The layer-merge planner: which consecutive layers share one message.
 
 Layers are taken in gradient-ready order (the last layer first, as backward produces them).  Layer l
 is ready ``ready[l]`` seconds after backward starts and takes ``encode[l]`` seconds to sparsify; a

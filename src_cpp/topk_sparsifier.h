@@ -1,5 +1,5 @@
 // Layer-wise sparsification with an adaptive threshold: the kernels behind the 'layerwise_topk' codec
-// (SPEC section 3; the wire format is in docs/wire_format.md).
+// (the wire format is in docs/wire_format.md).
 //
 // Per step, for one layer (or one chunk of it) of n values:
 //   v = momentum * v + grad (with momentum > 0: DGC's momentum correction), a = residual + v (or + grad);

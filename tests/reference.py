@@ -1,4 +1,5 @@
-"""Independent pure-numpy reference of the threshold codecs, written from SPEC.md sections 1-2.
+"""Independent pure-numpy reference of the threshold codecs, written from the codecs' definition
+(docs/codecs.md, docs/wire_format.md).
 
 It works value by value with bit strings (no shared code with the kernels): each value's code is
 written as a string of bits, high bit first, the strings are concatenated in value order, padded
@@ -31,12 +32,12 @@ def quantize(grad, residual, levels):
 
 
 def code_bits_2bit(m, neg):
-    """SPEC 1: '11' = +t, '10' = -t, '00' = 0."""
+    """2bit (MXNet's): '11' = +t, '10' = -t, '00' = 0."""
     return "00" if m == 0 else ("10" if neg else "11")
 
 
 def code_bits_4bit(m, neg):
-    """SPEC 2: code = s << 3 | m, s = 1 for negative; 0 is always '0000'."""
+    """4bit: code = s << 3 | m, s = 1 for negative; 0 is always '0000'."""
     return format(((1 if (neg and m) else 0) << 3) | m, "04b")
 
 

@@ -1,4 +1,5 @@
-"""Independent numpy reference of the 'layerwise_topk' codec, written from SPEC.md section 3.
+"""Independent numpy reference of the 'layerwise_topk' codec, written from its definition
+(docs/layerwise_sparsification.md, docs/wire_format.md).
 
 A worker's state is a dict (residual, velocity, threshold, steps); ``step`` returns the (indices,
 values, selected count) one encode sends and updates the state, in float32 arithmetic.

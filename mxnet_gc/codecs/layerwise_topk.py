@@ -1,4 +1,4 @@
-"""The 'layerwise_topk' codec: each layer sends only its largest accumulated values (SPEC section 3).
+"""The 'layerwise_topk' codec: each layer sends only its largest accumulated values.
 
 Per layer (one codec call), with error feedback: a = residual + grad (or, with ``momentum``, DGC's
 momentum correction v = momentum * v + grad, a = residual + v); the values with |a| >= the layer's

@@ -1,4 +1,4 @@
-"""The '2bit' and '4bit' codecs: threshold quantization with error feedback (SPEC sections 1-2).
+"""The '2bit' and '4bit' codecs: threshold quantization with error feedback.
 
 Per value: a = residual + grad; m = number of levels t_k with |a| >= t_k; the value is sent as
 sign(a) * t_m (0 when m = 0) and residual = a - sign(a) * t_m.  '2bit' is MXNet 1.9.1's codec, bit
