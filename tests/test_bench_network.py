@@ -81,12 +81,12 @@ def test_repeated_runs_are_pooled():
     """--repeats: a job's runs become one row, with step statistics over all their timed steps and the
     median of each other measurement."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import bench_network
+    from netbench import jobs
 
     runs = [{"mode": "topk-one", "workers": 2, "step_ms": 10.0, "step_ms_min": 9.0, "step_ms_max": 11.0,
              "timed_steps": 3, "runs": 1, "steps_ms": steps, "comm_ms": comm, "cpu_s_server": None}
             for steps, comm in (([9.0, 10.0, 11.0], 4.0), ([30.0, 1.0, 2.0], 6.0), ([5.0, 6.0, 40.0], 50.0))]
-    row = bench_network.pool(runs)
+    row = jobs.pool(runs)
     every = [9.0, 10.0, 11.0, 30.0, 1.0, 2.0, 5.0, 6.0, 40.0]
     assert (row["step_ms"], row["step_ms_min"], row["step_ms_max"]) == (9.0, 1.0, 40.0)
     assert row["timed_steps"] == 9 and row["runs"] == 3 and sorted(row["steps_ms"]) == sorted(every)

@@ -24,15 +24,15 @@ A run of the same keys with one value each ('headers') measures the fixed per-me
     .venv/bin/python tools/bench_kvstore.py [--workers 2] [--steps 20] [--models resnet20 mlp10m]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import jobfiles  # noqa: E402
 MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit", "4bit-cpull"]
 COMPRESSION = {"mxnet-2bit": {"type": "2bit", "threshold": 0.01}, "gc-mx2bit": {"type": "2bit", "threshold": 0.01},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.01}, "4bit": {"type": "4bit", "thresholds": "medium"},
@@ -101,27 +101,16 @@ def worker(args):
     result = {"rank": kv.rank, "values": int(sum(np.prod(s) for s in shapes)), "keys": len(shapes),
               "step_s": statistics.median(times), "step_s_spread": [min(times), max(times)],
               "sent_per_step": (sent1 - sent0) / args.steps, "recv_per_step": (recv1 - recv0) / args.steps}
-    with open(os.path.join(args.out, "rank%d.json" % kv.rank), "w") as f:
-        json.dump(result, f)
+    jobfiles.save(args.out, kv.rank, result)
 
 
 def run(model, mode, args, headers=False):
     """Launches one job; returns rank 0's measurements."""
     with tempfile.TemporaryDirectory() as out:
-        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(args.workers), "-s", "1",
-                "--timeout", "900"]
-        if mode.startswith("mxnet"):
-            argv.append("--mxnet-servers")
-        argv += [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--mode", mode,
-                 "--steps", str(args.steps), "--warmup", str(args.warmup), "--bucket-bytes", str(args.bucket_bytes),
-                 "--out", out]
-        if headers:
-            argv.append("--headers")
-        proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit("job %s %s failed:\n%s\n%s" % (model, mode, proc.stdout[-3000:], proc.stderr[-3000:]))
-        with open(os.path.join(out, "rank0.json")) as f:
-            return json.load(f)
+        argv = jobfiles.worker_command(__file__, model=model, mode=mode, steps=args.steps, warmup=args.warmup,
+                                       bucket_bytes=args.bucket_bytes, headers=int(headers))
+        return jobfiles.local_job(argv, out, args.workers, mxnet_servers=mode.startswith("mxnet"),
+                                  what="job %s %s" % (model, mode))[0]
 
 
 def theoretical_push(mode, shapes):
@@ -148,11 +137,8 @@ def main():
     parser.add_argument("--bucket-bytes", type=int, default=1 << 20,  # merge_policy.DEFAULT_BUCKET_BYTES
                         help="mxnet_gc's store: consecutive keys share messages of up to this many bytes of float32 "
                              "(0: one message per key)")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--headers", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--model", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--headers", type=int, default=0, help=argparse.SUPPRESS)
+    jobfiles.add_worker_arguments(parser, "--model", "--mode")
     args = parser.parse_args()
     if args.worker:
         return worker(args)

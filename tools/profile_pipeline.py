@@ -4,7 +4,7 @@
     .venv/bin/python tools/profile_pipeline.py [--rate 1gbit] [--model mlp10m] [--plot docs/pipeline_timeline.png]
 
 Runs two jobs of 2 workers and 1 server on tools/netns_cluster.py's shaped hosts, training a model of
-tools/bench_network.py (default: the 10M-parameter MLP) with 'layerwise_topk' (density 0.01, sparse
+tools/netbench/models.py (default: the 10M-parameter MLP) with 'layerwise_topk' (density 0.01, sparse
 pulls) and a DP merge plan: one with ``pipeline=True``, one with ``pipeline=False``.  Rank 0 records one step
 after the plan is in place with MXNet's profiler (backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0,
 so each layer's gradient is its own engine operation; two engine worker threads, so that a message
@@ -22,8 +22,10 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+import jobfiles  # noqa: E402
 import netns_cluster  # noqa: E402
 from mxnet_gc.config import PIPELINE_TEMP_COPIES  # noqa: E402
+from netbench.models import model_and_batches  # noqa: E402
 
 LANES = [("backward", lambda n: n.startswith("_backward")), ("encode", lambda n: n == "mxgc_topk_encode"),
          ("push", lambda n: n == "KVStoreDistDefaultPush"), ("barrier", lambda n: n == "barrier"),
@@ -35,7 +37,6 @@ def worker(args):
     import mxnet as mx
     from mxnet import autograd, gluon
     import mxnet_gc
-    import bench_network
 
     kv = mxnet_gc.kvstore.create("dist_sync")
     barrier, domain = kv._kv._barrier, mx.profiler.Domain("mxnet_gc")
@@ -47,7 +48,7 @@ def worker(args):
         task.stop()
 
     kv._kv._barrier = traced_barrier
-    net, shape, batch, batches = bench_network.model_and_batches(args.model, kv.rank, kv.num_workers)
+    net, shape, batch, batches = model_and_batches(args.model, kv.rank, kv.num_workers)
     net.initialize(mx.init.Xavier(magnitude=2))
     net(mx.nd.zeros(shape))
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01}, kvstore=kv,
@@ -123,7 +124,7 @@ def plot(results, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", default="1gbit")
-    parser.add_argument("--model", default="mlp10m", help="a model of tools/bench_network.py")
+    parser.add_argument("--model", default="mlp10m", help="a model of tools/netbench/models.py")
     parser.add_argument("--engine-threads", type=int, default=2,
                         help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default is 1: then the encoding "
                              "waits behind backward on the one engine thread)")
@@ -131,9 +132,8 @@ def main():
                         help="MXNET_CPU_TEMP_COPY of the workers (MXNet's default is 4: then an encode waits for "
                              "a backward operator that holds the same temporary space)")
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "pipeline_timeline.png"))
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pipeline", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
+    jobfiles.add_worker_arguments(parser)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -145,8 +145,7 @@ def main():
                 "-n", "2", "-s", "1", "--timeout", "600", "--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0",
                 "--env", "MXNET_CPU_WORKER_NTHREADS=%d" % args.engine_threads,
                 "--env", "MXNET_CPU_TEMP_COPY=%d" % args.temp_copies,
-                sys.executable, os.path.abspath(__file__), "--worker", "--pipeline", str(pipeline), "--out", trace,
-                "--model", args.model])
+                *jobfiles.worker_command(__file__, pipeline=pipeline, out=trace, model=args.model)])
             if code != 0:
                 raise SystemExit("profile_pipeline.py: the job failed (exit %d)" % code)
             lanes = spans(trace)

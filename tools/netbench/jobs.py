@@ -1,0 +1,115 @@
+"""One benchmark job on its own shaped hosts (tools/netns_cluster.py), as a table row; and the pooling
+of a job's repeated runs into one row."""
+import os
+import statistics
+import sys
+import tempfile
+
+import jobfiles
+import netns_cluster
+from mxnet_gc.config import PIPELINE_TEMP_COPIES
+
+from .modes import RATES_BITS
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench_network.py")
+
+
+def codec_seconds(mode, workers, encode, decode):
+    """Estimated codec time per step: a worker encodes, the server decodes each worker's push (and for
+    a compressed pull encodes the sum, which the worker decodes); on Horovod every worker encodes its
+    payload and decodes all W."""
+    if encode is None:
+        return None
+    if mode.horovod:
+        return encode + workers * decode
+    seconds = encode + workers * decode
+    if mode.name == "4bit-cpull":
+        seconds += encode + decode
+    if mode.sparse:  # sparse pull: the server packs the sum, the worker decodes it once more
+        seconds += decode
+    return seconds
+
+
+def run(model, mode, rate, workers, args, tag, codec):
+    """One job; returns its row.  ``codec``: (encode, decode) seconds of the model's gradients."""
+    worker_argv = jobfiles.worker_command(BENCH, model=model, mode=mode.name, steps=args.steps, warmup=args.warmup,
+                                          bucket_bytes=args.bucket_bytes)
+    env = {tag.split("=")[0]: tag.split("=")[1]}
+    # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
+    # machine in every process would mostly spin against each other.
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if mode.horovod else 2))))
+    if mode.sparse:  # each gradient its own engine operation; a second engine thread to encode on
+        env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2",
+                   MXNET_CPU_TEMP_COPY=str(PIPELINE_TEMP_COPIES))
+    with tempfile.TemporaryDirectory() as out:
+        report = os.path.join(out, "launch.json")
+        if mode.horovod:
+            hosts = ",".join("%s:1" % netns_cluster.address(i) for i in range(workers))
+            argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
+                    "--gloo", "--network-interface", "eth0", "--start-timeout", "120"] + worker_argv + ["--out", out]
+            code, traffic = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
+                                                      timeout=args.job_timeout)
+        else:
+            launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report]
+            launch += ["--mxnet-servers"] if mode.store == "mxnet" else []
+            for item in env.items():
+                launch += ["--env", "%s=%s" % item]
+            code, traffic = netns_cluster.run_job(2 + workers, rate, launch + worker_argv + ["--out", out])
+        if code != 0:
+            raise SystemExit("bench_network.py: job %s %s %s %d workers failed (exit %d)" % (model, mode.name, rate,
+                                                                                         workers, code))
+        ranks = jobfiles.load(out, workers)
+        processes = [] if mode.horovod else jobfiles.load_json(report)
+    return row(model, mode, rate, workers, ranks, processes, traffic, codec)
+
+
+def row(model, mode, rate, workers, ranks, processes, traffic, codec):
+    """The table row of a job from its workers' results, the launcher's report and the hosts' traffic."""
+    r0 = ranks[0]
+    if mode.horovod:  # no server: the busiest link is a worker's
+        server_in = max(r["received_per_step"] for r in ranks)
+        server_out = max(r["sent_per_step"] for r in ranks)
+    else:  # the server's link carries every worker's traffic
+        server_in = sum(r["sent_per_step"] for r in ranks)
+        server_out = sum(r["received_per_step"] for r in ranks)
+    bits = RATES_BITS[rate]
+    wire = 8 * max(server_in, server_out) / bits if bits else 0.0
+    seconds = codec_seconds(mode, workers, *codec)
+    cpu = {(p["role"], p["rank"]): p["cpu_seconds"] for p in processes}
+
+    def job_mb(role, i):
+        """Bytes sent (i = 0) or received (1) over the whole job by the hosts of a role, mean, in MB."""
+        if mode.horovod:
+            values = [t[i] for t in traffic.values()] if role == "worker" else []
+        else:
+            values = [traffic[p["host"]][i] for p in processes if p["role"] == role]
+        return statistics.mean(values) / 1e6 if values else None
+
+    return {"model": model, "mode": mode.name, "rate": rate, "workers": workers, "parameters": r0["parameters"],
+            "step_ms": 1e3 * statistics.median(r0["step_s"]), "step_ms_min": 1e3 * min(r0["step_s"]),
+            "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]), "runs": 1,
+            "steps_ms": [1e3 * s for s in r0["step_s"]],
+            "timed_window_ms": 1e3 * r0["window_s"],
+            "compute_ms": 1e3 * r0["compute_s"], "comm_ms": 1e3 * r0["comm_s"],
+            "server_in_mb_per_step": server_in / 1e6, "server_out_mb_per_step": server_out / 1e6,
+            "worker0_sent_mb_per_step": r0["sent_per_step"] / 1e6,
+            "worker0_received_mb_per_step": r0["received_per_step"] / 1e6,
+            "wire_bound_ms": 1e3 * wire, "codec_ms": None if seconds is None else 1e3 * seconds,
+            "worker_cpu_ms_per_step": 1e3 * statistics.mean(r["cpu_per_step"] for r in ranks),
+            "machine_cpu_busy": r0["machine_busy"], "machine_cpu_kernel": r0["machine_kernel"],
+            "cpu_s_scheduler": cpu.get(("scheduler", 0)), "cpu_s_server": cpu.get(("server", 0)),
+            "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)) if cpu else None,
+            "job_mb_sent_server": job_mb("server", 0), "job_mb_received_server": job_mb("server", 1),
+            "job_mb_sent_scheduler": job_mb("scheduler", 0),
+            "job_mb_sent_worker_mean": job_mb("worker", 0), "job_mb_received_worker_mean": job_mb("worker", 1)}
+
+
+def pool(runs):
+    """One row for several runs of one job: step statistics over all their timed steps, the median of
+    every other measurement."""
+    pooled = {name: statistics.median(r[name] for r in runs) if isinstance(value, float) else value
+              for name, value in runs[0].items()}
+    steps = [ms for r in runs for ms in r["steps_ms"]]
+    pooled.update(step_ms=statistics.median(steps), step_ms_min=min(steps), step_ms_max=max(steps),
+                  timed_steps=len(steps), runs=len(runs), steps_ms=steps)
+    return pooled

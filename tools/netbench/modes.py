@@ -1,0 +1,64 @@
+"""The benchmark's modes, as data: which store and transport, which compression, which merge plan."""
+import dataclasses
+
+RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
+TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True}
+FOUR_BIT = {"type": "4bit", "thresholds": "medium"}
+CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """``store``: 'mxnet' (MXNet's own dist_sync store and servers, gluon.Trainer) or 'gc' (mxnet_gc's,
+    mxnet_gc.gluon.Trainer); ``transport``: 'ps' (a parameter server) or 'horovod'; ``merge``: the
+    trainer's merge option ('fixed' is the --bucket-bytes one), None for its default."""
+
+    name: str
+    description: str
+    store: str = "gc"
+    transport: str = "ps"
+    compression: dict = None
+    groups: bool = False
+    merge: object = None
+    pipeline: bool = True
+
+    @property
+    def sparse(self):
+        """Layer-wise top-k with a merge plan: run with backward unbulked, so that encodes overlap it."""
+        return self.merge is not None
+
+    @property
+    def horovod(self):
+        return self.transport == "horovod"
+
+
+DENSE_MODES = [
+    Mode("none", "MXNet's own dist_sync store and server, uncompressed (gluon.Trainer)", store="mxnet"),
+    Mode("mxnet-2bit", "MXNet's own dist_sync store and server, MXNet's built-in 2bit (gluon.Trainer)",
+         store="mxnet", compression={"type": "2bit", "threshold": 0.5}),
+    Mode("gc-none", "mxnet_gc's store and server, uncompressed (mxnet_gc.gluon.Trainer, shared messages)",
+         compression={"type": "none"}),
+    Mode("gc_2bit", "mxnet_gc's store, its 2bit codec", compression={"type": "gc_2bit", "threshold": 0.5}),
+    Mode("4bit", "mxnet_gc's store, 4bit (group 'medium' for every layer)", compression=FOUR_BIT),
+    Mode("4bit-groups", "4bit with a threshold group per layer, chosen during dense calibration steps",
+         compression=FOUR_BIT, groups=True),
+    Mode("4bit-cpull", "4bit, and the servers send the sum 4bit-encoded too (compressed pull; the optimizer "
+         "then runs on the workers, in the others on the servers)", compression=dict(FOUR_BIT, compressed_pull=True)),
+]
+SPARSE_MODES = [
+    Mode("topk-layerwise", "every layer its own message, sent after the whole backward", compression=TOPK,
+         merge="layerwise", pipeline=False),
+    Mode("topk-one", "one message for all layers", compression=TOPK, merge="one"),
+    Mode("topk-merged", "the DP merge plan, sent after the whole backward", compression=TOPK, merge="dp",
+         pipeline=False),
+    Mode("topk-pipelined", "the DP merge plan, each message sent as soon as its gradients are ready",
+         compression=TOPK, merge="dp"),
+    Mode("topk-fixed", "consecutive layers filled into messages of at least --bucket-bytes payload bytes, each sent "
+         "as soon as its gradients are ready", compression=TOPK, merge="fixed"),
+]
+HOROVOD_PREFIX = "hvd-"
+HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport="horovod",
+                                     description=m.description + ", on mxnet_gc's horovod store")
+                 for m in [DENSE_MODES[2]] + SPARSE_MODES]
+MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + HOROVOD_MODES}
+DEFAULT_MODES = [m.name for m in DENSE_MODES]

@@ -1,0 +1,126 @@
+"""The benchmark's outputs: the table of rows, the target ratios (thresholds in targets.json), the plot,
+and the section of a markdown file between the benchmark's markers."""
+import json
+import os
+
+from .modes import HOROVOD_PREFIX, MODES, RATES_BITS
+
+MARKERS = "<!-- bench_network%s:begin -->", "<!-- bench_network%s:end -->"
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets.json")) as _f:
+    TARGETS = json.load(_f)
+FOUR_BIT_MODES = ("4bit", "4bit-groups", "4bit-cpull")
+
+
+def fmt(value, digits=0):
+    return "–" if value is None else "%.*f" % (digits, value)
+
+
+def busy(row):
+    """The machine's CPU busy fraction, with the kernel's part of it where it was measured."""
+    if row.get("machine_cpu_busy") is None:
+        return "–"
+    kernel = row.get("machine_cpu_kernel")
+    return "%.0f%%" % (100 * row["machine_cpu_busy"]) + ("" if kernel is None else " (%.0f%% kernel)" % (100 * kernel))
+
+
+def table(rows):
+    lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
+             "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) | machine CPU busy |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
+            r["model"], r["workers"], r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
+            fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
+            r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
+            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1),
+            busy(r)))
+    return "\n".join(lines)
+
+
+def _check(name, ratio):
+    """(the target's text for the table, met?) of target ``name`` in targets.json."""
+    target = TARGETS[name]
+    if "at_least" in target:
+        return ">= %g" % target["at_least"], ratio >= target["at_least"]
+    if "at_most" in target:
+        return "<= %g" % target["at_most"], ratio <= target["at_most"]
+    return "> %g" % target["above"], ratio > target["above"]
+
+
+def targets(rows):
+    """The target ratios, each from two rows of this run: (text, ratio, target, met)."""
+    step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in rows}
+    found = []
+
+    def add(name, text, ratio):
+        goal, met = _check(name, ratio)
+        found.append((text, ratio, goal, met))
+
+    for (model, workers, rate, mode), ms in sorted(step.items()):
+        base = step.get((model, workers, rate, "none"))
+        if mode in FOUR_BIT_MODES and base and model == "mlp10m" and rate == "100mbit":
+            add("compressed_speedup_100mbit", "%s, %d workers, 100 Mbit/s: uncompressed / %s step time"
+                % (model, workers, mode), base / ms)
+        if mode in FOUR_BIT_MODES and base and rate == "unlimited":
+            add("compressed_overhead_unlimited", "%s, %d workers, unlimited: %s / uncompressed step time"
+                % (model, workers, mode), ms / base)
+        prefix = HOROVOD_PREFIX if mode.startswith(HOROVOD_PREFIX) else ""
+        dense = step.get((model, workers, rate, HOROVOD_PREFIX + "gc-none")) if prefix else base
+        if mode == prefix + "topk-pipelined" and dense and rate == "1gbit" and model != "fmnist-cnn":
+            add("sparse_speedup_1gbit", "%s, %d workers, 1 Gbit/s: uncompressed / merged+pipelined top-k step time%s"
+                % (model, workers, " (Horovod)" if prefix else ""), dense / ms)
+        for other in (prefix + "topk-layerwise", prefix + "topk-one"):
+            if mode == prefix + "topk-pipelined" and (model, workers, rate, other) in step:
+                add("merged_beats_baselines", "%s, %d workers, %s: %s / merged+pipelined step time"
+                    % (model, workers, rate, other), step[model, workers, rate, other] / ms)
+        mxnet_2bit = step.get((model, workers, rate, "mxnet-2bit"))
+        if mode == "gc_2bit" and mxnet_2bit:
+            add("our_2bit_vs_mxnet", "%s, %d workers, %s: our 2bit / MXNet's 2bit step time" % (model, workers, rate),
+                ms / mxnet_2bit)
+    return found
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["model"], r["workers"]) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (model, workers) in zip(axes[0], panels):
+        mine = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
+        rates = [rate for rate in RATES_BITS if any(r["rate"] == rate for r in mine)]
+        modes = [m for m in MODES if any(r["mode"] == m for r in mine)]
+        width = 0.8 / len(modes)
+        for j, mode in enumerate(modes):
+            for i, rate in enumerate(rates):
+                row = next((r for r in mine if (r["rate"], r["mode"]) == (rate, mode)), None)
+                if row is None:
+                    continue
+                x = i + (j - (len(modes) - 1) / 2) * width
+                ax.bar(x, row["step_ms"], width, color="C%d" % j, label=mode if i == 0 else None)
+                ax.plot([x - width / 2, x + width / 2], [row["compute_ms"]] * 2, color="white", lw=1)
+                if row["wire_bound_ms"]:
+                    ax.plot([x - width / 2, x + width / 2], [row["wire_bound_ms"]] * 2, color="black", lw=1.5)
+        ax.set_xticks(range(len(rates)), rates)
+        ax.set_yscale("log")
+        ax.set_ylabel("step time, ms (log)")
+        ax.set_title("%s, %d workers" % (model, workers))
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Step time per compression (bars), wire bound (black), compute (white); tools/bench_network.py",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_markdown(path, text, section=""):
+    """Replaces the text between the section's markers in ``path``."""
+    begin, end = (marker % (":" + section if section else "") for marker in MARKERS)
+    with open(path) as f:
+        doc = f.read()
+    if begin not in doc or end not in doc:
+        raise SystemExit("bench_network.py: %s has no %s ... %s markers" % (path, begin, end))
+    head, rest = doc.split(begin, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])

@@ -1,0 +1,97 @@
+"""One worker of a benchmark job, inside the cluster: trains its model with the mode's store and
+trainer, times the steps after the warm-up, and writes what they cost to OUT/rank<r>.json."""
+import os
+import statistics
+import time
+
+from .models import model_and_batches
+from .modes import CALIBRATION_STEPS
+
+COMPUTE_STEPS = 3  # forward + backward alone, after the timed steps (the compute column)
+
+
+def interface_bytes():
+    """(sent, received) bytes of this host's interface in the cluster (eth0), else of this process's sockets."""
+    if os.path.exists("/sys/class/net/eth0/statistics/tx_bytes"):
+        values = []
+        for counter in ("tx_bytes", "rx_bytes"):
+            with open("/sys/class/net/eth0/statistics/" + counter) as f:
+                values.append(int(f.read()))
+        return tuple(values)
+    from mxnet_gc.traffic import socket_bytes
+
+    return socket_bytes()
+
+
+def make_trainer(mode, kv, params, bucket_bytes):
+    """The mode's trainer: Gluon's on MXNet's store, mxnet_gc's on its own."""
+    from mxnet import gluon
+    import mxnet_gc
+
+    optimizer = ("sgd", {"learning_rate": 0.01, "momentum": 0.9})
+    if mode.store == "mxnet":
+        if mode.compression:  # MXNet 1.9.1's dist store refuses pushpull with compression; gluon.Trainer calls it
+            kv.pushpull = lambda key, value, out=None, priority=0: (
+                kv.push(key, value, priority=priority), kv.pull(key, value if out is None else out, priority=priority))
+        return gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=mode.compression)
+    return mxnet_gc.gluon.Trainer(params, *optimizer, kvstore=kv, compression_params=mode.compression,
+                                  threshold_groups="auto" if mode.groups else None,
+                                  calibration_steps=CALIBRATION_STEPS,
+                                  update_on_kvstore=False if mode.compression.get("compressed_pull") or mode.horovod
+                                  else None,
+                                  merge=bucket_bytes if mode.merge == "fixed" else mode.merge, pipeline=mode.pipeline)
+
+
+def run(mode, model, steps, warmup, bucket_bytes):
+    """Trains and measures; returns (rank, result)."""
+    import mxnet as mx
+    from mxnet import autograd, gluon
+    import mxnet_gc
+    from mxnet_gc.profiling import machine_ticks  # (the namespaces share /proc/stat)
+
+    mx.random.seed(1)
+    if mode.store == "mxnet":
+        kv = mx.kv.create("dist_sync")
+    else:
+        kv = mxnet_gc.kvstore.create("horovod" if mode.horovod else "dist_sync")
+    net, shape, batch, batches = model_and_batches(model, kv.rank, kv.num_workers)
+    net.initialize(mx.init.Xavier(magnitude=2))
+    # Shapes from a training-mode pass: an inference-mode one leaves convolution weights in MKL-DNN's
+    # layout, which MXNet's own dist store cannot init from ("init N first" on its server).
+    with autograd.train_mode():
+        net(mx.nd.zeros(shape))
+    params = net.collect_params()
+    trainer = make_trainer(mode, kv, params, bucket_bytes)
+    trained = [p for p in params.values() if p.grad_req != "null"]
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step(i, update=True):
+        """One training step as a user writes it: no wait between backward and trainer.step, so that
+        pushes can start while backward still runs; returns its seconds until the new weights are ready.
+        Without ``update``: forward and backward alone, waited for (the compute column)."""
+        x, y = batches(i)
+        start = time.perf_counter()
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        if update:
+            trainer.step(batch)
+        for p in trained:
+            (p.data() if update else p.grad()).wait_to_read()
+        return time.perf_counter() - start
+
+    schedule = getattr(trainer, "schedule", None)  # mxnet_gc's trainer: time the schedule's last phase
+    warmup += schedule.start(schedule.phases[-1].name) if schedule else 0
+    for i in range(warmup):
+        step(i)
+    bytes0, cpu0, wall0, machine0 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()
+    totals = [step(warmup + i) for i in range(steps)]
+    bytes1, cpu1, wall1, machine1 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()
+    compute_s = statistics.median(step(i, update=False) for i in range(COMPUTE_STEPS))
+    return kv.rank, {
+        "parameters": sum(p.data().size for p in trained), "step_s": totals, "window_s": wall1 - wall0,
+        "compute_s": compute_s, "comm_s": max(0.0, statistics.median(totals) - compute_s),
+        "sent_per_step": (bytes1[0] - bytes0[0]) / steps, "received_per_step": (bytes1[1] - bytes0[1]) / steps,
+        "cpu_per_step": (cpu1 - cpu0) / steps,
+        "machine_busy": (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]),
+        "machine_kernel": (machine1[2] - machine0[2]) / max(1, machine1[1] - machine0[1])}
