@@ -14,43 +14,54 @@
 
 namespace mxgc {
 
-#define MXGC_DECLARE_ISA(ISA)                                                                          \
-  namespace ISA {                                                                                      \
-  void encode(int, const float*, float*, void*, int64_t, const float*, int);                           \
-  void decode(int, const void*, const float*, float*, int64_t, const float*, int);                     \
-  void topk_encode(const float*, float*, int64_t, const TopkParams&, float*);                          \
-  bool sparse_pack(const float*, int64_t, int64_t, float*, std::string*);                              \
-  bool topk_decode(const float*, int64_t, const float*, float*, int64_t, std::string*);                \
-  }
-MXGC_DECLARE_ISA(baseline)
+// Each level's copy of every kernel of kernels.def.
+#define MXGC_KERNEL(RETURN, NAME, PARAMS, ARGS) RETURN NAME PARAMS;
+namespace baseline {
+#include "kernels.def"
+}
 #ifdef MXGC_MULTI_ISA
-MXGC_DECLARE_ISA(x86_64_v3)
-MXGC_DECLARE_ISA(x86_64_v4)
+namespace x86_64_v3 {
+#include "kernels.def"
+}
+namespace x86_64_v4 {
+#include "kernels.def"
+}
 #endif
+#undef MXGC_KERNEL
 
 namespace {
 
+// One level's kernels: a pointer per entry of kernels.def, and the level's name.
 struct Kernels {
-  decltype(&baseline::encode) encode;
-  decltype(&baseline::decode) decode;
-  decltype(&baseline::topk_encode) topk_encode;
-  decltype(&baseline::sparse_pack) sparse_pack;
-  decltype(&baseline::topk_decode) topk_decode;
+#define MXGC_KERNEL(RETURN, NAME, PARAMS, ARGS) decltype(&baseline::NAME) NAME;
+#include "kernels.def"
+#undef MXGC_KERNEL
   const char* isa;
 };
 
-#define MXGC_KERNELS(ISA, NAME) \
-  { ISA::encode, ISA::decode, ISA::topk_encode, ISA::sparse_pack, ISA::topk_decode, NAME }
-
 // The best level the CPU supports or, when ``wanted`` names one it supports, that one; nullptr otherwise.
 const Kernels* pick_kernels(const std::string& wanted) {
+#define MXGC_KERNEL(RETURN, NAME, PARAMS, ARGS) MXGC_TABLE_ISA::NAME,
   static const Kernels candidates[] = {
 #ifdef MXGC_MULTI_ISA
-      MXGC_KERNELS(x86_64_v4, "x86-64-v4"),
-      MXGC_KERNELS(x86_64_v3, "x86-64-v3"),
+#define MXGC_TABLE_ISA x86_64_v4
+      {
+#include "kernels.def"
+          "x86-64-v4"},
+#undef MXGC_TABLE_ISA
+#define MXGC_TABLE_ISA x86_64_v3
+      {
+#include "kernels.def"
+          "x86-64-v3"},
+#undef MXGC_TABLE_ISA
 #endif
-      MXGC_KERNELS(baseline, "baseline"),
+#define MXGC_TABLE_ISA baseline
+      {
+#include "kernels.def"
+          "baseline"},
+#undef MXGC_TABLE_ISA
   };
+#undef MXGC_KERNEL
 #ifdef MXGC_MULTI_ISA
   __builtin_cpu_init();
   const bool supported[] = {static_cast<bool>(__builtin_cpu_supports("x86-64-v4")),
@@ -74,28 +85,11 @@ int g_num_threads = default_threads();
 
 int num_threads() { return g_num_threads; }
 
-void encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
-            int num_levels) {
-  g_kernels->encode(bits, grad, residual, payload, n, levels, num_levels);
-}
-
-void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
-            int num_levels) {
-  g_kernels->decode(bits, payload, acc, out, n, levels, num_levels);
-}
-
-void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload) {
-  g_kernels->topk_encode(grad, state, n, p, payload);
-}
-
-bool sparse_pack(const float* values, int64_t n, int64_t capacity, float* payload, std::string* error) {
-  return g_kernels->sparse_pack(values, n, capacity, payload, error);
-}
-
-bool topk_decode(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
-                 std::string* error) {
-  return g_kernels->topk_decode(payload, capacity, acc, out, n, error);
-}
+// The mxgc:: entry points (threshold_quantizer.h, topk_sparsifier.h): the copy in use.
+#define MXGC_KERNEL(RETURN, NAME, PARAMS, ARGS) \
+  RETURN NAME PARAMS { return g_kernels->NAME ARGS; }
+#include "kernels.def"
+#undef MXGC_KERNEL
 
 }  // namespace mxgc
 
