@@ -225,6 +225,7 @@ class Trainer(gluon.Trainer):
             raise RuntimeError("save_checkpoint needs one of mxnet_gc's stores")
         state = {"configuration": self._configuration(), "rescale_grad": self._optimizer.rescale_grad,
                  "schedule": self.schedule.state_dict(), "merge": self._merge_policy.state_dict(),
+                 "profile": self._profiler.state_dict(),
                  "groups": self._groups.state_dict() if self._groups is not None else None, "extra": extra}
         weights = {p.name: p.data() for p in self._params}
         states = None if self._update_on_kvstore else self._updaters[0].get_states(dump_optimizer=True)
@@ -254,6 +255,7 @@ class Trainer(gluon.Trainer):
         if self._groups is not None:
             self._groups.load_state_dict(state["groups"])
         self._merge_policy.load_state_dict(state["merge"])
+        self._profiler.load_state_dict(state["profile"])
         kv = self._kvstore
         if self.schedule.current.sends == "compressed":
             kv.set_gradient_compression(self._compression_of(self._trained()[0]))

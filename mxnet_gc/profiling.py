@@ -59,6 +59,13 @@ class MergeProfiler:
         self._ready.append(ready)
         self._busy.append(busy_fraction(self._ticks, machine_ticks()))
 
+    def state_dict(self):
+        """The samples so far (a job resumed in the middle of the profile phase keeps them)."""
+        return {"ready": self._ready, "busy": self._busy}
+
+    def load_state_dict(self, state):
+        self._ready, self._busy = [list(r) for r in state["ready"]], list(state["busy"])
+
     def measure(self, kv, params, keys):
         """(layers, cost model) averaged over the workers, for ``params`` in backward's order and their
         store ``keys`` (a collective call)."""

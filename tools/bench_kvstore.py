@@ -78,7 +78,8 @@ def worker(args):
     groups = None
     if not args.mode.startswith("mxnet") and args.bucket_bytes:
         groups = fixed_groups(keys, [int(np.prod(s)) for s in shapes], args.bucket_bytes)
-    kv.init(keys, [mx.nd.zeros(s) for s in shapes], groups=groups)
+    values = [mx.nd.zeros(s) for s in shapes]
+    kv.init(keys, values) if groups is None else kv.init(keys, values, groups=groups)
     rng = np.random.default_rng(kv.rank)
     grads = [mx.nd.array(rng.standard_normal(s).astype(np.float32) * 0.01) for s in shapes]
     outs = [mx.nd.zeros(s) for s in shapes]
