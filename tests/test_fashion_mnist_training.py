@@ -60,7 +60,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     assert "threshold groups after 5 calibration steps" in proc.stdout
     assert all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
     with open(whole + ".trainer.json") as f:
-        table = json.load(f)["group_table"]
+        table = json.load(f)["groups"]["table"]
     assert {row["group"] for row in table} <= {"small", "medium", "large"}
 
 
@@ -70,7 +70,7 @@ def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
                                              "--merge", "dp")
     assert 0 < epochs[1]["bytes_sent"] < 0.5 * epochs[1]["dense_push_bytes"]  # (the first has the probes)
     with open(whole + ".trainer.json") as f:
-        plan = json.load(f)["merge_plan"]
+        plan = json.load(f)["merge"]["plan"]
     assert plan["strategy"] == "dp" and plan["groups"] and "merge plan (dp)" in proc.stdout
     resumed = train(tmp_path, "--epochs", "3", "--resume", whole, "--compression", "layerwise_topk",
                     "--density", "0.05", "--merge", "dp")
