@@ -137,3 +137,37 @@ def test_phases_in_the_log_and_the_report(tmp_path):
     never = train(tmp_path, "--epochs", "1", "--groups", "--calibration-steps", "50")
     assert "compression never started: every step pushed dense gradients" in never.stdout
     assert "compression ratio" not in never.stdout
+
+
+def same_state(a, b):
+    """Weights and both workers' residuals of two checkpoints, bit for bit."""
+    x, y = mx.nd.load(checkpoint_file(a, ".params")), mx.nd.load(checkpoint_file(b, ".params"))
+    assert sorted(x) == sorted(y)
+    for name in x:
+        np.testing.assert_array_equal(x[name].asnumpy(), y[name].asnumpy(), err_msg=name)
+    for rank in range(2):
+        suffix = ".rank%d.residuals" % rank
+        with np.load(checkpoint_file(a, suffix)) as p, np.load(checkpoint_file(b, suffix)) as q:
+            assert sorted(p.files) == sorted(q.files)
+            for k in p.files:
+                np.testing.assert_array_equal(p[k], q[k], err_msg=k)
+
+
+def test_checkpoint_moves_between_transports(tmp_path):
+    """A checkpoint saved on the parameter server resumes on Horovod, and Horovod's back on the parameter
+    server.  With 2 workers both transports add the same two sparse payloads (lossless sparse pulls), so
+    the moved runs must end bit for bit where the runs that stayed end."""
+    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+    sparse = ["--compression", "layerwise_topk", "--density", "0.05"]
+    first, stay, moved, stay3, back3 = (str(tmp_path / n) for n in ("first", "stay", "moved", "stay3", "back3"))
+    train(tmp_path, "--epochs", "1", "--checkpoint", first, *sparse)
+    train(tmp_path, "--epochs", "2", "--resume", first, "--checkpoint", stay, *sparse)
+    proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", "--start-timeout", "60",
+                           sys.executable, EXAMPLE, "--kvstore", "horovod"] + QUICK +
+                          ["--epochs", "2", "--resume", first, "--checkpoint", moved] + sparse,
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    same_state(stay, moved)
+    train(tmp_path, "--epochs", "3", "--resume", stay, "--checkpoint", stay3, *sparse)
+    train(tmp_path, "--epochs", "3", "--resume", moved, "--checkpoint", back3, *sparse)
+    same_state(stay3, back3)

@@ -75,11 +75,10 @@ def worker(args):
         kv = mxnet_gc.kvstore.create("dist_sync")
         kv.set_gradient_compression(COMPRESSION[args.mode])
     keys = list(range(len(shapes)))
-    groups = None
+    grouping = {}  # MXNet's own store takes no groups
     if not args.mode.startswith("mxnet") and args.bucket_bytes:
-        groups = fixed_groups(keys, [int(np.prod(s)) for s in shapes], args.bucket_bytes)
-    values = [mx.nd.zeros(s) for s in shapes]
-    kv.init(keys, values) if groups is None else kv.init(keys, values, groups=groups)
+        grouping["groups"] = fixed_groups(keys, [int(np.prod(s)) for s in shapes], args.bucket_bytes)
+    kv.init(keys, [mx.nd.zeros(s) for s in shapes], **grouping)
     rng = np.random.default_rng(kv.rank)
     grads = [mx.nd.array(rng.standard_normal(s).astype(np.float32) * 0.01) for s in shapes]
     outs = [mx.nd.zeros(s) for s in shapes]
