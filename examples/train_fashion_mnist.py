@@ -28,6 +28,8 @@ from mxnet import autograd, gluon
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fashion_mnist  # noqa: E402
 import mxnet_gc  # noqa: E402
+from mxnet_gc.lgc.options import LGCOptions  # noqa: E402
+from mxnet_gc.schedule import Schedule  # noqa: E402
 from mxnet_gc.traffic import socket_bytes  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # of the Fashion-MNIST training images
@@ -53,6 +55,10 @@ def compression_params(args):
     if args.compression == "layerwise_topk":  # servers send the summed sparse values back sparse
         return {"type": "layerwise_topk", "density": args.density, "momentum": args.topk_momentum,
                 "compressed_pull": True}
+    if args.compression == "lgc":
+        return {"type": "lgc", "density": args.density, "innovation_density": args.innovation_density,
+                "momentum": args.topk_momentum, "dense_steps": args.lgc_dense_steps, "ramp_steps": args.ramp_steps,
+                "ae_steps": args.ae_steps, "error_feedback": args.error_feedback}
     thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
     return {"type": "4bit", "thresholds": thresholds}
 
@@ -75,9 +81,16 @@ def parse_args(argv=None):
     p.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
     p.add_argument("--kvstore", default="dist_sync",
                    help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
-    p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk"], default="4bit",
+    p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk", "lgc"], default="4bit",
                    help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's")
-    p.add_argument("--density", type=float, default=0.01, help="layerwise_topk: fraction of each layer sent")
+    p.add_argument("--density", type=float, default=0.01,
+                   help="layerwise_topk, lgc: fraction of each layer sent (lgc: in the leader's index set)")
+    p.add_argument("--innovation-density", type=float, default=1e-5, help="lgc: fraction of each layer sent exact")
+    p.add_argument("--lgc-dense-steps", type=int, default=200, help="lgc: dense steps first")
+    p.add_argument("--ramp-steps", type=int, default=200, help="lgc: steps of the sparse density ramp")
+    p.add_argument("--ae-steps", type=int, default=300, help="lgc: steps the servers train the autoencoder")
+    p.add_argument("--error-feedback", choices=["subtract", "zero"], default="subtract",
+                   help="lgc: what a worker removes from its accumulator after a coded step")
     p.add_argument("--topk-momentum", type=float, default=0.0,
                    help="layerwise_topk: DGC momentum correction factor (0: off)")
     p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")
@@ -131,7 +144,8 @@ def main(argv=None):
                                      threshold_groups="auto" if args.groups else None,
                                      calibration_steps=args.calibration_steps,
                                      dense_warmup_steps=args.dense_warmup_steps,
-                                     update_on_kvstore=False if compression.get("compressed_pull") else None,
+                                     update_on_kvstore=False if compression.get("compressed_pull")
+                                     or compression["type"] == "lgc" else None,
                                      merge=int(args.merge) if (args.merge or "").isdigit() else args.merge,
                                      pipeline=not args.no_pipeline)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -141,14 +155,17 @@ def main(argv=None):
     say("%d workers, model %s (%d parameters), compression %s%s, %d steps per epoch"
         % (workers, args.model, values, json.dumps(compression), " with per-layer groups" if args.groups else "",
            steps_per_epoch), flush=True)
-    say("schedule: %s" % trainer.schedule.describe(), flush=True)
+    lgc = compression["type"] == "lgc"  # (its phases are run by the store, which has them after a first step)
+    described = Schedule(LGCOptions(compression).phases()).describe() if lgc else trainer.schedule.describe()
+    say("schedule: %s" % described, flush=True)
+    schedule = (lambda: kv.lgc.schedule) if lgc else (lambda: trainer.schedule)
     log = {"args": vars(args), "workers": workers, "parameters": values, "compression": compression,
-           "schedule": trainer.schedule.describe(), "epochs": []}
+           "schedule": described, "epochs": []}
     first_epoch = trainer.load_checkpoint(args.resume)["epoch"] if args.resume else 0
     for epoch in range(first_epoch, args.epochs):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
         sent0, received0 = socket_bytes()
-        first_step = trainer.schedule.step
+        first_step = schedule().step if kv.lgc is not None or not lgc else 0
         start, losses = time.time(), []
         for step in range(steps_per_epoch):
             idx = order[step * args.batch_size:(step + 1) * args.batch_size]
@@ -170,7 +187,7 @@ def main(argv=None):
                   "images_per_second": steps_per_epoch * args.batch_size * workers / elapsed,
                   "bytes_sent": sent, "bytes_received": received,
                   "dense_push_bytes": 4 * values * steps_per_epoch,
-                  "phases": trainer.schedule.spans(first_step, trainer.schedule.step)}
+                  "phases": schedule().spans(first_step, schedule().step)}
         log["epochs"].append(record)
         say("epoch %d: %.0f images/s, train loss %.4f, test accuracy %.4f, sent %.1f MB (dense would be %.1f MB), "
             "received %.1f MB" % (epoch + 1, record["images_per_second"], train_loss, accuracy or 0, sent / 1e6,

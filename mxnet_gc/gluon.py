@@ -55,6 +55,10 @@ class Trainer(gluon.Trainer):
                              % (kvstore,))
         if self._merge_policy.planned and update_on_kvstore is not False:
             raise ValueError("merge needs the optimizer on the workers: pass update_on_kvstore=False")
+        if (compression_params or {}).get("type") == "lgc":  # its phases run in the store, on the workers
+            if update_on_kvstore:
+                raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
+            update_on_kvstore = False
         for name, value, low in (("profile_steps", profile_steps, 1), ("dense_warmup_steps", dense_warmup_steps, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError("%s must be an int >= %d, got %r" % (name, low, value))
@@ -223,6 +227,9 @@ class Trainer(gluon.Trainer):
         ``extra`` (JSON) comes back from ``load_checkpoint``."""
         if not self._ours():
             raise RuntimeError("save_checkpoint needs one of mxnet_gc's stores")
+        if self._kvstore.lgc is not None:
+            raise RuntimeError("checkpoints of 'lgc' runs are not supported yet (the workers' accumulators and the "
+                               "servers' autoencoders are not saved)")
         state = {"configuration": self._configuration(), "rescale_grad": self._optimizer.rescale_grad,
                  "schedule": self.schedule.state_dict(), "merge": self._merge_policy.state_dict(),
                  "profile": self._profiler.state_dict(),

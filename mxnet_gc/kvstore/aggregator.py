@@ -19,6 +19,7 @@ from mxnet.base import _LIB, check_call
 
 from .. import checkpoint_files, codecs
 from . import protocol
+from .lgc_server import LGCServer
 
 log = logging.getLogger("mxnet_gc.server")
 
@@ -101,6 +102,7 @@ class Aggregator:
         self.opt_states = {}
         self.pushes = 0
         self.bytes = 0
+        self.lgc = LGCServer(num_workers)
 
     # ---- pushes ----
 
@@ -118,6 +120,9 @@ class Aggregator:
     def _update(self, key, recv, stored):
         if key in self.expected:
             self._register(key, recv, stored)
+            return
+        if self.lgc.owns(key):
+            self._lgc_push(key, recv)
             return
         message = self.messages.get(key)
         if message is None:
@@ -140,6 +145,20 @@ class Aggregator:
         message.count += 1
         if message.count == self.num_workers:
             self.finish_round(message)
+
+    def _lgc_push(self, key, recv):
+        self.pushes += 1
+        self.bytes += recv.size * np.dtype(recv.dtype).itemsize
+        if recv.dtype != np.float32:
+            self.error("rejected a push of %s to LGC key %d: messages are float32" % (np.dtype(recv.dtype).name, key))
+            words = np.zeros(0, np.float32)
+        else:
+            words = numpy_view(recv).copy()
+        rounds, error = self.lgc.push(key, words)
+        if error:
+            self.error(error)
+        for _ in range(rounds):
+            self.count_round()
 
     def _register(self, key, recv, stored):
         if stored.dtype != np.float32 or recv.dtype != np.float32:
@@ -179,11 +198,15 @@ class Aggregator:
         finally:
             message.count = 0
             message.rejected = False
-            done = (self.status[protocol.ST_ROUNDS_DONE] + 1) % protocol.ROUNDS_MODULUS
-            self.status[protocol.ST_ROUNDS_DONE] = done
-            status = self.values_np.get(self.status_key)
-            if status is not None:
-                status[protocol.ST_ROUNDS_DONE] = done
+            self.count_round()
+
+    def count_round(self):
+        """Counts a completed round in the status every worker pulls."""
+        done = (self.status[protocol.ST_ROUNDS_DONE] + 1) % protocol.ROUNDS_MODULUS
+        self.status[protocol.ST_ROUNDS_DONE] = done
+        status = self.values_np.get(self.status_key)
+        if status is not None:
+            status[protocol.ST_ROUNDS_DONE] = done
 
     def apply_optimizer(self, message):
         """One optimizer step per segment, under the segment's own index (its chunk id)."""
@@ -260,6 +283,12 @@ class Aggregator:
         else:
             st[protocol.ST_MISMATCH] = 0
         self.publish_status()
+
+    def on_lgc(self, phase, options, num_workers, groups):
+        """A phase of learned gradient compression starts: its groups and keys (lgc_server.py)."""
+        if num_workers != self.num_workers:
+            raise ValueError("lgc: workers say %d workers, this server has %d" % (num_workers, self.num_workers))
+        self.lgc.configure(phase, options, groups, self.server_rank, self.values_np)
 
     def on_optimizer(self, blob):
         optimizer = pickle.loads(base64.b64decode(blob))

@@ -17,15 +17,24 @@ class StoreBase(KVStoreBase):
     def __init__(self):
         self._nonfinite = NonFiniteMonitor()
         self._pull_each_message = False
+        self._lgc = None  # learned gradient compression's rounds, when it is the compression
 
     @property
     def compression_config(self):
         """The compression in use, as canonical JSON-serializable params."""
         return self._compression.config
 
+    @property
+    def lgc(self):
+        """Learned gradient compression's state (kvstore/lgc_rounds.py: ``schedule``, ``coded`` keys,
+        ``autoencoder_weights()``), or None under another compression."""
+        return self._lgc
+
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        return None if key in self._reduce_only else self._compression.codec_for(key)
+        if key in self._reduce_only:
+            return None
+        return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
 
     def set_pull_each_message(self, on):
         """Whether a pull returns each message as soon as its round is complete (a pipelined merge plan,

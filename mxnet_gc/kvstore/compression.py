@@ -9,6 +9,8 @@
 - ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec.  ``'per_key'``, a dict from
   key to thresholds (a list, a ThresholdGroup or a group name), gives some keys their own group.
 - any other codec type registered in ``mxnet_gc.codecs``, with its parameters.
+- ``{'type': 'lgc', 'density': d, ...}``: learned gradient compression (mxnet_gc/lgc, parameter server
+  only): a schedule of phases run by the store itself (kvstore/lgc_rounds.py).
 
 With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
 re-encode the sum with their own residual (only without an optimizer on the servers, since weights
@@ -16,13 +18,14 @@ are not gradients).
 """
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
+from ..lgc.options import LGCOptions
 
 MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
 
 
 def supported_types():
-    ours = [GC_PREFIX + t if t in MXNET_TYPES else t for t in codecs.available()]
+    ours = [GC_PREFIX + t if t in MXNET_TYPES else t for t in codecs.available()] + ["lgc"]
     return list(MXNET_TYPES) + sorted(ours)
 
 
@@ -51,6 +54,11 @@ class Compression:
         params = dict(params)
         kind = params.pop("type")
         self.type = kind
+        self.lgc = kind == "lgc"
+        if self.lgc:  # a method with phases, not one codec: the store runs it (codec_for gives None)
+            self.codec_type, self.compressed_pull, self._default, self._per_key = None, False, None, {}
+            self.config = LGCOptions(params).config
+            return
         self.codec_type = _codec_type(kind)
         per_key = params.pop("per_key", {}) or {}
         self.compressed_pull = params.pop("compressed_pull", False)
@@ -92,7 +100,7 @@ class Compression:
 
     @property
     def is_mxnet(self):
-        return self.codec_type is None
+        return self.codec_type is None and not self.lgc
 
     def codec_for(self, key):
         """The codec for a user key, or None when the pushes are dense float32 (MXNet's types)."""

@@ -19,6 +19,7 @@ from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
+from .lgc_rounds import LGCRounds
 from .server_link import ServerLink, wait_to_write
 
 def _exit_at_once_on_error():
@@ -79,6 +80,7 @@ class DistSyncStore(StoreBase):
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
+        self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._link = ServerLink(self._kv, self._num_servers, self._alloc)
 
     # ---- the KVStoreBase interface ----
@@ -90,6 +92,7 @@ class DistSyncStore(StoreBase):
     @property
     def rank(self):
         return self._kv.rank
+
 
     @property
     def num_workers(self):
@@ -110,15 +113,30 @@ class DistSyncStore(StoreBase):
         compression = Compression(compression_params)
         if compression.compressed_pull and self._optimizer_on_servers:
             raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
-        self._round += 1
-        self._link.command("config", rank=self.rank, round=self._round, config=compression.config, all_ranks=True)
-        self._link.synchronize(config=compression.config)
+        if compression.lgc and self._optimizer_on_servers:
+            raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
+        if self._lgc is not None and self._lgc.installed is not None:
+            raise ValueError("'lgc' cannot be replaced once its first step ran; create a new store")
+        self.agree(compression.config)
         if compression.is_mxnet and compression.type == "2bit":
             self._kv.set_gradient_compression(compression.config)
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
+        self._lgc = LGCRounds(self, compression_params) if compression.lgc else None
+        if self._lgc is not None and self._shapes:  # keys exist: pick the coded ones, give them messages alone
+            keys = list(self._shapes)
+            self._lgc.choose_coded(keys, [self._shapes[k] for k in keys], self._nonfinite.names)
+            mixed = [m for m in self._layout.messages if len({c.key in self._lgc.coded for c in m.chunks}) > 1]
+            if mixed:
+                self.regroup(self._lgc.separate([list(dict.fromkeys(c.key for c in m.chunks)) for m in mixed]))
         self._assign_codecs(self._layout.messages)
+
+    def agree(self, config):
+        """Raises on every worker unless all workers call this with the same ``config`` (a collective)."""
+        self._round += 1
+        self._link.command("config", rank=self.rank, round=self._round, config=config, all_ranks=True)
+        self._link.synchronize(config=config)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (a collective call, like MXNet's init).
@@ -133,6 +151,9 @@ class DistSyncStore(StoreBase):
         for k in keys:
             if k in self._chunks:
                 raise ValueError("key %r is already initialized" % (k,))
+        if self._lgc is not None and not reduce_only:
+            self._lgc.choose_coded(keys, [v.shape for v in values], self._nonfinite.names)
+            groups = self._lgc.separate(groups) if groups is not None else None
         messages = self._layout.add(keys, [v.shape for v in values], groups)
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
@@ -172,6 +193,10 @@ class DistSyncStore(StoreBase):
         """Sends each key's gradient (summed over the list if several devices give one)."""
         grads = self._gradients(key, value)
         keys = list(grads)
+        lgc_phase = None
+        if self._lgc is not None and any(k in self._lgc.coded for k in keys):
+            lgc_phase = self._lgc.begin_step(keys)
+            keys = self._lgc.through_messages(keys)
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -193,11 +218,16 @@ class DistSyncStore(StoreBase):
                 else:  # dense: through a private flat buffer (MXNet reuses it for this key's pulls)
                     part.reshape(-1).copyto(c.views["send"])
         arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
-        self._kv.push([m.push_key for m in messages], arrays, priority=priority)
+        if messages:
+            self._kv.push([m.push_key for m in messages], arrays, priority=priority)
         for m in messages:
             m.rounds += 1
             self._link.rounds_pushed[m.server] += 1
         self._pushed += zip(messages, arrays)
+        if lgc_phase is not None:
+            if lgc_phase in ("train", "lgc"):
+                self._lgc.push(grads)
+            self._lgc_step = lgc_phase
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's value (the summed gradients, or the weight) into ``out``.
@@ -212,12 +242,16 @@ class DistSyncStore(StoreBase):
         """
         targets = self._targets(key, out)
         keys = list(targets)
+        lgc_step = self._lgc_step if self._lgc is not None and any(k in self._lgc.coded for k in keys) else None
+        if lgc_step is not None:
+            keys = self._lgc.through_messages(keys)
         pushed, self._pushed = self._pushed, []
+        coded = lgc_step in ("train", "lgc")  # LGC's results of the coded keys come with the last stage
         # Weights (pulled before any push, or updated on the servers) land in a private array first, then
         # are copied whole into the outputs: an inference-mode forward leaves MKL-DNN's own layout in
         # weight arrays, which cannot be written through a flat view.  Summed gradients are pulled
         # straight into the outputs (MXNet writes weight gradients in its default layout).
-        staged = self._optimizer_on_servers or not pushed
+        staged = self._optimizer_on_servers or not (pushed or coded)
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
         if self._pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
@@ -228,12 +262,19 @@ class DistSyncStore(StoreBase):
         for i, (arrays, stage) in enumerate(stages):
             for array in arrays:
                 wait_to_write(array)
-            if arrays:
+            last = i == len(stages) - 1
+            if arrays or (last and coded and not pushed):
                 self._kv._barrier()
             # the servers' status comes with a round's last values
-            self._pull_messages(stage, dests, bool(pushed) and i == len(stages) - 1, priority)
-        if pushed:
+            self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
+        if pushed or coded:
             self._link.check()
+        if lgc_step is not None:
+            self._lgc_step = None
+            if coded:
+                self._lgc.finish(dests)
+            else:
+                self._lgc.end_step()
         for k, t in targets.items():
             for extra in (t if staged else t[1:]):
                 dests[k].copyto(extra)
@@ -246,8 +287,9 @@ class DistSyncStore(StoreBase):
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
 
-    def _pull_messages(self, messages, dests, status, priority):
-        """Pulls ``messages`` (and the servers' status) into ``dests`` (key -> array), asynchronously."""
+    def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
+        """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
+        asynchronously."""
         pull_keys, pull_outs, copies, decodes = [], [], [], []
         for m in messages:
             if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
@@ -265,6 +307,10 @@ class DistSyncStore(StoreBase):
         if status:
             pull_keys += self._link.status_keys
             pull_outs += self._link.status
+        if lgc_results:
+            results = self._lgc.pull_keys()
+            pull_keys += results[0]
+            pull_outs += results[1]
         if not pull_keys:
             return
         self._kv.pull(pull_keys, out=pull_outs, priority=priority)
@@ -276,8 +322,9 @@ class DistSyncStore(StoreBase):
 
     def set_optimizer(self, optimizer):
         """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective)."""
-        if self._compression.compressed_pull:
-            raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
+        if self._compression.compressed_pull or self._lgc is not None:
+            raise ValueError("'%s' needs the optimizer on the workers (update_on_kvstore=False)"
+                             % ("lgc" if self._lgc is not None else "compressed_pull"))
         if self.rank == 0:
             blob = base64.b64encode(pickle.dumps(optimizer)).decode()
             self._link.command("optimizer", blob=blob)

@@ -69,6 +69,9 @@ class HorovodStore(StoreBase):
         compression = Compression(compression_params)
         if compression.is_mxnet and compression.type == "2bit":
             raise ValueError("MXNet's built-in '2bit' runs only on MXNet's parameter server; use 'gc_2bit'")
+        if compression.lgc:
+            raise ValueError("'lgc' runs on the parameter server store (mxnet_gc.kvstore.create('dist_sync')) only, "
+                             "not yet on Horovod")
         self._check_same("compression", compression.config)
         self._compression = compression
         self._make_buffers(self._layout.messages)

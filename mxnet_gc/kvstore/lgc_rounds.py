@@ -1,0 +1,237 @@
+"""LGC on the parameter server, the workers' side: the phases of a run and each step's rounds.
+
+The dist store hands this object its 'lgc' compression.  It owns the run's schedule (dense, the sparse
+ramp, train, lgc; mxnet_gc/lgc/options.py) and switches phases at the first push of a phase's first
+step, on every worker at the same step (a collective call, checked by the servers).  The dense and
+sparse phases travel as the store's other compressions do (float32, then 'layerwise_topk' for the
+coded tensors).  In the train and lgc phases the coded tensors of each server form one group with four
+keys on that server: 'lead' and 'all' (pushes), 'index' and 'result' (values workers pull):
+
+    train: the leader pushes INDEX to 'lead'; barrier; every worker pulls 'index', pushes VECTOR to
+           'all'; barrier (the store's pull); every worker pulls 'result'.
+    lgc:   the leader pushes LEAD to 'lead', every worker INNOV to 'all'; barrier; pull 'result'.
+
+Each step counts two rounds on every group's server (the 'lead' and 'all' rounds).  At the switch to
+the lgc phase every worker pulls the autoencoder's weights from each server ('weights', counted).
+"""
+import mxnet as mx
+
+from ..lgc.autoencoder import Autoencoder
+from ..lgc.coder import GroupCoder
+from ..lgc.options import LGCOptions
+from ..lgc.wire import WireFormat
+from ..schedule import Schedule
+from .server_link import wait_to_write
+
+
+class Group:
+    """One server's coded chunks, their coder and their keys."""
+
+    def __init__(self, server, chunks, fmt, coder):
+        self.server, self.chunks, self.fmt, self.coder = server, chunks, fmt, coder
+        self.keys = {}
+        self.buffers = {}
+
+
+class LGCRounds:
+    """The worker side of LGC for a DistSyncStore ``store`` (which it reads and drives)."""
+
+    def __init__(self, store, params):
+        self.store = store
+        self.options = LGCOptions(params)
+        self.schedule = Schedule(self.options.phases())
+        self.installed = None  # the phase whose settings are in place
+        self.coded = []  # user keys coded by the autoencoder
+        self.groups = []
+        self.autoencoder_bytes = 0  # one-time weight transfers, pulled by this worker
+
+    @property
+    def config(self):
+        return self.options.config
+
+    def choose_coded(self, keys, shapes, names):
+        """Picks the coded keys among newly initialized ones (tensors of >= 2 dims, DGC's rule)."""
+        self.coded += self.options.coded_keys(keys, shapes, names)
+
+    def codec_for(self, key):
+        """The codec of a key's pushes through the store's messages in the installed phase."""
+        phase = self.installed
+        if key in self.coded and phase is not None and phase.startswith("sparse-"):
+            from .. import codecs
+            return codecs.create(self.options.sparse_codec(phase))
+        return None
+
+    def separate(self, groups):
+        """Merge groups with the coded keys each in a message of its own."""
+        coded = set(self.coded)
+        out = [[k for k in g if k not in coded] for g in groups]
+        return [g for g in out if g] + [[k] for g in groups for k in g if k in coded]
+
+    def through_messages(self, keys):
+        """The keys of a push or pull that travel in the store's messages in the installed phase."""
+        if self.installed in ("train", "lgc"):
+            return [k for k in keys if k not in set(self.coded)]
+        return list(keys)
+
+    # ---- a step ----
+
+    def begin_step(self, keys):
+        """Called by the store's push: switches phase when a new one starts; returns the phase's name."""
+        missing = [k for k in self.coded if k not in keys]
+        if missing:
+            raise ValueError("lgc codes keys %s together: push every one of them in the same call (the "
+                             "mxnet_gc Gluon trainer does); missing %s" % (self.coded, missing))
+        phase = self.schedule.current.name
+        if phase != self.installed:
+            self._switch(phase)
+        return phase
+
+    def push(self, grads):
+        """Sends this step's LGC messages (train and lgc phases); ``grads``: user key -> NDArray."""
+        step, phase, kv = self.schedule.step, self.installed, self.store._kv
+        leader = self.options.leader_at(step, self.store.num_workers)
+        for g in self.groups:
+            g.coder.accumulate([self._part(grads[c.key], c).asnumpy() for c in g.chunks])
+        lead = self.store.rank == leader
+        if phase == "train":
+            if lead:
+                self._send([(g, "lead", g.coder.index_message(step)) for g in self.groups])
+            self.store._kv._barrier()
+            kv.pull([g.keys["index"] for g in self.groups], out=[g.buffers["index"] for g in self.groups])
+            messages = []
+            for g in self.groups:
+                indices = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
+                messages.append((g, "all", g.coder.vector_message(step, indices)))
+            self._send(messages)
+        else:
+            messages = [(g, "lead", g.coder.lead_message(step)) for g in self.groups] if lead else []
+            self._send(messages + [(g, "all", g.coder.innov_message(step)) for g in self.groups])
+        for g in self.groups:
+            self.store._link.rounds_pushed[g.server] += 2
+
+    def _send(self, messages):
+        arrays = []
+        for g, name, words in messages:
+            g.buffers[name][:] = words
+            arrays.append(g.buffers[name])
+        self.store._kv.push([g.keys[name] for g, name, _ in messages], arrays)
+        for a in arrays:
+            wait_to_write(a)
+
+    def pull_keys(self):
+        return [g.keys["result"] for g in self.groups], [g.buffers["result"] for g in self.groups]
+
+    def finish(self, dests):
+        """After the store pulled the results: writes each coded key's update into ``dests`` (key -> NDArray)
+        and updates the accumulators; ends the step."""
+        step, phase = self.schedule.step, self.installed
+        for g in self.groups:
+            result = g.fmt.read("RESULT", g.buffers["result"].asnumpy(), step)
+            for c, update in zip(g.chunks, g.coder.finish(phase, result)):
+                if c.key in dests:
+                    self._part(dests[c.key], c)[:] = update
+        self.end_step()
+
+    def end_step(self):
+        self.schedule.advance()
+
+    @staticmethod
+    def _part(array, chunk):
+        flat = array.reshape(-1)
+        return flat if chunk.whole_key else flat[chunk.begin:chunk.end]
+
+    # ---- phase switches (collective) ----
+
+    def _switch(self, phase):
+        store = self.store
+        if store.rank == 0:
+            print("mxnet_gc: lgc step %d: phase %s -> %s" % (self.schedule.step, self.installed, phase), flush=True)
+        previous, self.installed = self.installed, phase
+        if phase.startswith("sparse-") or phase == "dense":
+            store._assign_codecs(store._layout.messages_of(self.coded))
+            for k in self.coded:  # a new density: the threshold is computed exactly at the stage's first step
+                for c in store._layout.chunks[k]:
+                    if c.residual is not None:
+                        c.residual[-2:-1] = 0
+            return
+        if phase == "train":
+            self._make_groups(previous)
+        self._make_keys(phase)
+        if phase == "lgc":
+            self._fetch_autoencoder()
+
+    def _make_groups(self, previous):
+        """One group per server holding coded chunks; accumulators from the sparse ramp's states."""
+        store = self.store
+        by_server = {}
+        for k in self.coded:
+            for c in store._layout.chunks[k]:
+                by_server.setdefault(c.message.server, []).append(c)
+        self.groups = []
+        for server in sorted(by_server):
+            chunks = by_server[server]
+            fmt = WireFormat([c.size for c in chunks], self.options.density, self.options.innovation_density,
+                             store.num_workers, self.options.latent_channels)
+            coder = GroupCoder(fmt, self.options, store.rank)
+            if previous is not None and previous.startswith("sparse-"):  # (residual, velocity, threshold, step)
+                states = [c.residual.asnumpy() for c in chunks]
+                coder.load([s[:c.size] for s, c in zip(states, chunks)],
+                           [s[c.size:2 * c.size] if s.size >= 2 * c.size + 2 else None for s, c in zip(states, chunks)])
+            self.groups.append(Group(server, chunks, fmt, coder))
+
+    def _make_keys(self, phase):
+        """New push and value keys on each group's server for ``phase``, told to the servers."""
+        store = self.store
+        sizes = {"train": {"lead": "INDEX", "all": "VECTOR", "index": "INDEX", "result": "RESULT"},
+                 "lgc": {"lead": "LEAD", "all": "INNOV", "result": "RESULT"}}[phase]
+        pushes, values = [], []
+        for g in self.groups:
+            g.keys = {name: store._alloc.on_server(g.server) for name in sizes}
+            g.buffers = {name: mx.nd.zeros(g.fmt.words[kind]) for name, kind in sizes.items()}
+            pushes += [(g.keys[n], g.fmt.words[sizes[n]]) for n in ("lead", "all")]
+            values += [(g.keys[n], g.fmt.words[sizes[n]]) for n in sizes if n not in ("lead", "all")]
+        if phase == "lgc":
+            for g in self.groups:
+                g.keys["weights"] = store._alloc.on_server(g.server)
+                values.append((g.keys["weights"], self._autoencoder().weight_count()))
+        store._kv.init([k for k, _ in pushes], [mx.nd.zeros(n) for _, n in pushes])
+        store._kv.init([k for k, _ in values], [mx.nd.zeros(n) for _, n in values])
+        store._link.register([k for k, _ in values], [n for _, n in values])
+        store._link.command("lgc", phase=phase, options=self.options.config, num_workers=store.num_workers,
+                            groups=[{"server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
+                                     "chunks": [c.id for c in g.chunks]} for g in self.groups])
+        store.agree({"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
+
+    def _autoencoder(self):
+        return Autoencoder(self.store.num_workers, self.options.encoder_channels, self.options.latent_channels,
+                           self.options.seed)
+
+    def _fetch_autoencoder(self):
+        kv = self.store._kv
+        outs = [mx.nd.zeros(self._autoencoder().weight_count()) for _ in self.groups]
+        kv.pull([g.keys["weights"] for g in self.groups], out=outs)
+        for g, weights in zip(self.groups, outs):
+            g.coder.set_autoencoder(self._autoencoder(), weights.asnumpy())
+            self.autoencoder_bytes += 4 * weights.size
+
+    def group_keys(self):
+        """The coded keys of each group (one per server holding any), in vector order."""
+        return [[c.key for c in g.chunks] for g in self.groups]
+
+    def autoencoder_weights(self):
+        """The autoencoder's weights (encoder, then each worker's decoder, flat) this worker received from
+        each group's server at the switch to the lgc phase (None before)."""
+        return [None if g.coder.ae is None else Autoencoder.flat(g.coder.ae.params()) for g in self.groups]
+
+    # ---- checkpoints ----
+
+    def state(self):
+        """The arrays (name -> numpy) and numbers a checkpoint keeps of this worker's LGC state."""
+        arrays = {}
+        for s, g in enumerate(self.groups):
+            for c in range(len(g.fmt.sizes)):
+                arrays["lgc/%d/v/%d" % (s, c)] = g.coder.v[c]
+                if g.coder.u is not None:
+                    arrays["lgc/%d/u/%d" % (s, c)] = g.coder.u[c]
+        return {"step": self.schedule.step, "installed": self.installed}, arrays
+

@@ -1,0 +1,111 @@
+"""LGC on the parameter server, a server's side: the groups of coded tensors it holds, their pushes,
+and the result each step's pushes make (see lgc_rounds.py for the rounds, mxnet_gc/lgc for the rest).
+
+The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (in the train
+phase it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
+in the lgc phase, the leader's); then the combiner makes the step's result, written to the 'result'
+value, and the step's two rounds count as done.  A message that does not follow the format is reported, and the step's result
+is then all zeros: the values are unchanged this step, every worker is told.
+"""
+import numpy as np
+
+from ..lgc.combiner import Combiner
+from ..lgc.options import LGCOptions
+from ..lgc.wire import WireFormat
+
+
+class ServerGroup:
+    def __init__(self, desc, options, num_workers, combiner):
+        self.keys = desc["keys"]
+        self.fmt = WireFormat(desc["sizes"], options.density, options.innovation_density, num_workers,
+                              options.latent_channels)
+        self.combiner = combiner or Combiner(self.fmt, options)
+        self.lead = None  # this step's leader message
+        self.all = []  # this step's 'all' messages so far
+        self.step = 0
+        self.indices = None  # the leader's, in the train phase
+
+
+class LGCServer:
+    """The LGC groups of one server; ``push`` returns the rounds a push completed."""
+
+    def __init__(self, num_workers):
+        self.num_workers = num_workers
+        self.phase = None
+        self.options = None
+        self.groups = {}  # chunk ids -> ServerGroup
+        self.by_key = {}  # push key -> (group, 'lead' or 'all')
+
+    def owns(self, key):
+        return key in self.by_key
+
+    def configure(self, phase, options, groups, server_rank, values_np):
+        """Takes a phase's keys; the combiners (the autoencoders) live on across phases."""
+        self.phase, self.options = phase, LGCOptions(options)
+        self.values_np = values_np
+        self.by_key = {}
+        for desc in groups:
+            if desc["server"] != server_rank:
+                continue
+            ids = tuple(desc["chunks"])
+            old = self.groups.get(ids)
+            group = ServerGroup(desc, self.options, self.num_workers, old.combiner if old else None)
+            group.step = old.step if old else 0
+            self.groups[ids] = group
+            self.by_key[desc["keys"]["lead"]] = (group, "lead")
+            self.by_key[desc["keys"]["all"]] = (group, "all")
+            if phase == "lgc":
+                self.values_np[desc["keys"]["weights"]][:] = group.combiner.weights()
+
+    def push(self, key, words):
+        """Takes one push (a copy of its words); returns (rounds completed, an error message or None)."""
+        group, name = self.by_key[key]
+        rounds, error = 0, None
+        if name == "lead":
+            group.lead = words
+            if self.phase == "train":
+                error = self._publish_index(group)
+        else:
+            group.all.append(words)
+        # Both of a step's rounds count when the step is complete: a leader that is a step ahead must not
+        # make the rounds done run ahead of what a slower worker pushed before it checks them.
+        if len(group.all) == self.num_workers and (self.phase == "train" or group.lead is not None):
+            error = self._finish(group) or error
+            rounds = 2
+        return rounds, error
+
+    def _publish_index(self, group):
+        out = self.values_np[group.keys["index"]]
+        try:
+            fields = group.fmt.read("INDEX", group.lead)
+        except ValueError as e:
+            out[:] = 0
+            group.indices = None
+            return "rejected the leader's indices: %s" % e
+        group.indices, group.step = fields["indices"], fields["step"]
+        out[:] = group.lead
+        return None
+
+    def _finish(self, group):
+        """Combines a complete step into the 'result' value; returns an error message or None."""
+        # in rank order (the sender's rank is in each header; the combiner checks it)
+        messages = sorted(group.all, key=lambda m: int(m.view(np.uint32)[2]) if m.size > 2 else -1)
+        lead, group.all, group.lead = group.lead, [], None
+        out = self.values_np[group.keys["result"]]
+        try:
+            if self.phase == "train":
+                if group.indices is None:
+                    raise ValueError("the leader's indices of this step were rejected")
+                out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.indices,
+                                                      messages)
+            else:
+                step = int(np.asarray(lead, np.float32).view(np.uint32)[1])
+                out[:] = group.combiner.combine_lgc(step, self._leader_of(step), lead, messages)
+                group.step = step
+            return None
+        except ValueError as e:
+            out[:] = 0
+            return "rejected step %d of the coded tensors: %s; their values are unchanged this step" % (group.step, e)
+
+    def _leader_of(self, step):
+        return self.options.leader_at(step, self.num_workers)

@@ -1,0 +1,167 @@
+"""The autoencoder of learned gradient compression: one encoder, one decoder per worker.
+
+A coded vector (P values, P a multiple of 16) enters as one channel.  The encoder has four 1-D
+convolutions of stride 2 (kernel 4, LeakyReLU) and a 1x1 convolution to ``latent`` channels: a code
+of latent * P / 16 floats (4x shorter than the vector with 4 channels).  A decoder mirrors it with
+transposed convolutions back to P values, then mixes in the worker's innovation (its own exact
+values, as a second channel) with a last convolution: the estimate of that worker's vector from the
+leader's code.
+
+Training (``AutoencoderTrainer``): on a replay buffer of the last steps' vectors of every worker,
+loss = mean over workers of |decoder_w(code of the leader's vector, innovation_w) - vector_w|^2
+       + code_weight * mean |code_w - code_leader|^2,
+one Adam step per training step.  Weights start from a numpy generator of ``seed`` (not MXNet's
+random state) and the whole buffer is used each step, so training is deterministic.
+
+Every forward runs in training mode: in inference mode MXNet's MKL-DNN convolutions reorder their
+weight arrays in place, after which new weights (``set_flat``) cannot be written into them.  The
+blocks have no dropout or batch norm, so the two modes compute the same.
+"""
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+SLOPE = 0.2  # LeakyReLU
+
+
+class Encoder(gluon.HybridBlock):
+    def __init__(self, channels, latent, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.body = gluon.nn.HybridSequential()
+            for c in channels:
+                self.body.add(gluon.nn.Conv1D(c, 4, strides=2, padding=1), gluon.nn.LeakyReLU(SLOPE))
+            self.body.add(gluon.nn.Conv1D(latent, 1))
+
+    def hybrid_forward(self, F, x):
+        return self.body(x)
+
+
+class Decoder(gluon.HybridBlock):
+    def __init__(self, channels, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.body = gluon.nn.HybridSequential()
+            self.body.add(gluon.nn.Conv1D(channels[-1], 1), gluon.nn.LeakyReLU(SLOPE))
+            for c in list(reversed(channels))[1:] + [channels[0]]:
+                self.body.add(gluon.nn.Conv1DTranspose(c, 4, strides=2, padding=1), gluon.nn.LeakyReLU(SLOPE))
+            self.mix = gluon.nn.Conv1D(1, 3, padding=1)
+
+    def hybrid_forward(self, F, code, innovation):
+        return self.mix(F.concat(self.body(code), innovation, dim=1))
+
+
+class Autoencoder:
+    """The encoder and the workers' decoders, their weights as one flat float32 vector."""
+
+    def __init__(self, num_workers, channels, latent, seed):
+        self.num_workers = num_workers
+        self.encoder = Encoder(channels, latent, prefix="lgc_encoder_")
+        self.decoders = [Decoder(channels, prefix="lgc_decoder%d_" % w) for w in range(num_workers)]
+        rng = np.random.default_rng(seed)
+        for block in [self.encoder] + self.decoders:
+            block.initialize(mx.init.Zero())
+            block.hybridize(static_alloc=True)
+        probe = mx.nd.zeros((1, 1, 16))
+        with autograd.train_mode():
+            code = self.encoder(probe)
+            for d in self.decoders:
+                d(code, probe)
+        for p in self.params():  # Kaiming-uniform weights, zero biases, from the generator
+            if p.name.endswith("weight"):
+                fan_in = int(np.prod(p.shape[1:])) if "conv1dtranspose" not in p.name else p.shape[0] * p.shape[2]
+                bound = np.sqrt(6.0 / ((1 + SLOPE ** 2) * fan_in))
+                p.set_data(mx.nd.array(rng.uniform(-bound, bound, p.shape)))
+
+    def params(self):
+        """Every parameter, encoder first, in a fixed order."""
+        out = []
+        for block in [self.encoder] + self.decoders:
+            out += [block.collect_params()[name] for name in sorted(block.collect_params())]
+        return out
+
+    def encoder_params(self):
+        return [self.encoder.collect_params()[n] for n in sorted(self.encoder.collect_params())]
+
+    @staticmethod
+    def flat(params):
+        return np.concatenate([p.data().asnumpy().reshape(-1) for p in params]).astype(np.float32)
+
+    @staticmethod
+    def set_flat(params, vector):
+        vector = np.asarray(vector, np.float32)
+        want = sum(int(np.prod(p.shape)) for p in params)
+        if vector.size != want:
+            raise ValueError("lgc: %d autoencoder weights expected, got %d" % (want, vector.size))
+        at = 0
+        for p in params:
+            n = int(np.prod(p.shape))
+            p.set_data(mx.nd.array(vector[at:at + n].reshape(p.shape)))
+            at += n
+
+    def weight_count(self, encoder_only=False):
+        return sum(int(np.prod(p.shape)) for p in (self.encoder_params() if encoder_only else self.params()))
+
+    def encode(self, vector):
+        """The code (flat float32) of one vector (numpy, P values)."""
+        with autograd.train_mode():
+            return self.encoder(mx.nd.array(vector.reshape(1, 1, -1))).asnumpy().reshape(-1)
+
+    def decode(self, worker, code, innovation, padded):
+        """Worker ``worker``'s estimate (numpy, P values) from a code and its innovation channel."""
+        c = mx.nd.array(code.reshape(1, -1, padded // 16))
+        with autograd.train_mode():
+            return self.decoders[worker](c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
+
+
+class AutoencoderTrainer:
+    """Adam on a replay buffer of (vectors of every worker, innovation channels, leader) per step."""
+
+    def __init__(self, autoencoder, lr, replay, code_weight):
+        self.ae = autoencoder
+        self.replay, self.code_weight = replay, code_weight
+        self.buffer = []  # [(vectors W x P, innovations W x P, leader)]
+        self.trainer = gluon.Trainer(autoencoder.params(), "adam", {"learning_rate": lr}, kvstore=None)
+        self.steps = 0
+        self.last_loss = None
+
+    def add(self, vectors, innovations, leader):
+        self.buffer.append((np.asarray(vectors, np.float32), np.asarray(innovations, np.float32), int(leader)))
+        del self.buffer[:-self.replay]
+
+    def loss(self, vectors, innovations, leaders):
+        """The loss on arrays (B, W, P), (B, W, P) and the leaders (B,), as an NDArray scalar."""
+        B, W, P = vectors.shape
+        codes = self.ae.encoder(vectors.reshape((B * W, 1, P))).reshape((B, W, -1, P // 16))
+        lead = mx.nd.stack(*[codes[b, int(leaders[b])] for b in range(B)])  # (B, C, P/16)
+        total = 0
+        for w in range(W):
+            estimate = self.ae.decoders[w](lead, innovations[:, w:w + 1, :])
+            total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - vectors[:, w, :]))
+        agreement = mx.nd.mean(mx.nd.square(codes - lead.expand_dims(1)))
+        return total / W + self.code_weight * agreement
+
+    def train_step(self):
+        """One Adam step on the whole buffer; returns the loss before it."""
+        vectors = mx.nd.array(np.stack([b[0] for b in self.buffer]))
+        innovations = mx.nd.array(np.stack([b[1] for b in self.buffer]))
+        leaders = [b[2] for b in self.buffer]
+        with autograd.record():
+            loss = self.loss(vectors, innovations, leaders)
+        loss.backward()
+        self.trainer.step(1)
+        self.steps += 1
+        self.last_loss = float(loss.asscalar())
+        return self.last_loss
+
+    def state(self):
+        """What a checkpoint needs: weights, Adam's states, the buffer, the step count."""
+        states = self.trainer._updaters[0].get_states(dump_optimizer=False)
+        return {"weights": Autoencoder.flat(self.ae.params()), "adam": states, "steps": self.steps,
+                "buffer": self.buffer}
+
+    def load_state(self, state):
+        Autoencoder.set_flat(self.ae.params(), state["weights"])
+        self.trainer._updaters[0].set_states(state["adam"])
+        self.steps = state["steps"]
+        self.buffer = list(state["buffer"])

@@ -1,0 +1,106 @@
+"""A worker's side of LGC for one group of coded tensors (one server's): accumulation with error
+feedback, the messages it sends each step, and what the step's result does to its accumulators.
+
+Per tensor the worker keeps an accumulator v (and with ``momentum`` m a velocity u, DGC's momentum
+correction): each step u = m u + g, v = v + u (without momentum v = v + g).  After a step:
+
+- train phase (exact values were sent): v and u are zeroed at the leader's indices and at the
+  worker's innovation coordinates;
+- lgc phase, error_feedback='subtract': v -= what the servers applied on this worker's behalf (its
+  decoded estimate times its scales at the leader's indices, exact at its innovation coordinates),
+  u is zeroed there; error_feedback='zero': v and u are zeroed there, as in the train phase.
+"""
+import numpy as np
+
+from . import vectors
+from .autoencoder import Autoencoder
+
+
+class GroupCoder:
+    """The accumulators of one group's tensors (flat numpy float32) and the messages built from them."""
+
+    def __init__(self, fmt, options, rank):
+        self.fmt, self.options, self.rank = fmt, options, rank
+        self.v = [np.zeros(n, np.float32) for n in fmt.sizes]
+        self.u = [np.zeros(n, np.float32) for n in fmt.sizes] if options.momentum > 0 else None
+        self.ae = None  # the autoencoder's weights, once the lgc phase has them
+        self._sent = None  # what this step sent: (innovation indices, values, scales)
+
+    def load(self, v, u=None):
+        """Starts from given accumulators (the sparse ramp's residuals and velocities)."""
+        self.v = [np.array(x, np.float32).reshape(-1) for x in v]
+        if self.u is not None:
+            self.u = [np.zeros(n, np.float32) if x is None else np.array(x, np.float32).reshape(-1)
+                      for n, x in zip(self.fmt.sizes, u or [None] * len(v))]
+
+    def accumulate(self, grads):
+        m = np.float32(self.options.momentum)
+        for c, g in enumerate(grads):
+            g = np.asarray(g, np.float32).reshape(-1)
+            if self.u is not None:
+                self.u[c] *= m
+                self.u[c] += g
+                self.v[c] += self.u[c]
+            else:
+                self.v[c] += g
+
+    def leader_indices(self):
+        return [vectors.top(v, k) for v, k in zip(self.v, self.fmt.k)]
+
+    def _innovation(self):
+        idx = [vectors.top(v, k) for v, k in zip(self.v, self.fmt.ki)]
+        values = [v[i] for v, i in zip(self.v, idx)]
+        scales = [vectors.scale_of(v) for v in self.v]
+        self._sent = (idx, values, scales)
+        return idx, values, scales
+
+    def index_message(self, step):
+        """The train phase's first message, from the leader: its indices."""
+        return self.fmt.index_message(step, self.rank, self.leader_indices())
+
+    def vector_message(self, step, indices):
+        """The train phase's second message: this worker's values at the leader's indices, its innovation."""
+        idx, values, scales = self._innovation()
+        return self.fmt.innov_message(step, self.rank, scales, idx, values,
+                                      vector=vectors.gather(self.fmt, self.v, indices))
+
+    def lead_message(self, step):
+        """The lgc phase's leader message: its indices and the code of its scaled vector."""
+        indices = self.leader_indices()
+        scales = [vectors.scale_of(v) for v in self.v]
+        vector = vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales)
+        return self.fmt.lead_message(step, self.rank, indices, self.ae.encode(vector))
+
+    def innov_message(self, step):
+        idx, values, scales = self._innovation()
+        return self.fmt.innov_message(step, self.rank, scales, idx, values)
+
+    def set_autoencoder(self, ae, weights):
+        Autoencoder.set_flat(ae.params(), weights)
+        self.ae = ae
+
+    def finish(self, phase, result):
+        """Applies a step's RESULT fields: returns the dense updates per tensor; updates the accumulators."""
+        fmt = self.fmt
+        idx, values, scales = self._sent
+        update = vectors.dense_update(fmt, fmt.sizes, result["indices"], result["sums"], result["innov_indices"],
+                                      result["innov_values"])
+        subtract = phase == "lgc" and self.options.error_feedback == "subtract"
+        if subtract:
+            channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
+            decoded = self.ae.decode(self.rank, result["code"], channel, fmt.padded)
+            mine, extras = vectors.applied(fmt, vectors.scale_segments(fmt, decoded, scales, inverse=True),
+                                           result["indices"], idx, values)
+            off = vectors.offsets(fmt)
+        for c in range(len(fmt.sizes)):
+            lead, own = result["indices"][c], idx[c]
+            if subtract:
+                self.v[c][lead] -= mine[off[c]:off[c + 1]]
+                self.v[c][own] -= extras[c]
+            else:
+                self.v[c][lead] = 0
+                self.v[c][own] = 0
+            if self.u is not None:
+                self.u[c][lead] = 0
+                self.u[c][own] = 0
+        return update

@@ -1,0 +1,78 @@
+"""A parameter server's side of LGC: combine every worker's message of a step into one result, and
+train the autoencoder on what the train phase brings.
+
+Train phase: each worker sends its exact values at the leader's indices (VECTOR); the result is their
+sum, and the vectors (each tensor's segment divided by the worker's scale) and innovation channels go
+into the replay buffer for one training step.  Lgc phase: the leader sends the code of its vector
+(LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder from the
+leader's code and its innovation channel, times its scales.
+"""
+import numpy as np
+
+from . import vectors
+from .autoencoder import Autoencoder, AutoencoderTrainer
+from .wire import CorruptMessage
+
+
+class Combiner:
+    """The autoencoder and the per-step combination for one server's coded tensors (WireFormat ``fmt``)."""
+
+    def __init__(self, fmt, options):
+        self.fmt, self.options = fmt, options
+        self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed)
+        self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight)
+
+    def check_step(self, kind, messages, step):
+        """Reads each worker's message; raises CorruptMessage unless all are ``kind`` of ``step``."""
+        fields = []
+        for rank, m in enumerate(messages):
+            try:
+                f = self.fmt.read(kind, m, step)
+            except CorruptMessage as e:
+                raise CorruptMessage("worker %d's message of step %d: %s" % (rank, step, e)) from None
+            if f["rank"] != rank:
+                raise CorruptMessage("a message of rank %d came from worker %d" % (f["rank"], rank))
+            fields.append(f)
+        return fields
+
+    def combine_train(self, step, leader, indices, messages):
+        """The RESULT of a train-phase step from the workers' VECTOR messages (rank order); trains."""
+        fields = self.check_step("VECTOR", messages, step)
+        values = [f["vector"] for f in fields]
+        result = self._result(step, leader, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
+        normalized = [vectors.scale_segments(self.fmt, f["vector"], f["scales"]) for f in fields]
+        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], f["scales"])
+                    for f in fields]
+        self.trainer.add(normalized, channels, leader)
+        self.trainer.train_step()
+        return result
+
+    def combine_lgc(self, step, leader, lead, messages):
+        """The RESULT of an lgc-phase step from the leader's LEAD and the workers' INNOV messages."""
+        lead = self.fmt.read("LEAD", lead, step)
+        if lead["rank"] != leader:
+            raise CorruptMessage("the leader of step %d is worker %d, a LEAD came from %d" % (step, leader, lead["rank"]))
+        fields = self.check_step("INNOV", messages, step)
+        values = [self.estimate(w, lead["code"], lead["indices"], f) for w, f in enumerate(fields)]
+        return self._result(step, leader, lead["indices"], fields, values, lead["code"])
+
+    def estimate(self, worker, code, indices, innov):
+        """A worker's values at the leader's indices, decoded from the code and its innovation."""
+        channel = vectors.innovation_channel(self.fmt, indices, innov["innov_indices"], innov["innov_values"],
+                                             innov["scales"])
+        decoded = self.ae.decode(worker, code, channel, self.fmt.padded)
+        return vectors.scale_segments(self.fmt, decoded, innov["scales"], inverse=True)
+
+    def _result(self, step, leader, indices, fields, values, code):
+        sums = np.zeros(self.fmt.K, np.float32)
+        extras = []
+        for f, v in zip(fields, values):
+            mine, extra = vectors.applied(self.fmt, v, indices, f["innov_indices"], f["innov_values"])
+            sums += mine
+            extras.append(extra)
+        return self.fmt.result_message(step, leader, indices, sums, [f["innov_indices"] for f in fields], extras,
+                                       code)
+
+    def weights(self):
+        """The autoencoder's weights (encoder, then every decoder), flat, for the workers."""
+        return Autoencoder.flat(self.ae.params())

@@ -1,0 +1,154 @@
+"""The options of learned gradient compression ('lgc'), checked, and the phases they make.
+
+``{'type': 'lgc', 'density': 1e-3, ...}``; every field and its default is in ``DEFAULTS`` and in
+docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run's schedule:
+
+    dense       dense_steps steps of float32 pushes
+    sparse-1..  the ramp: layerwise_topk (with error feedback and ``momentum``) at densities falling
+                geometrically from ramp_start to ``density``, ramp_steps steps in all
+    train       ae_steps steps of leader-indexed sparse pushes at ``density``; the servers train the
+                autoencoder on the workers' vectors
+    lgc         to the end: the leader sends the code of its vector, every worker its innovation
+"""
+import fnmatch
+import math
+import numbers
+
+from ..schedule import Phase
+
+DEFAULTS = {
+    "density": 1e-3,             # fraction of each coded tensor in the leader's index set
+    "innovation_density": 1e-5,  # fraction of each coded tensor in a worker's own exact values (>= 1 value)
+    "dense_steps": 200,
+    "ramp_steps": 200,
+    "ramp_start": 0.25,
+    "ramp_stages": 4,
+    "ae_steps": 300,
+    "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
+    "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
+    "error_feedback": "subtract",  # 'subtract' what was applied on the worker's behalf, or 'zero' it
+    "encoder_channels": [8, 16, 16, 8],
+    "latent_channels": 4,
+    "ae_lr": 1e-3,
+    "ae_replay": 8,              # steps of vectors the servers train on
+    "code_weight": 0.1,          # weight of the term pulling the workers' codes together
+    "finetune_every": 0,         # in the lgc phase: one more training step every N steps (0: frozen)
+    "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims
+    "seed": 0,                   # the autoencoder's initial weights
+}
+STRIDE = 16  # 4 stride-2 convolutions: the coded vector is padded to a multiple of this
+
+
+def _fail(field, must, value):
+    raise ValueError("lgc: %r must be %s, got %r" % (field, must, value))
+
+
+def _real(field, value, low, high, low_open=True, high_open=True):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        _fail(field, "a finite number", value)
+    if (value <= low if low_open else value < low) or (value >= high if high_open else value > high):
+        _fail(field, "in %s%g, %g%s" % ("(" if low_open else "[", low, high, ")" if high_open else "]"), value)
+    return float(value)
+
+
+def _int(field, value, low):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        _fail(field, "an int >= %d" % low, value)
+    return value
+
+
+class LGCOptions:
+    """Validated 'lgc' parameters; ``config`` is their canonical dict (equal on workers that agree)."""
+
+    def __init__(self, params):
+        params = dict(params)
+        params.pop("type", None)
+        unknown = sorted(set(params) - set(DEFAULTS))
+        if unknown:
+            raise ValueError("lgc: unknown parameter(s) %s; accepted: %s"
+                             % (", ".join(map(repr, unknown)), ", ".join(["type"] + sorted(DEFAULTS))))
+        p = dict(DEFAULTS, **params)
+        self.density = _real("density", p["density"], 0, 1)
+        self.innovation_density = _real("innovation_density", p["innovation_density"], 0, 1)
+        if self.innovation_density > self.density:
+            _fail("innovation_density", "at most density (%g)" % self.density, self.innovation_density)
+        self.dense_steps = _int("dense_steps", p["dense_steps"], 0)
+        self.ramp_steps = _int("ramp_steps", p["ramp_steps"], 0)
+        self.ramp_start = _real("ramp_start", p["ramp_start"], 0, 1, high_open=False)
+        if self.ramp_start < self.density:
+            _fail("ramp_start", "at least density (%g)" % self.density, self.ramp_start)
+        self.ramp_stages = _int("ramp_stages", p["ramp_stages"], 1)
+        if self.ramp_steps and self.ramp_steps < self.ramp_stages:
+            _fail("ramp_steps", "0 or at least ramp_stages (%d)" % self.ramp_stages, self.ramp_steps)
+        self.ae_steps = _int("ae_steps", p["ae_steps"], 1)
+        self.momentum = _real("momentum", p["momentum"], 0, 1, low_open=False)
+        leader = p["leader"]
+        if leader != "rotate" and (isinstance(leader, bool) or not isinstance(leader, int) or leader < 0):
+            _fail("leader", "'rotate' or a worker rank", leader)
+        self.leader = leader
+        if p["error_feedback"] not in ("subtract", "zero"):
+            _fail("error_feedback", "'subtract' or 'zero'", p["error_feedback"])
+        self.error_feedback = p["error_feedback"]
+        channels = p["encoder_channels"]
+        if (not isinstance(channels, (list, tuple)) or len(channels) != 4
+                or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels)):
+            _fail("encoder_channels", "4 ints >= 1 (one per stride-2 convolution)", channels)
+        self.encoder_channels = [int(c) for c in channels]
+        self.latent_channels = _int("latent_channels", p["latent_channels"], 1)
+        self.ae_lr = _real("ae_lr", p["ae_lr"], 0, 1)
+        self.ae_replay = _int("ae_replay", p["ae_replay"], 1)
+        self.code_weight = _real("code_weight", p["code_weight"], 0, math.inf, low_open=False)
+        self.finetune_every = _int("finetune_every", p["finetune_every"], 0)
+        patterns = p["dense_patterns"]
+        if patterns is not None and (not isinstance(patterns, (list, tuple))
+                                     or not all(isinstance(x, str) for x in patterns)):
+            _fail("dense_patterns", "None or a list of name patterns (fnmatch)", patterns)
+        self.dense_patterns = None if patterns is None else list(patterns)
+        self.seed = _int("seed", p["seed"], 0)
+        self.config = {"type": "lgc", **{k: getattr(self, k) for k in DEFAULTS}}
+
+    def ramp_densities(self):
+        """The densities of the ramp's stages: geometric from ramp_start to density (its last stage)."""
+        if self.ramp_stages == 1:
+            return [self.density]
+        ratio = self.density / self.ramp_start
+        return [self.ramp_start * ratio ** (i / (self.ramp_stages - 1)) for i in range(self.ramp_stages)]
+
+    def phases(self):
+        """The run's phases: dense, the ramp's sparse stages, train (the autoencoder), lgc."""
+        phases = [Phase("dense", self.dense_steps, "dense")] if self.dense_steps else []
+        if self.ramp_steps:
+            sizes = [self.ramp_steps // self.ramp_stages + (i < self.ramp_steps % self.ramp_stages)
+                     for i in range(self.ramp_stages)]
+            phases += [Phase("sparse-%d" % (i + 1), n, "compressed") for i, n in enumerate(sizes)]
+        return phases + [Phase("train", self.ae_steps, "compressed"), Phase("lgc", None, "compressed")]
+
+    def stage_density(self, phase_name):
+        """The layerwise_topk density of a ramp phase."""
+        return self.ramp_densities()[int(phase_name.split("-")[1]) - 1]
+
+    def sparse_codec(self, phase_name):
+        """The layerwise_topk params of a ramp phase."""
+        return {"type": "layerwise_topk", "density": self.stage_density(phase_name), "momentum": self.momentum}
+
+    def leader_at(self, step, num_workers):
+        """The rank whose indices are coded at ``step``."""
+        if self.leader == "rotate":
+            return step % num_workers
+        if self.leader >= num_workers:
+            raise ValueError("lgc: 'leader' %d is not a worker rank (%d workers)" % (self.leader, num_workers))
+        return self.leader
+
+    def coded_keys(self, keys, shapes, names):
+        """The keys coded by the autoencoder: tensors of >= 2 dimensions, except those whose name matches
+        ``dense_patterns`` or, by default, the first and the last of them (in the order given)."""
+        multi = [k for k, s in zip(keys, shapes) if len(s) >= 2]
+        if self.dense_patterns is None:
+            return multi[1:-1]
+        return [k for k in multi if not any(fnmatch.fnmatchcase(str(names.get(k, k)), pat)
+                                            for pat in self.dense_patterns)]
+
+
+def count(fraction, n):
+    """Values a fraction of an n-value tensor holds: round(fraction * n), at least 1, at most n."""
+    return min(n, max(1, int(math.floor(fraction * n + 0.5))))

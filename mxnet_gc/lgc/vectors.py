@@ -1,0 +1,96 @@
+"""The arithmetic of LGC that workers and servers share: top-k, the coded vector, the combined sum.
+
+For one server's coded tensors (a WireFormat ``fmt``): the leader's indices fix, per tensor, k_c
+coordinates in the leader's |value| order; tensor c's segment of the vector is positions
+[offset_c, offset_c + k_c).  A worker's innovation is its own i_c largest values per tensor, exact.
+
+The combined sum of a step: each worker's values at the leader's indices (exact in the train phase,
+the decoder's estimate times the worker's scale in the lgc phase), with the worker's innovation
+coordinates among them replaced by their exact values, summed over workers; innovation coordinates
+outside the leader's indices add their exact values.
+"""
+import numpy as np
+
+
+def top(values, k):
+    """Indices of the k largest |values|, largest first (ties: lower index first)."""
+    magnitude = np.abs(values)
+    if k < values.size:
+        candidates = np.argpartition(-magnitude, k - 1)[:k]
+    else:
+        candidates = np.arange(values.size)
+    order = np.lexsort((candidates, -magnitude[candidates]))
+    return candidates[order].astype(np.int64)
+
+
+def scale_of(values):
+    """A tensor's scale: its largest |value| (1 for an all-zero tensor)."""
+    m = float(np.max(np.abs(values))) if values.size else 0.0
+    return m if m > 0 and np.isfinite(m) else 1.0
+
+
+def offsets(fmt):
+    return np.concatenate([[0], np.cumsum(fmt.k)]).astype(np.int64)
+
+
+def gather(fmt, tensors, indices):
+    """The vector (P values): each tensor's values at the leader's indices, end to end, zero padded."""
+    out = np.zeros(fmt.padded, np.float32)
+    off = offsets(fmt)
+    for c, (t, idx) in enumerate(zip(tensors, indices)):
+        out[off[c]:off[c + 1]] = t[idx]
+    return out
+
+
+def scale_segments(fmt, vector, scales, inverse=False):
+    """The vector with each tensor's segment divided (or, ``inverse``, multiplied) by its scale."""
+    out = np.array(vector, np.float32)
+    off = offsets(fmt)
+    for c, s in enumerate(scales):
+        seg = out[off[c]:off[c + 1]]
+        seg *= np.float32(s) if inverse else np.float32(1.0 / np.float32(s))
+    return out
+
+
+def innovation_positions(fmt, leader_indices, innov_indices):
+    """Per tensor: (positions in the vector, or -1, of a worker's innovation coordinates)."""
+    off = offsets(fmt)
+    out = []
+    for c, (lead, own) in enumerate(zip(leader_indices, innov_indices)):
+        where = {int(i): off[c] + j for j, i in enumerate(lead)}
+        out.append(np.array([where.get(int(i), -1) for i in own], np.int64))
+    return out
+
+
+def innovation_channel(fmt, leader_indices, innov_indices, innov_values, scales):
+    """The decoder's second input: a worker's innovation values / scale at their vector positions."""
+    out = np.zeros(fmt.padded, np.float32)
+    for c, pos in enumerate(innovation_positions(fmt, leader_indices, innov_indices)):
+        inside = pos >= 0
+        out[pos[inside]] = innov_values[c][inside] / np.float32(scales[c])
+    return out
+
+
+def applied(fmt, values_at_leader, leader_indices, innov_indices, innov_values):
+    """What one worker contributes: (its values at the leader's indices with its innovation coordinates
+    there made exact; per tensor, what its innovation adds outside the leader's indices)."""
+    values = np.array(values_at_leader[:fmt.K], np.float32)
+    extras = []
+    for c, pos in enumerate(innovation_positions(fmt, leader_indices, innov_indices)):
+        inside = pos >= 0
+        values[pos[inside]] = innov_values[c][inside]
+        extras.append(np.where(inside, 0, innov_values[c]).astype(np.float32))
+    return values, extras
+
+
+def dense_update(fmt, tensor_sizes, leader_indices, sums, innov_indices, extras):
+    """Per tensor, the dense float32 update: the sums at the leader's indices plus every worker's extras."""
+    off = offsets(fmt)
+    out = []
+    for c, n in enumerate(tensor_sizes):
+        u = np.zeros(n, np.float32)
+        u[leader_indices[c]] = sums[off[c]:off[c + 1]]
+        for idx, add in zip(innov_indices, extras):
+            np.add.at(u, idx[c], add[c])
+        out.append(u)
+    return out

@@ -1,0 +1,156 @@
+"""Independent numpy reference of an 'lgc' run, written from its definition (docs/lgc.md).
+
+``simulate`` replays every worker's local gradients through the phases and returns the update every
+worker must have pulled at each step, per parameter.  Only the autoencoder's networks come from
+mxnet_gc (run with the weights the workers received); the selection, the vector, the scales, the
+innovations, the combination and the error feedback are computed here.
+"""
+import math
+
+import numpy as np
+
+import topk_reference as topk
+from mxnet_gc.lgc.autoencoder import Autoencoder
+
+STRIDE = 16
+
+
+def count(fraction, n):
+    return min(n, max(1, int(math.floor(fraction * n + 0.5))))
+
+
+def largest(values, k):
+    """Indices of the k largest |values|, largest first, ties to the lower index."""
+    return np.argsort(-np.abs(values), kind="stable")[:k]
+
+
+def phase_list(p):
+    """[(name, density or None)] per step of the dense and ramp phases, then 'train' and 'lgc'."""
+    steps = ["dense"] * p["dense_steps"]
+    stages = p["ramp_stages"]
+    densities = [p["ramp_start"] * (p["density"] / p["ramp_start"]) ** (i / (stages - 1)) for i in range(stages)] \
+        if stages > 1 else [p["density"]]
+    for i in range(stages):
+        n = p["ramp_steps"] // stages + (i < p["ramp_steps"] % stages)
+        steps += ["sparse-%d" % (i + 1)] * n
+    return steps, densities
+
+
+def simulate(p, locals_, groups, steps):
+    """``locals_[r][step][name]``: worker r's gradient; ``groups``: [(coded names in vector order, the
+    autoencoder's flat weights or None)], one per server; returns ``pulled[step][name]``."""
+    W = len(locals_)
+    names = list(locals_[0][0])
+    coded = [n for g, _ in groups for n in g]
+    head, densities = phase_list(p)
+    head += ["train"] * p["ae_steps"]
+    states = [{n: topk.new_state(locals_[0][0][n].size) for n in coded} for _ in range(W)]
+    coders = [GroupReference(p, W, g, weights) for g, weights in groups]
+    pulled = []
+    for step in range(steps):
+        phase = head[step] if step < len(head) else "lgc"
+        out = {n: sum(locals_[r][step][n].ravel() for r in range(W)).astype(np.float32) for n in names
+               if n not in coded}
+        if phase == "dense":
+            out.update({n: sum(locals_[r][step][n].ravel() for r in range(W)).astype(np.float32) for n in coded})
+        elif phase.startswith("sparse-"):
+            stage = int(phase.split("-")[1])
+            first = step == 0 or head[step - 1] != phase
+            for n in coded:
+                total = np.zeros(locals_[0][0][n].size, np.float32)
+                for r in range(W):
+                    if first:
+                        states[r][n]["threshold"] = np.float32(0)
+                    idx, vals, _ = topk.step(locals_[r][step][n], states[r][n], densities[stage - 1])
+                    total[idx] += vals
+                out[n] = total
+        else:
+            for g in coders:
+                out.update(g.step(step, phase, [[locals_[r][step][n] for n in g.names] for r in range(W)],
+                                  [[states[r][n]["residual"] for n in g.names] for r in range(W)]))
+        pulled.append(out)
+    return pulled
+
+
+class GroupReference:
+    """The train and lgc phases of one server's coded tensors."""
+
+    def __init__(self, p, W, names, weights):
+        self.p, self.W, self.names = p, W, names
+        self.v = None
+        self.ae = None
+        if weights is not None:
+            self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0)
+            Autoencoder.set_flat(self.ae.params(), weights)
+
+    def step(self, step, phase, grads, residuals):
+        """This step's updates {name: values}; ``residuals``: the sparse ramp's, taken at the first step."""
+        p, W, L = self.p, self.W, len(self.names)
+        if self.v is None:
+            self.v = [[x.copy() for x in residuals[r]] for r in range(W)]
+        v = self.v
+        sizes = [x.size for x in v[0]]
+        k = [count(p["density"], n) for n in sizes]
+        ki = [count(p["innovation_density"], n) for n in sizes]
+        K = sum(k)
+        P = max(STRIDE, -(-K // STRIDE) * STRIDE)
+        off = np.concatenate([[0], np.cumsum(k)])
+        ae, coded = self.ae, self.names
+        for r in range(W):
+            for c in range(L):
+                v[r][c] += grads[r][c].ravel()
+        leader = step % W
+        lead = [largest(v[leader][c], k[c]) for c in range(len(coded))]
+        own = [[largest(v[r][c], ki[c]) for c in range(len(coded))] for r in range(W)]
+        scales = [[max(float(np.max(np.abs(v[r][c]))), 0) or 1.0 for c in range(len(coded))] for r in range(W)]
+        values = []
+        for r in range(W):
+            if phase == "train":
+                values.append(np.concatenate([v[r][c][lead[c]] for c in range(len(coded))]).astype(np.float32))
+                continue
+            code_in = np.zeros(P, np.float32)
+            code_in[:K] = np.concatenate([v[leader][c][lead[c]] / np.float32(scales[leader][c])
+                                          for c in range(len(coded))])
+            code = ae.encode(code_in)
+            channel = np.zeros(P, np.float32)
+            for c in range(len(coded)):
+                for i in own[r][c]:
+                    hit = np.flatnonzero(lead[c] == i)
+                    if hit.size:
+                        channel[off[c] + hit[0]] = v[r][c][i] / np.float32(scales[r][c])
+            est = ae.decode(r, code, channel, P)[:K]
+            values.append(np.concatenate([est[off[c]:off[c + 1]] * np.float32(scales[r][c])
+                                          for c in range(len(coded))]).astype(np.float32))
+        updates = [np.zeros(s, np.float32) for s in sizes]
+        applied = []
+        for r in range(W):
+            mine = values[r].copy()
+            extra = []
+            for c in range(len(coded)):
+                for i in own[r][c]:
+                    hit = np.flatnonzero(lead[c] == i)
+                    if hit.size:
+                        mine[off[c] + hit[0]] = v[r][c][i]
+                    else:
+                        extra.append((c, i, v[r][c][i]))
+            applied.append((mine, extra))
+        sums = np.zeros(K, np.float32)
+        for mine, _ in applied:
+            sums += mine
+        for c in range(len(coded)):
+            updates[c][lead[c]] = sums[off[c]:off[c + 1]]
+        for _, extra in applied:
+            for c, i, value in extra:
+                updates[c][i] += value
+        subtract = phase == "lgc" and p["error_feedback"] == "subtract"
+        for r, (mine, extra) in enumerate(applied):
+            for c in range(len(coded)):
+                if subtract:  # what was applied on r's behalf
+                    v[r][c][lead[c]] -= mine[off[c]:off[c + 1]]
+                else:  # exact values were sent (train), or the rule zeroes them
+                    v[r][c][lead[c]] = 0
+                    v[r][c][own[r][c]] = 0
+            if subtract:
+                for c, i, value in extra:
+                    v[r][c][i] -= value
+        return {n: updates[c] for c, n in enumerate(coded)}

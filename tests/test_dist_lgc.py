@@ -1,0 +1,69 @@
+"""Learned gradient compression on real parameter-server jobs (scheduler, servers, workers through
+tools/launch.py): the phases, and every pulled update equal to tests/lgc_reference.py's simulation."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import lgc_reference as ref
+from dist.job import HERE, LAUNCH, ROOT
+
+WORKER = os.path.join(HERE, "lgc_worker.py")
+PARAMS = {"type": "lgc", "density": 0.05, "innovation_density": 0.01, "dense_steps": 2, "ramp_steps": 2,
+          "ramp_stages": 2, "ae_steps": 3}
+STEPS = 10
+
+
+def run(tmp_path, params, workers, servers, steps=STEPS, expect_success=True):
+    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", str(servers), "--timeout", "200", sys.executable,
+            WORKER, str(tmp_path), json.dumps(params), str(steps)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=260)
+    if expect_success:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def load(tmp_path, workers, steps):
+    saved = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(workers)]
+    names = [str(n) for n in saved[0]["names"]]
+    locals_ = [[{n: saved[r]["local/%d/%d" % (s, i)] for i, n in enumerate(names)} for s in range(steps)]
+               for r in range(workers)]
+    return saved, names, locals_
+
+
+@pytest.mark.parametrize("workers, servers", [(2, 1), (3, 2)])
+def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers):
+    params = dict(PARAMS, encoder_channels=[8, 16, 16, 8], latent_channels=4)
+    proc = run(tmp_path, params, workers, servers)
+    saved, names, locals_ = load(tmp_path, workers, STEPS)
+    full = dict(__import__("mxnet_gc.lgc.options", fromlist=["DEFAULTS"]).DEFAULTS, **params)
+    # the phases switch at the configured steps, on every worker, printed by rank 0
+    expected = ["dense"] * 2 + ["sparse-1", "sparse-2"] + ["train"] * 3 + ["lgc"] * 3
+    for r in range(workers):
+        assert list(saved[r]["phases"]) == expected
+    for line in ("step 2: phase dense -> sparse-1", "step 4: phase sparse-2 -> train", "step 7: phase train -> lgc"):
+        assert line in proc.stdout
+    coded = [str(n) for n in saved[0]["coded"]]
+    assert len(coded) == 2 and all(n.endswith("weight") for n in coded)  # the middle layers' weights
+    groups = json.loads(str(saved[0]["groups"]))
+    assert sorted(n for g in groups for n in g) == sorted(coded)
+    assert len(groups) == servers  # (here each server holds one of the two coded tensors, or both)
+    for g in range(len(groups)):  # every worker received the same autoencoders
+        for r in range(1, workers):
+            np.testing.assert_array_equal(saved[r]["autoencoder/%d" % g], saved[0]["autoencoder/%d" % g])
+    pulled = ref.simulate(full, locals_, [(names_g, saved[0]["autoencoder/%d" % g])
+                                          for g, names_g in enumerate(groups)], STEPS)
+    for step in range(STEPS):
+        # float32 sums in the servers' arrival order (1 ulp apart); in the lgc phase the networks also run
+        # in other processes
+        tol = dict(rtol=1e-4, atol=1e-6) if expected[step] == "lgc" else dict(rtol=1e-6, atol=3e-7)
+        for i, n in enumerate(names):
+            for r in range(workers):
+                np.testing.assert_allclose(saved[r]["pulled/%d/%d" % (step, i)].ravel(), pulled[step][n], **tol,
+                                           err_msg="step %d (%s) %s rank %d" % (step, expected[step], n, r))
+    for i in range(len(names)):  # all workers end with identical weights
+        for r in range(1, workers):
+            np.testing.assert_array_equal(saved[r]["weight/%d" % i], saved[0]["weight/%d" % i])

@@ -1,0 +1,187 @@
+"""Learned gradient compression's pieces in one process: the options, the wire format byte for byte
+against a reference written here, the autoencoder on synthetic gradients."""
+import numpy as np
+import pytest
+
+from mxnet_gc.kvstore.compression import Compression
+from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
+from mxnet_gc.lgc.options import LGCOptions
+from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
+
+
+# ---- options ----
+
+@pytest.mark.parametrize("params, field", [
+    ({"densty": 0.01}, "densty"), ({"density": 0}, "density"), ({"density": 1.0}, "density"),
+    ({"density": float("nan")}, "density"), ({"density": 1e-3, "innovation_density": 1e-2}, "innovation_density"),
+    ({"ae_steps": 0}, "ae_steps"), ({"leader": -1}, "leader"), ({"error_feedback": "keep"}, "error_feedback"),
+    ({"encoder_channels": [8, 16]}, "encoder_channels"), ({"dense_patterns": "conv*"}, "dense_patterns"),
+    ({"ramp_steps": 2, "ramp_stages": 4}, "ramp_steps"), ({"momentum": 1.0}, "momentum"),
+])
+def test_bad_options_name_the_field(params, field):
+    with pytest.raises(ValueError, match=repr(field)):
+        LGCOptions(params)
+    with pytest.raises(ValueError, match=repr(field)):  # the store's entry point says the same
+        Compression(dict(params, type="lgc"))
+
+
+def test_phases_are_the_schedule_of_the_options():
+    options = LGCOptions({"density": 1e-3, "dense_steps": 10, "ramp_steps": 9, "ramp_stages": 3, "ae_steps": 5})
+    phases = [(p.name, p.steps) for p in options.phases()]
+    assert phases == [("dense", 10), ("sparse-1", 3), ("sparse-2", 3), ("sparse-3", 3), ("train", 5), ("lgc", None)]
+    np.testing.assert_allclose(options.ramp_densities(), [0.25, 0.25 * (1e-3 / 0.25) ** 0.5, 1e-3])
+    assert [options.leader_at(s, 3) for s in range(5)] == [0, 1, 2, 0, 1]
+    assert LGCOptions({"leader": 0}).leader_at(7, 3) == 0
+
+
+def test_coded_keys_follow_dgc_rule_or_the_patterns():
+    keys, shapes = [0, 1, 2, 3, 4], [(8, 4), (8,), (16, 8), (16, 16, 3, 3), (10, 16)]
+    assert LGCOptions({}).coded_keys(keys, shapes, {}) == [2, 3]  # not 1-D, not the first or last
+    names = {0: "conv0_weight", 2: "conv1_weight", 3: "conv2_weight", 4: "dense0_weight"}
+    assert LGCOptions({"dense_patterns": ["dense*", "conv0*"]}).coded_keys(keys, shapes, names) == [2, 3]
+
+
+# ---- the wire format, against a bit-by-bit reference ----
+
+def reference_pack(values, widths):
+    """Least significant bit first, value after value, in 32-bit words (Python integers)."""
+    stream, at = 0, 0
+    for v, w in zip(values, widths):
+        assert 0 <= v < 2 ** w
+        stream |= int(v) << at
+        at += w
+    words = (at + 31) // 32
+    return np.array([(stream >> (32 * i)) & 0xFFFFFFFF for i in range(words)], np.uint32)
+
+
+def as_bytes(*parts):
+    return b"".join(np.asarray(p).astype(np.uint32 if np.asarray(p).dtype.kind in "iu" else np.float32).tobytes()
+                    for p in parts)
+
+
+@pytest.fixture
+def fmt():
+    # three tensors: 1000 values (10 bits per index), 37 (6 bits), 5 (3 bits); 2 workers
+    return WireFormat([1000, 37, 5], density=0.02, innovation_density=0.002, num_workers=2, latent_channels=4)
+
+
+def test_sizes(fmt):
+    assert fmt.k == [20, 1, 1] and fmt.ki == [2, 1, 1] and fmt.bits == [10, 6, 3]
+    assert fmt.K == 22 and fmt.padded == 32 and fmt.code_words == 8
+    assert fmt.index_words == (20 * 10 + 6 + 3 + 31) // 32 == 7
+
+
+def test_messages_byte_for_byte(fmt):
+    rng = np.random.default_rng(3)
+    lead = [rng.choice(1000, 20, replace=False), np.array([36]), np.array([4])]
+    own = [np.array([999, 0]), np.array([5]), np.array([2])]
+    values = [np.array([1.5, -2.0], np.float32), np.array([0.25], np.float32), np.array([-8.0], np.float32)]
+    scales = np.array([3.0, 0.5, 9.0], np.float32)
+    code = rng.standard_normal(8).astype(np.float32)
+    lead_bits = reference_pack(np.concatenate(lead), [10] * 20 + [6, 3])
+    own_bits = reference_pack(np.concatenate(own), [10, 10, 6, 3])
+    header = lambda kind, step, rank: np.array([MAGIC[kind], step, rank], np.uint32)  # noqa: E731
+    assert fmt.index_message(7, 1, lead).tobytes() == as_bytes(header("INDEX", 7, 1), lead_bits)
+    assert fmt.lead_message(2 ** 32 + 5, 1, lead, code).tobytes() == as_bytes(header("LEAD", 5, 1), lead_bits, code)
+    innov = fmt.innov_message(7, 0, scales, own, values)
+    assert innov.tobytes() == as_bytes(header("INNOV", 7, 0), scales, own_bits, np.concatenate(values))
+    vector = rng.standard_normal(32).astype(np.float32)
+    assert fmt.innov_message(7, 0, scales, own, values, vector).tobytes() == \
+        as_bytes(header("VECTOR", 7, 0), scales, own_bits, np.concatenate(values), vector)
+    sums = rng.standard_normal(22).astype(np.float32)
+    extras = [[v * 2 for v in values], values]
+    result = fmt.result_message(7, 1, lead, sums, [own, own], extras, code)
+    both = reference_pack(np.concatenate(own + own), [10, 10, 6, 3] * 2)
+    assert result.tobytes() == as_bytes(header("RESULT", 7, 1), lead_bits, sums, both,
+                                        np.concatenate(extras[0] + extras[1]), code)
+    # and back
+    fields = fmt.read("RESULT", result, step=7)
+    assert fields["rank"] == 1
+    for a, b in zip(fields["indices"], lead):
+        np.testing.assert_array_equal(a, b)
+    for w in range(2):
+        for a, b in zip(fields["innov_indices"][w], own):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(fields["sums"], sums)
+    np.testing.assert_array_equal(fields["code"], code)
+    assert [len(x) for x in fmt.read("INNOV", innov)["innov_values"]] == [2, 1, 1]
+
+
+def test_corrupt_messages_are_refused(fmt):
+    lead = [np.arange(20), np.array([36]), np.array([4])]
+    good = fmt.index_message(3, 0, lead)
+    with pytest.raises(CorruptMessage, match="words"):
+        fmt.read("INDEX", good[:-1])
+    with pytest.raises(CorruptMessage, match="not a LEAD"):
+        fmt.read("LEAD", np.concatenate([good, np.zeros(fmt.code_words, np.float32)]))
+    with pytest.raises(CorruptMessage, match="step 3 arrived in step 4"):
+        fmt.read("INDEX", good, step=4)
+    bad = good.copy()
+    bad.view(np.uint32)[-1] = 0xFFFFFFFF  # the last tensor's index: 7 > its 5 values
+    with pytest.raises(CorruptMessage, match="out of tensor"):
+        fmt.read("INDEX", bad)
+    scales = np.array([1, 0, 1], np.float32)
+    innov = fmt.innov_message(3, 0, scales, [np.array([1, 2]), np.array([3]), np.array([4])],
+                              [np.ones(2, np.float32), np.ones(1, np.float32), np.ones(1, np.float32)])
+    with pytest.raises(CorruptMessage, match="scales"):
+        fmt.read("INNOV", innov)
+
+
+# ---- the autoencoder ----
+
+def synthetic(rng, correlated, workers=2, length=64):
+    """Smooth vectors of 4 components: the same coefficients on every worker plus a little noise of its
+    own (correlated), or coefficients of each worker's own."""
+    t = np.linspace(0, 1, length)
+    basis = np.stack([np.cos(np.pi * j * t) for j in range(4)])
+    shared = rng.standard_normal(4)
+    rows = [(shared if correlated else rng.standard_normal(4)) @ basis + 0.05 * rng.standard_normal(length)
+            for _ in range(workers)]
+    return np.array(rows, np.float32)
+
+
+def reconstruction_error(correlated, steps=200):
+    rng = np.random.default_rng(0)
+    ae = Autoencoder(2, [8, 16, 16, 8], 4, seed=0)
+    trainer = AutoencoderTrainer(ae, lr=3e-3, replay=8, code_weight=0.1)
+    for s in range(steps):
+        v = synthetic(rng, correlated)
+        trainer.add(v, np.zeros_like(v), s % 2)
+        trainer.train_step()
+    errors = []
+    for s in range(40):
+        v = synthetic(rng, correlated)
+        code = ae.encode(v[s % 2])
+        for w in range(2):
+            est = ae.decode(w, code, np.zeros(64, np.float32), 64)
+            errors.append(np.sum((est - v[w]) ** 2) / np.sum(v[w] ** 2))
+    return float(np.mean(errors))
+
+
+def test_autoencoder_learns_what_workers_share():
+    # each worker's vector decoded from the leader's code: 3% relative error when the workers share their
+    # components (bound 10%); nothing to learn when they do not (about 100%)
+    correlated = reconstruction_error(True)
+    uncorrelated = reconstruction_error(False)
+    assert correlated < 0.1
+    assert uncorrelated > 0.5 and uncorrelated > 5 * correlated
+
+
+@pytest.mark.parametrize("sizes", [[37], [1000, 3], [5000, 17, 9]])
+def test_codes_of_any_length(sizes):
+    fmt = WireFormat(sizes, 0.1, 0.01, 3, 4)
+    ae = Autoencoder(3, [4, 4, 4, 4], 4, seed=1)
+    code = ae.encode(np.ones(fmt.padded, np.float32))
+    assert code.shape == (fmt.code_words,)
+    assert ae.decode(2, code, np.zeros(fmt.padded, np.float32), fmt.padded).shape == (fmt.padded,)
+
+
+def test_weights_round_trip_and_start_from_the_seed():
+    a, b = Autoencoder(2, [8, 16, 16, 8], 4, seed=5), Autoencoder(2, [8, 16, 16, 8], 4, seed=5)
+    np.testing.assert_array_equal(Autoencoder.flat(a.params()), Autoencoder.flat(b.params()))
+    other = Autoencoder(2, [8, 16, 16, 8], 4, seed=6)
+    Autoencoder.set_flat(other.params(), Autoencoder.flat(a.params()))
+    x = np.linspace(-1, 1, 32).astype(np.float32)
+    np.testing.assert_array_equal(other.encode(x), a.encode(x))
+    with pytest.raises(ValueError, match="weights expected"):
+        Autoencoder.set_flat(other.params(), np.zeros(3, np.float32))
