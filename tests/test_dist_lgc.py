@@ -67,3 +67,27 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers):
     for i in range(len(names)):  # all workers end with identical weights
         for r in range(1, workers):
             np.testing.assert_array_equal(saved[r]["weight/%d" % i], saved[0]["weight/%d" % i])
+
+
+def test_a_worker_with_other_options_fails_every_worker(tmp_path):
+    fault = {"rank": 1, "options": {"ae_steps": 4}}  # its train phase would end a step later
+    proc = run_fault(tmp_path, fault)
+    assert proc.returncode != 0
+    for r in (0, 1):
+        assert "[worker %d]" % r in proc.stdout and "different gradient compression parameters" in proc.stdout
+    assert "'ae_steps': 4" in proc.stdout
+
+
+@pytest.mark.parametrize("kind", ["LEAD", "INNOV"])
+def test_a_corrupt_code_is_rejected_and_every_worker_told(tmp_path, kind):
+    proc = run_fault(tmp_path, {"rank": 1, "corrupt": kind})
+    assert proc.returncode != 0
+    for r in (0, 1):  # every worker raises the server's error after the first lgc step
+        assert "[worker %d] RuntimeError: mxnet_gc server 0: rejected step 7 of the coded tensors" % r in proc.stdout
+    assert "not a %s message" % kind in proc.stdout
+
+
+def run_fault(tmp_path, fault):
+    argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "200", sys.executable, WORKER, str(tmp_path),
+            json.dumps(PARAMS), str(STEPS), json.dumps(fault)]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=260)

@@ -284,11 +284,11 @@ class Aggregator:
             st[protocol.ST_MISMATCH] = 0
         self.publish_status()
 
-    def on_lgc(self, phase, options, num_workers, groups):
+    def on_lgc(self, phase, step, options, num_workers, groups):
         """A phase of learned gradient compression starts: its groups and keys (lgc_server.py)."""
         if num_workers != self.num_workers:
             raise ValueError("lgc: workers say %d workers, this server has %d" % (num_workers, self.num_workers))
-        self.lgc.configure(phase, options, groups, self.server_rank, self.values_np)
+        self.lgc.configure(phase, step, options, groups, self.server_rank, self.values_np)
 
     def on_optimizer(self, blob):
         optimizer = pickle.loads(base64.b64decode(blob))

@@ -197,7 +197,7 @@ class LGCRounds:
         store._kv.init([k for k, _ in pushes], [mx.nd.zeros(n) for _, n in pushes])
         store._kv.init([k for k, _ in values], [mx.nd.zeros(n) for _, n in values])
         store._link.register([k for k, _ in values], [n for _, n in values])
-        store._link.command("lgc", phase=phase, options=self.options.config, num_workers=store.num_workers,
+        store._link.command("lgc", phase=phase, step=self.schedule.step, options=self.options.config, num_workers=store.num_workers,
                             groups=[{"server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
                                      "chunks": [c.id for c in g.chunks]} for g in self.groups])
         store.agree({"lgc_phase": phase, "step": self.schedule.step, **self.options.config})

@@ -39,8 +39,8 @@ class LGCServer:
     def owns(self, key):
         return key in self.by_key
 
-    def configure(self, phase, options, groups, server_rank, values_np):
-        """Takes a phase's keys; the combiners (the autoencoders) live on across phases."""
+    def configure(self, phase, step, options, groups, server_rank, values_np):
+        """Takes a phase's keys, from ``step`` on; the combiners (the autoencoders) live on across phases."""
         self.phase, self.options = phase, LGCOptions(options)
         self.values_np = values_np
         self.by_key = {}
@@ -50,7 +50,7 @@ class LGCServer:
             ids = tuple(desc["chunks"])
             old = self.groups.get(ids)
             group = ServerGroup(desc, self.options, self.num_workers, old.combiner if old else None)
-            group.step = old.step if old else 0
+            group.step = step  # the step whose messages come next
             self.groups[ids] = group
             self.by_key[desc["keys"]["lead"]] = (group, "lead")
             self.by_key[desc["keys"]["all"]] = (group, "all")
@@ -77,12 +77,12 @@ class LGCServer:
     def _publish_index(self, group):
         out = self.values_np[group.keys["index"]]
         try:
-            fields = group.fmt.read("INDEX", group.lead)
+            fields = group.fmt.read("INDEX", group.lead, group.step)
         except ValueError as e:
             out[:] = 0
             group.indices = None
             return "rejected the leader's indices: %s" % e
-        group.indices, group.step = fields["indices"], fields["step"]
+        group.indices = fields["indices"]
         out[:] = group.lead
         return None
 
@@ -99,13 +99,13 @@ class LGCServer:
                 out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.indices,
                                                       messages)
             else:
-                step = int(np.asarray(lead, np.float32).view(np.uint32)[1])
-                out[:] = group.combiner.combine_lgc(step, self._leader_of(step), lead, messages)
-                group.step = step
+                out[:] = group.combiner.combine_lgc(group.step, self._leader_of(group.step), lead, messages)
             return None
         except ValueError as e:
             out[:] = 0
             return "rejected step %d of the coded tensors: %s; their values are unchanged this step" % (group.step, e)
+        finally:
+            group.step += 1
 
     def _leader_of(self, step):
         return self.options.leader_at(step, self.num_workers)

@@ -2,7 +2,11 @@
 every phase; saves each step's phase, local gradients, the pulled update it applied, and at the end
 the autoencoder's weights it received and its final weights.
 
-    lgc_worker.py OUT PARAMS_JSON STEPS [RESUME_AT]
+    lgc_worker.py OUT PARAMS_JSON STEPS [FAULT_JSON]
+
+FAULT_JSON makes one worker misbehave: {"rank": r, "options": {...}} (other 'lgc' options on rank r) or
+{"rank": r, "corrupt": "LEAD" or "INNOV"} (the magic of rank r's messages of that kind is
+damaged, as in a corrupt payload).
 """
 import json
 import os
@@ -13,10 +17,25 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 import mxnet_gc
+from mxnet_gc.lgc import coder
 
 
 def main():
     out, params, steps = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    fault = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
+    kv = mxnet_gc.kvstore.create("dist_sync")
+    rank = kv.rank
+    if fault and fault["rank"] == rank:
+        params = dict(params, **fault.get("options", {}))
+        if "corrupt" in fault:
+            method = {"LEAD": "lead_message", "INNOV": "innov_message"}[fault["corrupt"]]
+            original = getattr(coder.GroupCoder, method)
+
+            def corrupted(self, *args):
+                words = original(self, *args).copy()
+                words.view(np.uint32)[0] ^= 0x1  # not the magic of any message
+                return words
+            setattr(coder.GroupCoder, method, corrupted)
     mx.random.seed(1)
     net = gluon.nn.HybridSequential()
     for width in (64, 48, 32):
@@ -24,9 +43,8 @@ def main():
     net.add(gluon.nn.Dense(4))
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1, 20)))
-    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore="dist_sync",
+    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
                                      compression_params=params, update_on_kvstore=False)
-    kv = trainer.store
     params_list = [p for p in net.collect_params().values() if p.grad_req != "null"]
     rng = np.random.default_rng(kv.rank)
     saved, phases = {}, []
