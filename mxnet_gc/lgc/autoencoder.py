@@ -108,10 +108,14 @@ class Autoencoder:
             return self.encoder(mx.nd.array(vector.reshape(1, 1, -1))).asnumpy().reshape(-1)
 
     def decode(self, worker, code, innovation, padded):
-        """Worker ``worker``'s estimate (numpy, P values) from a code and its innovation channel."""
+        """Worker ``worker``'s estimate (numpy, P values) from a code and its innovation channel, clipped
+        to [-1, 1]: a scaled vector's range (each value is divided by its tensor's largest |value|).
+        Unclipped, a poor estimate can exceed the values it stands for, and error feedback that subtracts
+        it then grows the accumulators step after step (a run diverged so)."""
         c = mx.nd.array(code.reshape(1, -1, padded // 16))
         with autograd.train_mode():
-            return self.decoders[worker](c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
+            out = self.decoders[worker](c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
+        return np.clip(out, -1, 1)
 
 
 class AutoencoderTrainer:

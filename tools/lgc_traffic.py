@@ -1,0 +1,61 @@
+#!/usr/bin/env python
+"""Payload bytes per worker per step of 'lgc' against dense float32 and against DGC ('layerwise_topk' at
+the same density), from the wire formats (mxnet_gc/lgc/wire.py, the layerwise_topk codec), for the
+Fashion-MNIST example's CNN (coded tensors: all of >= 2 dims but the first and last).
+
+    python tools/lgc_traffic.py [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
+
+Three views: over all parameters (the dense ones sent as float32), over the coded tensors only, and
+over the coded tensors without the indices.  Socket bytes of real runs are in the example's log.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+import mxnet as mx  # noqa: E402
+
+from mxnet_gc import codecs  # noqa: E402
+from mxnet_gc.lgc.options import LGCOptions  # noqa: E402
+from mxnet_gc.lgc.wire import HEADER, WireFormat  # noqa: E402
+from train_fashion_mnist import build_model  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--density", type=float, default=1e-3)
+    p.add_argument("--innovation-density", type=float, default=1e-5)
+    args = p.parse_args()
+    net = build_model("cnn")
+    net.initialize()
+    net(mx.nd.zeros((1, 1, 28, 28)))
+    params = [q for q in net.collect_params().values() if q.grad_req != "null"]
+    options = LGCOptions({"density": args.density, "innovation_density": args.innovation_density})
+    coded = set(options.coded_keys(list(range(len(params))), [q.shape for q in params], {}))
+    sizes = [q.data().size for i, q in enumerate(params) if i in coded]
+    dense = sum(q.data().size for i, q in enumerate(params) if i not in coded)
+    dgc = codecs.create({"type": "layerwise_topk", "density": args.density})
+    dgc_bytes = sum(4 * dgc.payload_size(n) for n in sizes)
+    print("coded tensors: %s values; dense: %d values; density %g, innovation density %g"
+          % (sizes, dense, args.density, args.innovation_density))
+    print("| workers | LEAD B | INNOV B | lgc B/worker/step | DGC B | vs DGC | vs dense (coded) | vs dense (all) "
+          "| without indices: lgc B, vs DGC |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for w in args.workers:
+        fmt = WireFormat(sizes, args.density, args.innovation_density, w, options.latent_channels)
+        lead, innov = 4 * fmt.words["LEAD"], 4 * fmt.words["INNOV"]
+        per_worker = (lead + w * innov) / w  # the leader sends LEAD and INNOV; the others INNOV
+        innov_index_bytes = 4 * fmt.innov_index_words
+        no_index = (lead - 4 * fmt.index_words + w * (innov - innov_index_bytes)) / w
+        dgc_no_index = sum(4 * (1 + dgc.capacity(n)) for n in sizes)
+        coded_dense = 4 * sum(sizes)
+        print("| %d | %d | %d | %.0f | %d | %.1fx | %.0fx | %.0fx | %.0f, %.1fx |"
+              % (w, lead, innov, per_worker, dgc_bytes, dgc_bytes / per_worker, coded_dense / per_worker,
+                 4 * (sum(sizes) + dense) / (per_worker + 4 * dense), no_index, dgc_no_index / no_index))
+    print("(header: %d words per message)" % HEADER)
+
+
+if __name__ == "__main__":
+    main()
