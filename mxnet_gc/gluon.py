@@ -227,9 +227,6 @@ class Trainer(gluon.Trainer):
         ``extra`` (JSON) comes back from ``load_checkpoint``."""
         if not self._ours():
             raise RuntimeError("save_checkpoint needs one of mxnet_gc's stores")
-        if self._kvstore.lgc is not None:
-            raise RuntimeError("checkpoints of 'lgc' runs are not supported yet (the workers' accumulators and the "
-                               "servers' autoencoders are not saved)")
         state = {"configuration": self._configuration(), "rescale_grad": self._optimizer.rescale_grad,
                  "schedule": self.schedule.state_dict(), "merge": self._merge_policy.state_dict(),
                  "profile": self._profiler.state_dict(),

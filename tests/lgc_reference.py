@@ -99,8 +99,10 @@ class GroupReference:
         for r in range(W):
             for c in range(L):
                 v[r][c] += grads[r][c].ravel()
-        leader = step % W
+        leader = step % W if p["leader"] == "rotate" else p["leader"]
         lead = [largest(v[leader][c], k[c]) for c in range(len(coded))]
+        if p["order"] == "index":  # the vector in the order of the tensor, else by |value|
+            lead = [np.sort(i) for i in lead]
         own = [[largest(v[r][c], ki[c]) for c in range(len(coded))] for r in range(W)]
         scales = [[max(float(np.max(np.abs(v[r][c]))), 0) or 1.0 for c in range(len(coded))] for r in range(W)]
         values = []

@@ -17,9 +17,9 @@ PARAMS = {"type": "lgc", "density": 0.05, "innovation_density": 0.01, "dense_ste
 STEPS = 10
 
 
-def run(tmp_path, params, workers, servers, steps=STEPS, expect_success=True):
+def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_success=True):
     argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", str(servers), "--timeout", "200", sys.executable,
-            WORKER, str(tmp_path), json.dumps(params), str(steps)]
+            WORKER, str(tmp_path), json.dumps(params), str(steps), json.dumps(extra or {})]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=260)
     if expect_success:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -34,9 +34,10 @@ def load(tmp_path, workers, steps):
     return saved, names, locals_
 
 
-@pytest.mark.parametrize("workers, servers", [(2, 1), (3, 2)])
-def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers):
-    params = dict(PARAMS, encoder_channels=[8, 16, 16, 8], latent_channels=4)
+@pytest.mark.parametrize("workers, servers, options", [
+    (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "zero", "leader": 1})])
+def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, options):
+    params = dict(PARAMS, **options)
     proc = run(tmp_path, params, workers, servers)
     saved, names, locals_ = load(tmp_path, workers, STEPS)
     full = dict(__import__("mxnet_gc.lgc.options", fromlist=["DEFAULTS"]).DEFAULTS, **params)
@@ -88,6 +89,21 @@ def test_a_corrupt_code_is_rejected_and_every_worker_told(tmp_path, kind):
 
 
 def run_fault(tmp_path, fault):
-    argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "200", sys.executable, WORKER, str(tmp_path),
-            json.dumps(PARAMS), str(STEPS), json.dumps(fault)]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=260)
+    return run(tmp_path, PARAMS, 2, 1, extra={"fault": fault}, expect_success=False)
+
+
+@pytest.mark.parametrize("save_at, phase", [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")])
+def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase):
+    # one job runs all the steps and saves after step save_at; a second job resumes from that checkpoint
+    # and runs the rest: every later pulled update and the final weights are the same, bit for bit
+    # (the servers' autoencoders, their Adam states and replay buffers, and the workers' accumulators
+    # are in the checkpoint)
+    run(tmp_path, PARAMS, 2, 1, extra={"save_at": save_at})
+    run(tmp_path, PARAMS, 2, 1, extra={"resume": True})
+    for r in range(2):
+        whole = np.load(tmp_path / ("rank%d.npz" % r))
+        resumed = np.load(tmp_path / ("rank%d.resumed.npz" % r))
+        assert list(whole["phases"])[save_at] == phase and len(resumed["phases"]) == STEPS - save_at - 1
+        for name in resumed.files:
+            if name.startswith(("pulled/", "weight/", "autoencoder/")):
+                np.testing.assert_array_equal(resumed[name], whole[name], err_msg="rank %d %s" % (r, name))

@@ -290,6 +290,12 @@ class Aggregator:
             raise ValueError("lgc: workers say %d workers, this server has %d" % (num_workers, self.num_workers))
         self.lgc.configure(phase, step, options, groups, self.server_rank, self.values_np)
 
+    def on_lgc_save(self, path):
+        self.lgc.save("%s.server%d" % (path, self.server_rank))
+
+    def on_lgc_load(self, path):
+        self.lgc.load("%s.server%d" % (path, self.server_rank))
+
     def on_optimizer(self, blob):
         optimizer = pickle.loads(base64.b64decode(blob))
         trial_update(optimizer)

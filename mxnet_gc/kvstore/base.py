@@ -1,6 +1,7 @@
 """What mxnet_gc's two stores (the parameter server and Horovod) share above their transports."""
 import io
 import json
+import os
 
 import mxnet as mx
 import numpy as np
@@ -100,19 +101,27 @@ class StoreBase(KVStoreBase):
             raise ValueError("key %r is not initialized (call init first)" % (key,))
 
     def save_residuals(self, fname):
-        """Writes this worker's error-feedback state (one array per chunk of a key) and the compression
-        it belongs to, to ``fname`` (.npz, with ``fname.sha256``).  Named by key and chunk, not by
-        message: a store whose keys are grouped into other messages (``regroup``) loads them too."""
+        """Writes this worker's error-feedback state (one array per chunk of a key; with 'lgc' also its
+        accumulators and phase) and the compression it belongs to, to ``fname`` (.npz, with
+        ``fname.sha256``).  Named by key and chunk, not by message: a store whose keys are grouped into
+        other messages (``regroup``) loads them too.  A collective call when the servers keep state
+        (``server_state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
-        meta = json.dumps({"compression": self._compression.config}, sort_keys=True)
+        meta = {"compression": self._compression.config}
+        if self._lgc is not None:
+            meta["lgc"], lgc_arrays = self._lgc.state()
+            arrays.update(lgc_arrays)
         buffer = io.BytesIO()
-        np.savez(buffer, __meta__=np.array(meta), **arrays)
+        np.savez(buffer, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
         checkpoint_files.write(fname, buffer.getvalue())
+        self._save_server_states(fname)
 
     def load_residuals(self, fname):
-        """Restores what ``save_residuals`` wrote, into a store with the same compression and keys."""
+        """Restores what ``save_residuals`` wrote, into a store with the same compression and keys (a
+        collective call when the servers keep state)."""
         with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
-            saved_compression = json.loads(str(saved["__meta__"]))["compression"]
+            meta = json.loads(str(saved["__meta__"]))
+            saved_compression = meta["compression"]
             if saved_compression != json.loads(json.dumps(self._compression.config)):
                 raise ValueError("%s holds residuals of gradient compression %s; this store uses %s"
                                  % (fname, json.dumps(saved_compression, sort_keys=True),
@@ -124,6 +133,20 @@ class StoreBase(KVStoreBase):
                                      % (fname, i, k, "missing" if name not in saved.files else
                                         "%d values saved, %d here" % (saved[name].size, residual.size)))
                 residual[:] = saved[name].reshape(residual.shape)
+            if self._lgc is not None:
+                self._lgc.load_state(meta["lgc"], {n: saved[n] for n in saved.files if n != "__meta__"},
+                                     self._server_state_path(fname))
+
+    def server_state_files(self, fname):
+        """The files the servers write beside rank 0's residual file ``fname`` (none by default)."""
+        return []
+
+    def _save_server_states(self, fname):
+        """Has the servers save what they keep beside ``fname`` (nothing by default)."""
+
+    def _server_state_path(self, fname):
+        """Where the servers' states of this residual file are: beside rank 0's (``fname`` is this rank's)."""
+        return os.path.abspath(fname).replace(".rank%d." % self.rank, ".rank0.")
 
     def _residual_items(self):
         """(key, chunk index, residual NDArray) of every chunk that has error-feedback state."""

@@ -335,6 +335,16 @@ class DistSyncStore(StoreBase):
         """Returns when every worker has called it."""
         self._kv._barrier()
 
+    def server_state_files(self, fname):
+        """With 'lgc', each server's autoencoder state beside rank 0's residual file ``fname``."""
+        if self._lgc is None:
+            return []
+        return ["%s.server%d" % (os.path.abspath(fname), s) for s in range(self._num_servers)]
+
+    def _save_server_states(self, fname):
+        if self._lgc is not None:
+            self._lgc.save_server_states(os.path.abspath(fname))
+
     def optimizer_state_files(self, fname):
         """The files ``save_optimizer_states(fname)`` writes: one per server."""
         return ["%s.server%d" % (os.path.abspath(fname), s) for s in range(self._num_servers)]

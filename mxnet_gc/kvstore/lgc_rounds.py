@@ -15,6 +15,7 @@ Each step counts two rounds on every group's server (the 'lead' and 'all' rounds
 the lgc phase every worker pulls the autoencoder's weights from each server ('weights', counted).
 """
 import mxnet as mx
+import numpy as np
 
 from ..lgc.autoencoder import Autoencoder
 from ..lgc.coder import GroupCoder
@@ -22,6 +23,8 @@ from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
 from ..schedule import Schedule
 from .server_link import wait_to_write
+
+REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
 
 
 class Group:
@@ -44,6 +47,7 @@ class LGCRounds:
         self.coded = []  # user keys coded by the autoencoder
         self.groups = []
         self.autoencoder_bytes = 0  # one-time weight transfers, pulled by this worker
+        self._resume = None  # (accumulators, servers' state file) of a checkpoint, for the next switch
 
     @property
     def config(self):
@@ -130,6 +134,12 @@ class LGCRounds:
             for c, update in zip(g.chunks, g.coder.finish(phase, result)):
                 if c.key in dests:
                     self._part(dests[c.key], c)[:] = update
+        if phase == "lgc" and self.store.rank == 0 and (step + 1) % REPORT_EVERY == 0:
+            errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
+            print("mxnet_gc: lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f over "
+                  "the last %d steps" % (step, np.mean(errors), np.median(errors), REPORT_EVERY), flush=True)
+            for g in self.groups:
+                del g.coder.errors[:-REPORT_EVERY]
         self.end_step()
 
     def end_step(self):
@@ -147,36 +157,57 @@ class LGCRounds:
         if store.rank == 0:
             print("mxnet_gc: lgc step %d: phase %s -> %s" % (self.schedule.step, self.installed, phase), flush=True)
         previous, self.installed = self.installed, phase
+        resume, self._resume = self._resume, None
         if phase.startswith("sparse-") or phase == "dense":
             store._assign_codecs(store._layout.messages_of(self.coded))
-            for k in self.coded:  # a new density: the threshold is computed exactly at the stage's first step
-                for c in store._layout.chunks[k]:
-                    if c.residual is not None:
+            for k in self.coded:
+                for i, c in enumerate(store._layout.chunks[k]):
+                    if c.residual is None:
+                        continue
+                    name = "%r/%d" % (k, i)
+                    if resume is not None and name in resume[0]:  # the codec's state of the checkpoint
+                        c.residual[:] = resume[0][name].reshape(c.residual.shape)
+                    if self.schedule.step == self.schedule.start(phase):  # a new density: the exact threshold
                         c.residual[-2:-1] = 0
             return
-        if phase == "train":
-            self._make_groups(previous)
+        if phase == "train" or resume is not None:
+            self._make_groups(previous, resume[0] if resume is not None else None)
         self._make_keys(phase)
+        if resume is not None and resume[1] is not None:  # the servers' autoencoders of the checkpoint
+            store._link.command("lgc_load", path=resume[1])
+            store._link.synchronize()
         if phase == "lgc":
             self._fetch_autoencoder()
 
-    def _make_groups(self, previous):
-        """One group per server holding coded chunks; accumulators from the sparse ramp's states."""
+    def _make_groups(self, previous, saved=None):
+        """One group per server holding coded chunks.  The accumulators: a checkpoint's (``saved``), or
+        the sparse ramp's residuals and velocities (the codec states: residual, velocity, threshold,
+        step), live after a ramp phase or in a checkpoint saved at the ramp's last step; else zeros."""
         store = self.store
         by_server = {}
         for k in self.coded:
-            for c in store._layout.chunks[k]:
-                by_server.setdefault(c.message.server, []).append(c)
+            for i, c in enumerate(store._layout.chunks[k]):
+                by_server.setdefault(c.message.server, []).append((c, "%r/%d" % (k, i)))
         self.groups = []
-        for server in sorted(by_server):
-            chunks = by_server[server]
+        for s, server in enumerate(sorted(by_server)):
+            chunks = [c for c, _ in by_server[server]]
             fmt = WireFormat([c.size for c in chunks], self.options.density, self.options.innovation_density,
                              store.num_workers, self.options.latent_channels)
             coder = GroupCoder(fmt, self.options, store.rank)
-            if previous is not None and previous.startswith("sparse-"):  # (residual, velocity, threshold, step)
-                states = [c.residual.asnumpy() for c in chunks]
-                coder.load([s[:c.size] for s, c in zip(states, chunks)],
-                           [s[c.size:2 * c.size] if s.size >= 2 * c.size + 2 else None for s, c in zip(states, chunks)])
+            if saved is not None and "lgc/%d/v/0" % s in saved:
+                coder.load([saved["lgc/%d/v/%d" % (s, c)] for c in range(len(chunks))],
+                           [saved.get("lgc/%d/u/%d" % (s, c)) for c in range(len(chunks))])
+            else:
+                if previous is not None and previous.startswith("sparse-"):
+                    states = [c.residual.asnumpy() for c in chunks]
+                elif saved is not None and all(name in saved for _, name in by_server[server]):
+                    states = [saved[name] for _, name in by_server[server]]
+                else:
+                    states = None
+                if states is not None:
+                    coder.load([st[:c.size] for st, c in zip(states, chunks)],
+                               [st[c.size:2 * c.size] if st.size >= 2 * c.size + 2 else None
+                                for st, c in zip(states, chunks)])
             self.groups.append(Group(server, chunks, fmt, coder))
 
     def _make_keys(self, phase):
@@ -233,5 +264,20 @@ class LGCRounds:
                 arrays["lgc/%d/v/%d" % (s, c)] = g.coder.v[c]
                 if g.coder.u is not None:
                     arrays["lgc/%d/u/%d" % (s, c)] = g.coder.u[c]
-        return {"step": self.schedule.step, "installed": self.installed}, arrays
+        return {"step": self.schedule.step, "server_states": self.installed in ("train", "lgc")}, arrays
+
+    def save_server_states(self, path):
+        """Has each server write its groups' autoencoder state to ``path.server<rank>`` (a collective)."""
+        self.store._link.command("lgc_save", path=path)
+        self.store._link.synchronize()
+
+    def load_state(self, meta, arrays, path):
+        """Resumes at a checkpoint's step (before its first push): the phase is installed again at the next
+        push with the checkpoint's ``arrays`` (the codec states of the coded keys, by "key/chunk", and the
+        accumulators, "lgc/...") and, in the train and lgc phases, the servers' state saved beside
+        ``path`` (rank 0's residual file)."""
+        if self.installed is not None:
+            raise ValueError("lgc: a checkpoint loads before the first step")
+        self.schedule.step = meta["step"]
+        self._resume = (arrays, path if meta["server_states"] else None)
 

@@ -7,8 +7,11 @@ in the lgc phase, the leader's); then the combiner makes the step's result, writ
 value, and the step's two rounds count as done.  A message that does not follow the format is reported, and the step's result
 is then all zeros: the values are unchanged this step, every worker is told.
 """
+import pickle
+
 import numpy as np
 
+from .. import checkpoint_files
 from ..lgc.combiner import Combiner
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
@@ -56,6 +59,25 @@ class LGCServer:
             self.by_key[desc["keys"]["all"]] = (group, "all")
             if phase == "lgc":
                 self.values_np[desc["keys"]["weights"]][:] = group.combiner.weights()
+
+    def save(self, path):
+        """Writes every group's next step and autoencoder training state to ``path`` (pickle, sealed)."""
+        state = {ids: {"step": g.step, "trainer": g.combiner.trainer.state()} for ids, g in self.groups.items()}
+        checkpoint_files.write(path, pickle.dumps(state))
+
+    def load(self, path):
+        """Restores ``save``'s state into the groups configured (after the phase's ``configure``)."""
+        state = pickle.loads(checkpoint_files.read(path))
+        if set(state) != set(self.groups):
+            raise ValueError("lgc: %s holds the groups of chunks %s, this server has %s"
+                             % (path, sorted(state), sorted(self.groups)))
+        for ids, saved in state.items():
+            group = self.groups[ids]
+            if saved["step"] != group.step:
+                raise ValueError("lgc: %s was saved at step %d, the workers resume at %d" % (path, saved["step"], group.step))
+            group.combiner.trainer.load_state(saved["trainer"])
+            if self.phase == "lgc":
+                self.values_np[group.keys["weights"]][:] = group.combiner.weights()
 
     def push(self, key, words):
         """Takes one push (a copy of its words); returns (rounds completed, an error message or None)."""

@@ -160,12 +160,15 @@ class AutoencoderTrainer:
 
     def state(self):
         """What a checkpoint needs: weights, Adam's states, the buffer, the step count."""
-        states = self.trainer._updaters[0].get_states(dump_optimizer=False)
+        # (with the optimizer: Adam's per-weight update counts, its bias correction, live there)
+        states = self.trainer._updaters[0].get_states(dump_optimizer=True)
         return {"weights": Autoencoder.flat(self.ae.params()), "adam": states, "steps": self.steps,
                 "buffer": self.buffer}
 
     def load_state(self, state):
         Autoencoder.set_flat(self.ae.params(), state["weights"])
-        self.trainer._updaters[0].set_states(state["adam"])
+        updater = self.trainer._updaters[0]
+        updater.set_states(state["adam"])
+        self.trainer._optimizer = updater.optimizer
         self.steps = state["steps"]
         self.buffer = list(state["buffer"])

@@ -25,6 +25,7 @@ class GroupCoder:
         self.u = [np.zeros(n, np.float32) for n in fmt.sizes] if options.momentum > 0 else None
         self.ae = None  # the autoencoder's weights, once the lgc phase has them
         self._sent = None  # what this step sent: (innovation indices, values, scales)
+        self.errors = []  # lgc phase: |estimate - values|^2 / |values|^2 of this worker's vector, per step
 
     def load(self, v, u=None):
         """Starts from given accumulators (the sparse ramp's residuals and velocities)."""
@@ -45,7 +46,9 @@ class GroupCoder:
                 self.v[c] += g
 
     def leader_indices(self):
-        return [vectors.top(v, k) for v, k in zip(self.v, self.fmt.k)]
+        """Per tensor, the k largest |v|: ascending (order 'index') or largest first ('magnitude')."""
+        top = [vectors.top(v, k) for v, k in zip(self.v, self.fmt.k)]
+        return [np.sort(t) for t in top] if self.options.order == "index" else top
 
     def _innovation(self):
         idx = [vectors.top(v, k) for v, k in zip(self.v, self.fmt.ki)]
@@ -86,11 +89,13 @@ class GroupCoder:
         update = vectors.dense_update(fmt, fmt.sizes, result["indices"], result["sums"], result["innov_indices"],
                                       result["innov_values"])
         subtract = phase == "lgc" and self.options.error_feedback == "subtract"
-        if subtract:
+        if phase == "lgc":  # this worker's estimate, decoded as the server did
             channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
             decoded = self.ae.decode(self.rank, result["code"], channel, fmt.padded)
-            mine, extras = vectors.applied(fmt, vectors.scale_segments(fmt, decoded, scales, inverse=True),
-                                           result["indices"], idx, values)
+            estimate = vectors.scale_segments(fmt, decoded, scales, inverse=True)
+            truth = vectors.gather(fmt, self.v, result["indices"])[:fmt.K]
+            self.errors.append(float(np.sum((estimate[:fmt.K] - truth) ** 2) / max(np.sum(truth ** 2), 1e-30)))
+            mine, extras = vectors.applied(fmt, estimate, result["indices"], idx, values)
             off = vectors.offsets(fmt)
         for c in range(len(fmt.sizes)):
             lead, own = result["indices"][c], idx[c]

@@ -7,11 +7,15 @@ into the replay buffer for one training step.  Lgc phase: the leader sends the c
 (LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder from the
 leader's code and its innovation channel, times its scales.
 """
+import logging
+
 import numpy as np
 
 from . import vectors
 from .autoencoder import Autoencoder, AutoencoderTrainer
 from .wire import CorruptMessage
+
+log = logging.getLogger("mxnet_gc.server")
 
 
 class Combiner:
@@ -44,7 +48,10 @@ class Combiner:
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], f["scales"])
                     for f in fields]
         self.trainer.add(normalized, channels, leader)
-        self.trainer.train_step()
+        loss = self.trainer.train_step()
+        if self.trainer.steps % 50 == 0:
+            log.info("lgc: autoencoder step %d, loss %.4f (vectors' mean square %.4f)", self.trainer.steps, loss,
+                     float(np.mean(np.square(normalized))))
         return result
 
     def combine_lgc(self, step, leader, lead, messages):

@@ -26,13 +26,13 @@ DEFAULTS = {
     "ae_steps": 300,
     "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
+    "order": "index",            # the vector's order: the leader's indices ascending, or by |value| ('magnitude')
     "error_feedback": "subtract",  # 'subtract' what was applied on the worker's behalf, or 'zero' it
     "encoder_channels": [8, 16, 16, 8],
     "latent_channels": 4,
     "ae_lr": 1e-3,
     "ae_replay": 8,              # steps of vectors the servers train on
     "code_weight": 0.1,          # weight of the term pulling the workers' codes together
-    "finetune_every": 0,         # in the lgc phase: one more training step every N steps (0: frozen)
     "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims
     "seed": 0,                   # the autoencoder's initial weights
 }
@@ -86,6 +86,9 @@ class LGCOptions:
         if leader != "rotate" and (isinstance(leader, bool) or not isinstance(leader, int) or leader < 0):
             _fail("leader", "'rotate' or a worker rank", leader)
         self.leader = leader
+        if p["order"] not in ("index", "magnitude"):
+            _fail("order", "'index' or 'magnitude'", p["order"])
+        self.order = p["order"]
         if p["error_feedback"] not in ("subtract", "zero"):
             _fail("error_feedback", "'subtract' or 'zero'", p["error_feedback"])
         self.error_feedback = p["error_feedback"]
@@ -98,7 +101,6 @@ class LGCOptions:
         self.ae_lr = _real("ae_lr", p["ae_lr"], 0, 1)
         self.ae_replay = _int("ae_replay", p["ae_replay"], 1)
         self.code_weight = _real("code_weight", p["code_weight"], 0, math.inf, low_open=False)
-        self.finetune_every = _int("finetune_every", p["finetune_every"], 0)
         patterns = p["dense_patterns"]
         if patterns is not None and (not isinstance(patterns, (list, tuple))
                                      or not all(isinstance(x, str) for x in patterns)):

@@ -2,11 +2,12 @@
 every phase; saves each step's phase, local gradients, the pulled update it applied, and at the end
 the autoencoder's weights it received and its final weights.
 
-    lgc_worker.py OUT PARAMS_JSON STEPS [FAULT_JSON]
+    lgc_worker.py OUT PARAMS_JSON STEPS [RUN_JSON]
 
-FAULT_JSON makes one worker misbehave: {"rank": r, "options": {...}} (other 'lgc' options on rank r) or
-{"rank": r, "corrupt": "LEAD" or "INNOV"} (the magic of rank r's messages of that kind is
-damaged, as in a corrupt payload).
+RUN_JSON: {"save_at": S} saves a checkpoint (prefix OUT/ckpt) after step S; {"resume": true} starts
+from it; {"fault": F} makes one worker misbehave: F = {"rank": r, "options": {...}} (other 'lgc'
+options on rank r) or {"rank": r, "corrupt": "LEAD" or "INNOV"} (the magic of rank r's messages of
+that kind is damaged, as in a corrupt payload).  Each step's data depends on (rank, step) only.
 """
 import json
 import os
@@ -22,7 +23,8 @@ from mxnet_gc.lgc import coder
 
 def main():
     out, params, steps = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-    fault = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
+    run = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    fault = run.get("fault")
     kv = mxnet_gc.kvstore.create("dist_sync")
     rank = kv.rank
     if fault and fault["rank"] == rank:
@@ -46,9 +48,11 @@ def main():
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
                                      compression_params=params, update_on_kvstore=False)
     params_list = [p for p in net.collect_params().values() if p.grad_req != "null"]
-    rng = np.random.default_rng(kv.rank)
+    prefix = os.path.join(out, "ckpt")
+    first = trainer.load_checkpoint(prefix)["step"] if run.get("resume") else 0
     saved, phases = {}, []
-    for step in range(steps):
+    for step in range(first, steps):
+        rng = np.random.default_rng([kv.rank, step])
         x = mx.nd.array(rng.standard_normal((16, 20)).astype(np.float32))
         y = mx.nd.array(rng.integers(0, 4, 16).astype(np.float32))
         with autograd.record():
@@ -60,12 +64,14 @@ def main():
         phases.append(kv.lgc.schedule.phase_at(step).name)
         for i, p in enumerate(params_list):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
+        if run.get("save_at") == step:
+            trainer.save_checkpoint(prefix, extra={"step": step + 1})
     for i, p in enumerate(params_list):
         saved["weight/%d" % i] = p.data().asnumpy()
     for g, weights in enumerate(kv.lgc.autoencoder_weights()):
         saved["autoencoder/%d" % g] = weights
     names = {trainer._param2idx[p.name]: p.name for p in params_list}
-    np.savez(os.path.join(out, "rank%d.npz" % kv.rank), phases=np.array(phases),
+    np.savez(os.path.join(out, "rank%d%s.npz" % (kv.rank, ".resumed" if run.get("resume") else "")), phases=np.array(phases),
              names=np.array([p.name for p in params_list]), coded=np.array([names[k] for k in kv.lgc.coded]),
              groups=np.array(json.dumps([[names[k] for k in g] for g in kv.lgc.group_keys()])),
              **saved)
