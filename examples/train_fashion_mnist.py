@@ -58,7 +58,7 @@ def compression_params(args):
     if args.compression == "lgc":
         return {"type": "lgc", "density": args.density, "innovation_density": args.innovation_density,
                 "momentum": args.topk_momentum, "dense_steps": args.lgc_dense_steps, "ramp_steps": args.ramp_steps,
-                "ae_steps": args.ae_steps, "error_feedback": args.error_feedback}
+                "ae_steps": args.ae_steps, "error_feedback": args.error_feedback, **json.loads(args.lgc_options)}
     thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
     return {"type": "4bit", "thresholds": thresholds}
 
@@ -89,8 +89,9 @@ def parse_args(argv=None):
     p.add_argument("--lgc-dense-steps", type=int, default=200, help="lgc: dense steps first")
     p.add_argument("--ramp-steps", type=int, default=200, help="lgc: steps of the sparse density ramp")
     p.add_argument("--ae-steps", type=int, default=300, help="lgc: steps the servers train the autoencoder")
-    p.add_argument("--error-feedback", choices=["subtract", "zero"], default="subtract",
+    p.add_argument("--error-feedback", choices=["subtract", "zero"], default="zero",
                    help="lgc: what a worker removes from its accumulator after a coded step")
+    p.add_argument("--lgc-options", default="{}", help="lgc: other options, as JSON (docs/lgc.md)")
     p.add_argument("--topk-momentum", type=float, default=0.0,
                    help="layerwise_topk: DGC momentum correction factor (0: off)")
     p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")

@@ -9,7 +9,7 @@ from mxnet_gc.kvstore.compression import Compression
 
 
 def test_supported_types_and_names():
-    assert mxnet_gc.kvstore.supported_types() == ["none", "2bit", "4bit", "gc_2bit", "layerwise_topk"]
+    assert mxnet_gc.kvstore.supported_types() == ["none", "2bit", "4bit", "gc_2bit", "layerwise_topk", "lgc"]
     assert Compression({"type": "2bit", "threshold": 0.5}).is_mxnet
     assert Compression({"type": "gc_2bit"}).codec_for("w").config() == {"type": "2bit", "threshold": 0.5}
     four = Compression({"type": "4bit", "thresholds": "small", "per_key": {"fc": [0.5, 1.0], 3: "large"}})

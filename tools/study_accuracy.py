@@ -37,13 +37,15 @@ CONFIGS = {
 }
 
 
-def run(config, seed, args):
+def run(config, seed, args, configs=CONFIGS, workers=2):
+    """The example's JSON log of one configuration (its arguments: ``configs[config]``) and seed."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", "2", "-s", "1", "--timeout", "7200",
+        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
+                "--timeout", "7200",
                 sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--model", args.model,
                 "--epochs", str(args.epochs), "--lr-steps", args.lr_steps, "--seed", str(seed), "--log", log]
-        proc = subprocess.run(argv + CONFIGS[config], cwd=ROOT, capture_output=True, text=True)
+        proc = subprocess.run(argv + configs[config], cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit("run %s seed %d failed:\n%s\n%s" % (config, seed, proc.stdout[-3000:], proc.stderr[-3000:]))
         with open(log) as f:

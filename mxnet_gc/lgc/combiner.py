@@ -25,6 +25,7 @@ class Combiner:
         self.fmt, self.options = fmt, options
         self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed)
         self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight)
+        self.copy_errors = []  # train phase: how far the leader's vector is from each other worker's
 
     def check_step(self, kind, messages, step):
         """Reads each worker's message; raises CorruptMessage unless all are ``kind`` of ``step``."""
@@ -49,9 +50,13 @@ class Combiner:
                     for f in fields]
         self.trainer.add(normalized, channels, leader)
         loss = self.trainer.train_step()
+        others = [w for w in range(len(normalized)) if w != leader]
+        self.copy_errors.append(np.mean([np.sum((normalized[leader] - normalized[w]) ** 2)
+                                         / max(np.sum(normalized[w] ** 2), 1e-30) for w in others]) if others else 0)
         if self.trainer.steps % 50 == 0:
-            log.info("lgc: autoencoder step %d, loss %.4f (vectors' mean square %.4f)", self.trainer.steps, loss,
-                     float(np.mean(np.square(normalized))))
+            log.info("lgc: autoencoder step %d, loss %.4f (vectors' mean square %.4f); the leader's vector as the "
+                     "others' estimate: relative squared error %.3f (median of the last 50 steps)", self.trainer.steps,
+                     loss, float(np.mean(np.square(normalized))), float(np.median(self.copy_errors[-50:])))
         return result
 
     def combine_lgc(self, step, leader, lead, messages):

@@ -27,10 +27,10 @@ DEFAULTS = {
     "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
     "order": "index",            # the vector's order: the leader's indices ascending, or by |value| ('magnitude')
-    "error_feedback": "subtract",  # 'subtract' what was applied on the worker's behalf, or 'zero' it
+    "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), or 'subtract' what was applied
     "encoder_channels": [8, 16, 16, 8],
     "latent_channels": 4,
-    "ae_lr": 1e-3,
+    "ae_lr": 1e-2,
     "ae_replay": 8,              # steps of vectors the servers train on
     "code_weight": 0.1,          # weight of the term pulling the workers' codes together
     "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims

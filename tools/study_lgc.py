@@ -1,0 +1,72 @@
+#!/usr/bin/env python
+"""LGC study: uncompressed, DGC (layer-wise top-k with momentum correction) and LGC-PS on the
+Fashion-MNIST example, the same epochs, hyperparameters and seeds for each, on real jobs (W workers,
+1 server, tools/launch.py).  DGC and LGC push dense for their first --dense steps; LGC then ramps its
+density and trains its autoencoder (docs/lgc.md).  Both sparse methods use the workers' momentum
+correction (0.9) and plain SGD in the optimizer, as DGC does.
+
+Writes docs/lgc_study_w<W>.json (every epoch of every run), docs/lgc_study_w<W>_epochs.png and
+docs/lgc_study_w<W>_bytes.png, and prints the table for docs/lgc.md.
+
+    .venv/bin/python tools/study_lgc.py [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+
+from study_accuracy import ROOT, plot, run
+
+
+def configs(args):
+    dense = str(args.dense)
+    sparse = ["--density", str(args.density), "--topk-momentum", "0.9", "--momentum", "0"]
+    return {
+        "uncompressed": ["--compression", "none"],
+        "DGC": ["--compression", "layerwise_topk", "--dense-warmup-steps", dense] + sparse,
+        "LGC-PS": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps", str(args.ramp),
+                   "--ae-steps", str(args.ae)] + sparse,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=["cnn"], default="cnn")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr-steps", default="")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--density", type=float, default=1e-3)
+    parser.add_argument("--dense", type=int, default=200)
+    parser.add_argument("--ramp", type=int, default=200)
+    parser.add_argument("--ae", type=int, default=300)
+    parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    args = parser.parse_args()
+    table = configs(args)
+    results = {}
+    for config in table:
+        results[config] = []
+        for seed in args.seeds:
+            log = run(config, seed, args, table, args.workers)
+            results[config].append(log)
+            print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
+                  flush=True)
+    name = "lgc_study_w%d" % args.workers
+    with open(os.path.join(args.docs, name + ".json"), "w") as f:
+        json.dump({"args": vars(args), "results": results}, f, indent=1)
+    plot(results, os.path.join(args.docs, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],
+         "epoch")
+    plot(results, os.path.join(args.docs, name + "_bytes.png"),
+         lambda log: np.cumsum([e["bytes_sent"] for e in log["epochs"]]) / 1e6, "MB sent by rank 0 (cumulative)")
+    rows = ["| %d workers | final test accuracy, mean | min | max | MB sent by rank 0, last epoch |" % args.workers,
+            "|---|---:|---:|---:|---:|"]
+    for config, logs in results.items():
+        acc = [log["epochs"][-1]["test_accuracy"] for log in logs]
+        sent = np.mean([log["epochs"][-1]["bytes_sent"] for log in logs]) / 1e6
+        rows.append("| %s | %.4f | %.4f | %.4f | %.2f |" % (config, np.mean(acc), min(acc), max(acc), sent))
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
