@@ -35,7 +35,7 @@ def load(tmp_path, workers, steps):
 
 
 @pytest.mark.parametrize("workers, servers, options", [
-    (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "zero", "leader": 1})])
+    (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1})])
 def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
     proc = run(tmp_path, params, workers, servers)

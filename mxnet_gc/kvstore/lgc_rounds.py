@@ -136,10 +136,13 @@ class LGCRounds:
                     self._part(dests[c.key], c)[:] = update
         if phase == "lgc" and self.store.rank == 0 and (step + 1) % REPORT_EVERY == 0:
             errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
-            print("mxnet_gc: lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f over "
-                  "the last %d steps" % (step, np.mean(errors), np.median(errors), REPORT_EVERY), flush=True)
+            seconds = sum(g.coder.network_seconds for g in self.groups)
+            print("mxnet_gc: lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f; "
+                  "autoencoder on this worker %.2f ms per step (over the last %d steps)"
+                  % (step, np.mean(errors), np.median(errors), 1e3 * seconds / REPORT_EVERY, REPORT_EVERY), flush=True)
             for g in self.groups:
                 del g.coder.errors[:-REPORT_EVERY]
+                g.coder.network_seconds = 0.0
         self.end_step()
 
     def end_step(self):

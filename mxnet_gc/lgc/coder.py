@@ -10,6 +10,8 @@ correction): each step u = m u + g, v = v + u (without momentum v = v + g).  Aft
   decoded estimate times its scales at the leader's indices, exact at its innovation coordinates),
   u is zeroed there; error_feedback='zero': v and u are zeroed there, as in the train phase.
 """
+import time
+
 import numpy as np
 
 from . import vectors
@@ -26,6 +28,7 @@ class GroupCoder:
         self.ae = None  # the autoencoder's weights, once the lgc phase has them
         self._sent = None  # what this step sent: (innovation indices, values, scales)
         self.errors = []  # lgc phase: |estimate - values|^2 / |values|^2 of this worker's vector, per step
+        self.network_seconds = 0.0  # time in the autoencoder's networks (encode, decode)
 
     def load(self, v, u=None):
         """Starts from given accumulators (the sparse ramp's residuals and velocities)."""
@@ -72,7 +75,10 @@ class GroupCoder:
         indices = self.leader_indices()
         scales = [vectors.scale_of(v) for v in self.v]
         vector = vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales)
-        return self.fmt.lead_message(step, self.rank, indices, self.ae.encode(vector))
+        start = time.perf_counter()
+        code = self.ae.encode(vector)
+        self.network_seconds += time.perf_counter() - start
+        return self.fmt.lead_message(step, self.rank, indices, code)
 
     def innov_message(self, step):
         idx, values, scales = self._innovation()
@@ -91,7 +97,9 @@ class GroupCoder:
         subtract = phase == "lgc" and self.options.error_feedback == "subtract"
         if phase == "lgc":  # this worker's estimate, decoded as the server did
             channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
+            start = time.perf_counter()
             decoded = self.ae.decode(self.rank, result["code"], channel, fmt.padded)
+            self.network_seconds += time.perf_counter() - start
             estimate = vectors.scale_segments(fmt, decoded, scales, inverse=True)
             truth = vectors.gather(fmt, self.v, result["indices"])[:fmt.K]
             self.errors.append(float(np.sum((estimate[:fmt.K] - truth) ** 2) / max(np.sum(truth ** 2), 1e-30)))

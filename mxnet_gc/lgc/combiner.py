@@ -8,6 +8,7 @@ into the replay buffer for one training step.  Lgc phase: the leader sends the c
 leader's code and its innovation channel, times its scales.
 """
 import logging
+import time
 
 import numpy as np
 
@@ -26,6 +27,7 @@ class Combiner:
         self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed)
         self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight)
         self.copy_errors = []  # train phase: how far the leader's vector is from each other worker's
+        self.train_seconds = []
 
     def check_step(self, kind, messages, step):
         """Reads each worker's message; raises CorruptMessage unless all are ``kind`` of ``step``."""
@@ -49,14 +51,18 @@ class Combiner:
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], f["scales"])
                     for f in fields]
         self.trainer.add(normalized, channels, leader)
+        start = time.perf_counter()
         loss = self.trainer.train_step()
+        self.train_seconds.append(time.perf_counter() - start)
         others = [w for w in range(len(normalized)) if w != leader]
         self.copy_errors.append(np.mean([np.sum((normalized[leader] - normalized[w]) ** 2)
                                          / max(np.sum(normalized[w] ** 2), 1e-30) for w in others]) if others else 0)
         if self.trainer.steps % 50 == 0:
             log.info("lgc: autoencoder step %d, loss %.4f (vectors' mean square %.4f); the leader's vector as the "
-                     "others' estimate: relative squared error %.3f (median of the last 50 steps)", self.trainer.steps,
-                     loss, float(np.mean(np.square(normalized))), float(np.median(self.copy_errors[-50:])))
+                     "others' estimate: relative squared error %.3f (median of the last 50 steps); training %.1f ms "
+                     "per step", self.trainer.steps, loss, float(np.mean(np.square(normalized))),
+                     float(np.median(self.copy_errors[-50:])), 1e3 * float(np.mean(self.train_seconds[-50:])))
+            del self.copy_errors[:-50], self.train_seconds[:-50]
         return result
 
     def combine_lgc(self, step, leader, lead, messages):
