@@ -6,7 +6,9 @@ Fashion-MNIST example's CNN (coded tensors: all of >= 2 dims but the first and l
     python tools/lgc_traffic.py [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
 
 Three views: over all parameters (the dense ones sent as float32), over the coded tensors only, and
-over the coded tensors without the indices.  Socket bytes of real runs are in the example's log.
+over the coded tensors without the indices.  Then the leader's indices in three encodings: raw int32,
+bit-packed (the wire format: fixed-size messages, as ps-lite keys are) and delta + varint (variable
+size; a key would have to reserve its worst case).  Socket bytes of real runs are in the example's log.
 """
 import argparse
 import os
@@ -15,10 +17,11 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import mxnet as mx  # noqa: E402
+import numpy as np  # noqa: E402
 
 from mxnet_gc import codecs  # noqa: E402
 from mxnet_gc.lgc.options import LGCOptions  # noqa: E402
-from mxnet_gc.lgc.wire import HEADER, WireFormat  # noqa: E402
+from mxnet_gc.lgc.wire import HEADER, WireFormat, index_bits  # noqa: E402
 from train_fashion_mnist import build_model  # noqa: E402
 
 
@@ -55,6 +58,22 @@ def main():
               % (w, lead, innov, per_worker, dgc_bytes, dgc_bytes / per_worker, coded_dense / per_worker,
                  4 * (sum(sizes) + dense) / (per_worker + 4 * dense), no_index, dgc_no_index / no_index))
     print("(header: %d words per message)" % HEADER)
+    print()
+    print("Leader indices per step, three encodings (k indices into each coded tensor of n values; the delta/varint "
+          "size is the mean over 100 uniform random index sets, sorted, as in index order):")
+    print("| tensor n | k | raw int32 B | bit-packed B (used) | delta + LEB128 varint B |")
+    print("|---|---|---:|---:|---:|")
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        k = fmt.k[sizes.index(n)]
+        varint = np.mean([sum(varint_bytes(int(d)) for d in np.diff(np.concatenate([[0], np.sort(
+            rng.choice(n, k, replace=False))]))) for _ in range(100)])
+        print("| %d | %d | %d | %.0f | %.0f |" % (n, k, 4 * k, k * index_bits(n) / 8, varint))
+
+
+def varint_bytes(value):
+    """Bytes of ``value`` as an LEB128 varint (7 bits a byte)."""
+    return max(1, -(-value.bit_length() // 7))
 
 
 if __name__ == "__main__":
