@@ -119,9 +119,9 @@ class GroupReference:
                 for i in own[r][c]:
                     hit = np.flatnonzero(lead[c] == i)
                     if hit.size:
-                        channel[off[c] + hit[0]] = v[r][c][i] / np.float32(scales[r][c])
+                        channel[off[c] + hit[0]] = v[r][c][i] / np.float32(scales[leader][c])
             est = ae.decode(r, code, channel, P)[:K]
-            values.append(np.concatenate([est[off[c]:off[c + 1]] * np.float32(scales[r][c])
+            values.append(np.concatenate([est[off[c]:off[c + 1]] * np.float32(scales[leader][c])
                                           for c in range(len(coded))]).astype(np.float32))
         updates = [np.zeros(s, np.float32) for s in sizes]
         applied = []

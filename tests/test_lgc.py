@@ -81,18 +81,19 @@ def test_messages_byte_for_byte(fmt):
     lead_bits = reference_pack(np.concatenate(lead), [10] * 20 + [6, 3])
     own_bits = reference_pack(np.concatenate(own), [10, 10, 6, 3])
     header = lambda kind, step, rank: np.array([MAGIC[kind], step, rank], np.uint32)  # noqa: E731
-    assert fmt.index_message(7, 1, lead).tobytes() == as_bytes(header("INDEX", 7, 1), lead_bits)
-    assert fmt.lead_message(2 ** 32 + 5, 1, lead, code).tobytes() == as_bytes(header("LEAD", 5, 1), lead_bits, code)
-    innov = fmt.innov_message(7, 0, scales, own, values)
-    assert innov.tobytes() == as_bytes(header("INNOV", 7, 0), scales, own_bits, np.concatenate(values))
+    assert fmt.index_message(7, 1, scales, lead).tobytes() == as_bytes(header("INDEX", 7, 1), scales, lead_bits)
+    assert fmt.lead_message(2 ** 32 + 5, 1, scales, lead, code).tobytes() == \
+        as_bytes(header("LEAD", 5, 1), scales, lead_bits, code)
+    innov = fmt.innov_message(7, 0, own, values)
+    assert innov.tobytes() == as_bytes(header("INNOV", 7, 0), own_bits, np.concatenate(values))
     vector = rng.standard_normal(32).astype(np.float32)
-    assert fmt.innov_message(7, 0, scales, own, values, vector).tobytes() == \
-        as_bytes(header("VECTOR", 7, 0), scales, own_bits, np.concatenate(values), vector)
+    assert fmt.innov_message(7, 0, own, values, vector).tobytes() == \
+        as_bytes(header("VECTOR", 7, 0), own_bits, np.concatenate(values), vector)
     sums = rng.standard_normal(22).astype(np.float32)
     extras = [[v * 2 for v in values], values]
-    result = fmt.result_message(7, 1, lead, sums, [own, own], extras, code)
+    result = fmt.result_message(7, 1, scales, lead, sums, [own, own], extras, code)
     both = reference_pack(np.concatenate(own + own), [10, 10, 6, 3] * 2)
-    assert result.tobytes() == as_bytes(header("RESULT", 7, 1), lead_bits, sums, both,
+    assert result.tobytes() == as_bytes(header("RESULT", 7, 1), scales, lead_bits, sums, both,
                                         np.concatenate(extras[0] + extras[1]), code)
     # and back
     fields = fmt.read("RESULT", result, step=7)
@@ -104,12 +105,13 @@ def test_messages_byte_for_byte(fmt):
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(fields["sums"], sums)
     np.testing.assert_array_equal(fields["code"], code)
+    np.testing.assert_array_equal(fields["scales"], scales)
     assert [len(x) for x in fmt.read("INNOV", innov)["innov_values"]] == [2, 1, 1]
 
 
 def test_corrupt_messages_are_refused(fmt):
     lead = [np.arange(20), np.array([36]), np.array([4])]
-    good = fmt.index_message(3, 0, lead)
+    good = fmt.index_message(3, 0, [1, 1, 1], lead)
     with pytest.raises(CorruptMessage, match="words"):
         fmt.read("INDEX", good[:-1])
     with pytest.raises(CorruptMessage, match="not a LEAD"):
@@ -120,11 +122,10 @@ def test_corrupt_messages_are_refused(fmt):
     bad.view(np.uint32)[-1] = 0xFFFFFFFF  # the last tensor's index: 7 > its 5 values
     with pytest.raises(CorruptMessage, match="out of tensor"):
         fmt.read("INDEX", bad)
-    scales = np.array([1, 0, 1], np.float32)
-    innov = fmt.innov_message(3, 0, scales, [np.array([1, 2]), np.array([3]), np.array([4])],
-                              [np.ones(2, np.float32), np.ones(1, np.float32), np.ones(1, np.float32)])
     with pytest.raises(CorruptMessage, match="scales"):
-        fmt.read("INNOV", innov)
+        fmt.read("INDEX", fmt.index_message(3, 0, [1, 0, 1], lead))
+    with pytest.raises(CorruptMessage, match="scales"):
+        fmt.read("INDEX", fmt.index_message(3, 0, [1, np.nan, 1], lead))
 
 
 # ---- the autoencoder ----

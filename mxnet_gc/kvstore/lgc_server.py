@@ -26,7 +26,7 @@ class ServerGroup:
         self.lead = None  # this step's leader message
         self.all = []  # this step's 'all' messages so far
         self.step = 0
-        self.indices = None  # the leader's, in the train phase
+        self.index = None  # the leader's INDEX fields (scales, indices), in the train phase
 
 
 class LGCServer:
@@ -102,9 +102,9 @@ class LGCServer:
             fields = group.fmt.read("INDEX", group.lead, group.step)
         except ValueError as e:
             out[:] = 0
-            group.indices = None
+            group.index = None
             return "rejected the leader's indices: %s" % e
-        group.indices = fields["indices"]
+        group.index = fields
         out[:] = group.lead
         return None
 
@@ -116,10 +116,9 @@ class LGCServer:
         out = self.values_np[group.keys["result"]]
         try:
             if self.phase == "train":
-                if group.indices is None:
+                if group.index is None:
                     raise ValueError("the leader's indices of this step were rejected")
-                out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.indices,
-                                                      messages)
+                out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.index, messages)
             else:
                 out[:] = group.combiner.combine_lgc(group.step, self._leader_of(group.step), lead, messages)
             return None

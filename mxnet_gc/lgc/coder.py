@@ -56,33 +56,34 @@ class GroupCoder:
     def _innovation(self):
         idx = [vectors.top(v, k) for v, k in zip(self.v, self.fmt.ki)]
         values = [v[i] for v, i in zip(self.v, idx)]
-        scales = [vectors.scale_of(v) for v in self.v]
-        self._sent = (idx, values, scales)
-        return idx, values, scales
+        self._sent = (idx, values)
+        return idx, values
+
+    def scales(self):
+        """The leader's scales: each tensor's largest |v| (every worker's vector is divided by these)."""
+        return [vectors.scale_of(v) for v in self.v]
 
     def index_message(self, step):
-        """The train phase's first message, from the leader: its indices."""
-        return self.fmt.index_message(step, self.rank, self.leader_indices())
+        """The train phase's first message, from the leader: its scales and indices."""
+        return self.fmt.index_message(step, self.rank, self.scales(), self.leader_indices())
 
     def vector_message(self, step, indices):
         """The train phase's second message: this worker's values at the leader's indices, its innovation."""
-        idx, values, scales = self._innovation()
-        return self.fmt.innov_message(step, self.rank, scales, idx, values,
-                                      vector=vectors.gather(self.fmt, self.v, indices))
+        idx, values = self._innovation()
+        return self.fmt.innov_message(step, self.rank, idx, values, vector=vectors.gather(self.fmt, self.v, indices))
 
     def lead_message(self, step):
-        """The lgc phase's leader message: its indices and the code of its scaled vector."""
-        indices = self.leader_indices()
-        scales = [vectors.scale_of(v) for v in self.v]
+        """The lgc phase's leader message: its scales, its indices and the code of its scaled vector."""
+        indices, scales = self.leader_indices(), self.scales()
         vector = vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales)
         start = time.perf_counter()
         code = self.ae.encode(vector)
         self.network_seconds += time.perf_counter() - start
-        return self.fmt.lead_message(step, self.rank, indices, code)
+        return self.fmt.lead_message(step, self.rank, scales, indices, code)
 
     def innov_message(self, step):
-        idx, values, scales = self._innovation()
-        return self.fmt.innov_message(step, self.rank, scales, idx, values)
+        idx, values = self._innovation()
+        return self.fmt.innov_message(step, self.rank, idx, values)
 
     def set_autoencoder(self, ae, weights):
         Autoencoder.set_flat(ae.params(), weights)
@@ -91,7 +92,8 @@ class GroupCoder:
     def finish(self, phase, result):
         """Applies a step's RESULT fields: returns the dense updates per tensor; updates the accumulators."""
         fmt = self.fmt
-        idx, values, scales = self._sent
+        idx, values = self._sent
+        scales = result["scales"]
         update = vectors.dense_update(fmt, fmt.sizes, result["indices"], result["sums"], result["innov_indices"],
                                       result["innov_values"])
         subtract = phase == "lgc" and self.options.error_feedback == "subtract"

@@ -42,13 +42,15 @@ class Combiner:
             fields.append(f)
         return fields
 
-    def combine_train(self, step, leader, indices, messages):
-        """The RESULT of a train-phase step from the workers' VECTOR messages (rank order); trains."""
+    def combine_train(self, step, leader, index, messages):
+        """The RESULT of a train-phase step from the leader's INDEX fields and the workers' VECTOR messages
+        (rank order); trains."""
+        indices, scales = index["indices"], index["scales"]
         fields = self.check_step("VECTOR", messages, step)
         values = [f["vector"] for f in fields]
-        result = self._result(step, leader, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
-        normalized = [vectors.scale_segments(self.fmt, f["vector"], f["scales"]) for f in fields]
-        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], f["scales"])
+        result = self._result(step, leader, scales, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
+        normalized = [vectors.scale_segments(self.fmt, f["vector"], scales) for f in fields]
+        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
                     for f in fields]
         self.trainer.add(normalized, channels, leader)
         start = time.perf_counter()
@@ -71,25 +73,26 @@ class Combiner:
         if lead["rank"] != leader:
             raise CorruptMessage("the leader of step %d is worker %d, a LEAD came from %d" % (step, leader, lead["rank"]))
         fields = self.check_step("INNOV", messages, step)
-        values = [self.estimate(w, lead["code"], lead["indices"], f) for w, f in enumerate(fields)]
-        return self._result(step, leader, lead["indices"], fields, values, lead["code"])
+        values = [self.estimate(w, lead, f) for w, f in enumerate(fields)]
+        return self._result(step, leader, lead["scales"], lead["indices"], fields, values, lead["code"])
 
-    def estimate(self, worker, code, indices, innov):
-        """A worker's values at the leader's indices, decoded from the code and its innovation."""
-        channel = vectors.innovation_channel(self.fmt, indices, innov["innov_indices"], innov["innov_values"],
-                                             innov["scales"])
-        decoded = self.ae.decode(worker, code, channel, self.fmt.padded)
-        return vectors.scale_segments(self.fmt, decoded, innov["scales"], inverse=True)
+    def estimate(self, worker, lead, innov):
+        """A worker's values at the leader's indices, decoded from the leader's code (in the leader's
+        scales) and the worker's innovation."""
+        channel = vectors.innovation_channel(self.fmt, lead["indices"], innov["innov_indices"], innov["innov_values"],
+                                             lead["scales"])
+        decoded = self.ae.decode(worker, lead["code"], channel, self.fmt.padded)
+        return vectors.scale_segments(self.fmt, decoded, lead["scales"], inverse=True)
 
-    def _result(self, step, leader, indices, fields, values, code):
+    def _result(self, step, leader, scales, indices, fields, values, code):
         sums = np.zeros(self.fmt.K, np.float32)
         extras = []
         for f, v in zip(fields, values):
             mine, extra = vectors.applied(self.fmt, v, indices, f["innov_indices"], f["innov_values"])
             sums += mine
             extras.append(extra)
-        return self.fmt.result_message(step, leader, indices, sums, [f["innov_indices"] for f in fields], extras,
-                                       code)
+        return self.fmt.result_message(step, leader, scales, indices, sums, [f["innov_indices"] for f in fields],
+                                       extras, code)
 
     def weights(self):
         """The autoencoder's weights (encoder, then every decoder), flat, for the workers."""

@@ -9,13 +9,14 @@ b_c = max(1, ceil(log2 n_c)) bits, least significant bit first, tensor after ten
 padded to whole words.  K = sum k_c; the coded vector has P = K rounded up to a multiple of 16 values;
 the code has C * P / 16 floats (C latent channels).
 
-    INDEX  (train phase, leader)   header | leader indices (in the leader's |value| order)
-    LEAD   (lgc phase, leader)     header | leader indices | code
-    INNOV  (lgc phase, everyone)   header | scales (one float per tensor) | innovation indices | values
-    VECTOR (train phase, everyone) INNOV's fields | the vector (P floats, values / scale, zero padded)
-    RESULT (server, every phase)   header | leader indices | summed values at them (K floats)
-                                   | every worker's innovation indices (rank order) | values added there
-                                   | code (zeros in the train phase)
+    INDEX  (train phase, leader)   header | scales (the leader's, one float per tensor) | leader indices
+    LEAD   (lgc phase, leader)     header | scales | leader indices | code
+    INNOV  (lgc phase, everyone)   header | innovation indices | values
+    VECTOR (train phase, everyone) INNOV's fields | the vector (P floats: the values at the leader's
+                                   indices, unscaled, zero padded)
+    RESULT (server, every phase)   header | the leader's scales | leader indices | summed values at them
+                                   (K floats) | every worker's innovation indices (rank order) | values
+                                   added there | code (zeros in the train phase)
 
 A result's innovation values are what the sum adds at those coordinates besides the K summed values
 (zero for a coordinate among the leader's indices, which the K values already hold).
@@ -87,12 +88,13 @@ class WireFormat:
         self.innov_index_words = (sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
         self.Ki = sum(self.ki)
         self.all_innov_index_words = (num_workers * sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
+        scales = len(self.sizes)
         self.words = {
-            "INDEX": HEADER + self.index_words,
-            "LEAD": HEADER + self.index_words + self.code_words,
-            "INNOV": HEADER + len(self.sizes) + self.innov_index_words + self.Ki,
-            "VECTOR": HEADER + len(self.sizes) + self.innov_index_words + self.Ki + self.padded,
-            "RESULT": HEADER + self.index_words + self.K + self.all_innov_index_words
+            "INDEX": HEADER + scales + self.index_words,
+            "LEAD": HEADER + scales + self.index_words + self.code_words,
+            "INNOV": HEADER + self.innov_index_words + self.Ki,
+            "VECTOR": HEADER + self.innov_index_words + self.Ki + self.padded,
+            "RESULT": HEADER + scales + self.index_words + self.K + self.all_innov_index_words
                       + num_workers * self.Ki + self.code_words,
         }
 
@@ -132,26 +134,27 @@ class WireFormat:
 
     # ---- messages ----
 
-    def index_message(self, step, rank, indices):
-        return self._as_words([self._header("INDEX", step, rank), self.pack_indices(indices, self.k)],
-                              self.words["INDEX"])
+    def index_message(self, step, rank, scales, indices):
+        return self._as_words([self._header("INDEX", step, rank), np.asarray(scales, np.float32),
+                               self.pack_indices(indices, self.k)], self.words["INDEX"])
 
-    def lead_message(self, step, rank, indices, code):
-        return self._as_words([self._header("LEAD", step, rank), self.pack_indices(indices, self.k),
-                               np.asarray(code, np.float32)], self.words["LEAD"])
+    def lead_message(self, step, rank, scales, indices, code):
+        return self._as_words([self._header("LEAD", step, rank), np.asarray(scales, np.float32),
+                               self.pack_indices(indices, self.k), np.asarray(code, np.float32)], self.words["LEAD"])
 
-    def innov_message(self, step, rank, scales, indices, values, vector=None):
+    def innov_message(self, step, rank, indices, values, vector=None):
         kind = "INNOV" if vector is None else "VECTOR"
-        parts = [self._header(kind, step, rank), np.asarray(scales, np.float32), self.pack_indices(indices, self.ki),
+        parts = [self._header(kind, step, rank), self.pack_indices(indices, self.ki),
                  np.concatenate(values).astype(np.float32)]
         if vector is not None:
             parts.append(np.asarray(vector, np.float32))
         return self._as_words(parts, self.words[kind])
 
-    def result_message(self, step, leader, indices, sums, innov_indices, innov_values, code):
+    def result_message(self, step, leader, scales, indices, sums, innov_indices, innov_values, code):
         """``innov_indices``/``innov_values``: per worker (rank order), per-tensor arrays."""
         stream = self.pack_indices([i for row in innov_indices for i in row], self.ki, self.num_workers)
-        return self._as_words([self._header("RESULT", step, leader), self.pack_indices(indices, self.k),
+        return self._as_words([self._header("RESULT", step, leader), np.asarray(scales, np.float32),
+                               self.pack_indices(indices, self.k),
                                np.asarray(sums, np.float32), stream,
                                np.concatenate([v for row in innov_values for v in row]).astype(np.float32),
                                np.asarray(code, np.float32)], self.words["RESULT"])
@@ -174,6 +177,9 @@ class WireFormat:
             return words[at - n:at]
 
         if kind in ("INDEX", "LEAD", "RESULT"):
+            fields["scales"] = take(len(self.sizes)).copy()
+            if not np.all(np.isfinite(fields["scales"])) or np.any(fields["scales"] <= 0):
+                raise CorruptMessage("scales must be finite and positive, got %s" % fields["scales"])
             fields["indices"] = self.unpack_indices(take(self.index_words).view(np.uint32), self.k)[0]
         if kind == "RESULT":
             fields["sums"] = take(self.K).copy()
@@ -183,9 +189,6 @@ class WireFormat:
             fields["innov_values"] = [self._split(values[w * self.Ki:(w + 1) * self.Ki], self.ki)
                                       for w in range(self.num_workers)]
         if kind in ("INNOV", "VECTOR"):
-            fields["scales"] = take(len(self.sizes)).copy()
-            if not np.all(np.isfinite(fields["scales"])) or np.any(fields["scales"] <= 0):
-                raise CorruptMessage("scales must be finite and positive, got %s" % fields["scales"])
             fields["innov_indices"] = self.unpack_indices(take(self.innov_index_words).view(np.uint32), self.ki)[0]
             fields["innov_values"] = self._split(take(self.Ki), self.ki)
         if kind == "VECTOR":
