@@ -86,3 +86,11 @@ def test_layout_with_merge_groups():
     assert all(len({c.message.server for c in m.chunks}) == 1 for m in messages)
     with pytest.raises(ValueError, match="every key being initialized exactly once"):
         Layout(2, 1000, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])
+
+
+def test_config_differences_name_the_fields():
+    a = {"type": "4bit", "default": {"thresholds": [1, 2]}, "per_key": {}}
+    b = {"type": "4bit", "default": {"thresholds": [1, 3]}, "per_key": {}, "extra": True}
+    assert protocol.differences(a, b) == ["default.thresholds: [1, 2] / [1, 3]", 'extra: "(absent)" / true']
+    assert protocol.differences(a, a) == []
+    assert protocol.differences({"x": 1}, "none") == ['{"x": 1} / "none"']

@@ -276,8 +276,8 @@ class Aggregator:
         differing = sorted(r for r, c in seen.items() if c != seen[first_rank])
         if differing:
             st[protocol.ST_MISMATCH] = 1
-            message = "workers set different gradient compression parameters: rank %d %s, rank %d %s" % (
-                first_rank, seen[first_rank], differing[0], seen[differing[0]])
+            message = "workers set different gradient compression parameters (rank %d / rank %d): %s" % (
+                first_rank, differing[0], "; ".join(protocol.differences(seen[first_rank], seen[differing[0]])))
             log.error(message)
             protocol.write_message(st, message)
         else:

@@ -68,6 +68,20 @@ def config_hash(config):
     return zlib.crc32(json.dumps(config, sort_keys=True).encode()) & 0xFFFFFF
 
 
+def differences(a, b, prefix=""):
+    """The fields in which two configs differ, as "field: a / b" strings (nested dicts by dotted name)."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return [] if a == b else ["%s%s / %s" % (prefix + ": " if prefix else "", json.dumps(a), json.dumps(b))]
+    out = []
+    for key in sorted(set(a) | set(b), key=str):
+        name = "%s.%s" % (prefix, key) if prefix else str(key)
+        if key not in a or key not in b:
+            out.append("%s: %s / %s" % (name, json.dumps(a.get(key, "(absent)")), json.dumps(b.get(key, "(absent)"))))
+        else:
+            out += differences(a[key], b[key], name)
+    return out
+
+
 def encode_command(op, **fields):
     """A command body: the prefix and a JSON object (ps-lite commands are NUL-free text)."""
     return COMMAND_PREFIX + json.dumps(dict(op=op, **fields), sort_keys=True)
