@@ -5,6 +5,9 @@ RATES_BITS = {"100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True}
 FOUR_BIT = {"type": "4bit", "thresholds": "medium"}
 CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
+# LGC with its phases shortened for a benchmark (dense, a 2-stage ramp, the autoencoder's training: part of
+# the warm-up); the timed steps are coded steps
+LGC = {"type": "lgc", "density": 1e-3, "dense_steps": 4, "ramp_steps": 4, "ramp_stages": 2, "ae_steps": 8}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +59,16 @@ SPARSE_MODES = [
     Mode("topk-fixed", "consecutive layers filled into messages of at least --bucket-bytes payload bytes, each sent "
          "as soon as its gradients are ready", compression=TOPK, merge="fixed"),
 ]
+LGC_MODES = [
+    Mode("topk-1e-3", "layer-wise top-k at density 1e-3 with sparse pulls, in the default messages (what LGC "
+         "compares with: the coded tensors' top-k, the others dense)",
+         compression={"type": "layerwise_topk", "density": 1e-3, "compressed_pull": True}),
+    Mode("lgc", "learned gradient compression at density 1e-3 (the leader's code, everyone's innovation), timed "
+         "in its lgc phase", compression=LGC),
+]
 HOROVOD_PREFIX = "hvd-"
 HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport="horovod",
                                      description=m.description + ", on mxnet_gc's horovod store")
                  for m in [DENSE_MODES[2]] + SPARSE_MODES]
-MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + HOROVOD_MODES}
+MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]

@@ -81,6 +81,11 @@ def run(mode, model, steps, warmup, bucket_bytes):
         return time.perf_counter() - start
 
     schedule = getattr(trainer, "schedule", None)  # mxnet_gc's trainer: time the schedule's last phase
+    if mode.compression and mode.compression.get("type") == "lgc":  # (its phases are run by the store)
+        from mxnet_gc.lgc.options import LGCOptions
+        from mxnet_gc.schedule import Schedule
+
+        schedule = Schedule(LGCOptions(mode.compression).phases())
     warmup += schedule.start(schedule.phases[-1].name) if schedule else 0
     for i in range(warmup):
         step(i)
