@@ -198,8 +198,11 @@ def main(argv=None):
                 json.dump(log, f, indent=1)
         if args.checkpoint:
             trainer.save_checkpoint(args.checkpoint, extra={"epoch": epoch + 1})
+    if lgc:  # the autoencoder's weights, pulled once at the switch to the lgc phase (in bytes_received)
+        log["autoencoder_bytes"] = kv.lgc.autoencoder_bytes
     if rank == 0 and trainer.group_table:
         log["groups"] = trainer.group_table
+    if rank == 0 and (trainer.group_table or lgc):
         if args.log:
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)
@@ -226,6 +229,8 @@ def report(log):
     else:
         lines.append("compression ratio of the sent traffic: %.1fx (%.1f%% of the uncompressed push traffic saved)"
                      % (dense / sent, 100 * (1 - sent / dense)))
+    if "autoencoder_bytes" in log:
+        lines.append("autoencoder weights pulled by rank 0 (once): %.1f kB" % (log["autoencoder_bytes"] / 1e3))
     return "\n".join(lines)
 
 

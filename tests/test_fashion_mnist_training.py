@@ -171,3 +171,16 @@ def test_checkpoint_moves_between_transports(tmp_path):
     train(tmp_path, "--epochs", "3", "--resume", stay, "--checkpoint", stay3, *sparse)
     train(tmp_path, "--epochs", "3", "--resume", moved, "--checkpoint", back3, *sparse)
     same_state(stay3, back3)
+
+
+def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
+    # 10 steps an epoch: dense 0-2, sparse ramp 3-4, the autoencoder's training 5-7, coded from step 8; the
+    # checkpoint after epoch 1 is in the lgc phase (the servers' autoencoders are part of it)
+    lgc = ["--compression", "lgc", "--density", "0.01", "--innovation-density", "0.001", "--lgc-dense-steps", "3",
+           "--ramp-steps", "2", "--ae-steps", "3", "--lgc-options", json.dumps({"ramp_stages": 2})]
+    proc, whole, epochs = resume_and_compare(tmp_path, *lgc)
+    for line in ("step 3: phase dense -> sparse-1", "step 5: phase sparse-2 -> train", "step 8: phase train -> lgc",
+                 "autoencoder weights pulled by rank 0 (once)"):
+        assert line in proc.stdout
+    assert [p["phase"] for p in epochs[1]["phases"]] == ["lgc"]
+    assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.server0"))

@@ -175,6 +175,9 @@ class LGCRounds:
             return
         if phase == "train" or resume is not None:
             self._make_groups(previous, resume[0] if resume is not None else None)
+            for g in self.groups:  # the ramp's codec states now live in the accumulators
+                for c in g.chunks:
+                    c.residual = None
         self._make_keys(phase)
         if resume is not None and resume[1] is not None:  # the servers' autoencoders of the checkpoint
             store._link.command("lgc_load", path=resume[1])
