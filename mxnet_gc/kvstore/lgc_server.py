@@ -62,6 +62,8 @@ class LGCServer:
 
     def save(self, path):
         """Writes every group's next step and autoencoder training state to ``path`` (pickle, sealed)."""
+        for g in self.groups.values():
+            g.combiner.wait()
         state = {ids: {"step": g.step, "trainer": g.combiner.trainer.state()} for ids, g in self.groups.items()}
         checkpoint_files.write(path, pickle.dumps(state))
 

@@ -2,12 +2,17 @@
 train the autoencoder on what the train phase brings.
 
 Train phase: each worker sends its exact values at the leader's indices (VECTOR); the result is their
-sum, and the vectors (each tensor's segment divided by the worker's scale) and innovation channels go
+sum, and the vectors (each tensor's segment divided by the leader's scale) and innovation channels go
 into the replay buffer for one training step.  Lgc phase: the leader sends the code of its vector
 (LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder from the
-leader's code and its innovation channel, times its scales.
+leader's code and its innovation channel, times the leader's scales.
+
+The training step runs on a thread of its own after the step's result is written, overlapping the
+workers' next forward and backward; the next step waits for it, so the order (and the result) is
+that of training in line.
 """
 import logging
+import threading
 import time
 
 import numpy as np
@@ -28,6 +33,7 @@ class Combiner:
         self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight)
         self.copy_errors = []  # train phase: how far the leader's vector is from each other worker's
         self.train_seconds = []
+        self._training = None  # the thread of the last training step
 
     def check_step(self, kind, messages, step):
         """Reads each worker's message; raises CorruptMessage unless all are ``kind`` of ``step``."""
@@ -46,6 +52,7 @@ class Combiner:
         """The RESULT of a train-phase step from the leader's INDEX fields and the workers' VECTOR messages
         (rank order); trains."""
         indices, scales = index["indices"], index["scales"]
+        self.wait()
         fields = self.check_step("VECTOR", messages, step)
         values = [f["vector"] for f in fields]
         result = self._result(step, leader, scales, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
@@ -53,6 +60,20 @@ class Combiner:
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
                     for f in fields]
         self.trainer.add(normalized, channels, leader)
+        self._training = threading.Thread(target=self._train, args=(normalized, leader), daemon=True)
+        self._training.start()
+        return result
+
+    def wait(self):
+        """Returns once the last training step has finished (before anything reads or changes the
+        autoencoder or its buffer)."""
+        if self._training is not None:
+            self._training.join()
+            self._training = None
+
+    def _train(self, normalized, leader):
+        """One training step, on a thread of its own: the workers already have the step's result and
+        compute the next step meanwhile."""
         start = time.perf_counter()
         loss = self.trainer.train_step()
         self.train_seconds.append(time.perf_counter() - start)
@@ -65,10 +86,10 @@ class Combiner:
                      "per step", self.trainer.steps, loss, float(np.mean(np.square(normalized))),
                      float(np.median(self.copy_errors[-50:])), 1e3 * float(np.mean(self.train_seconds[-50:])))
             del self.copy_errors[:-50], self.train_seconds[:-50]
-        return result
 
     def combine_lgc(self, step, leader, lead, messages):
         """The RESULT of an lgc-phase step from the leader's LEAD and the workers' INNOV messages."""
+        self.wait()
         lead = self.fmt.read("LEAD", lead, step)
         if lead["rank"] != leader:
             raise CorruptMessage("the leader of step %d is worker %d, a LEAD came from %d" % (step, leader, lead["rank"]))
@@ -96,4 +117,5 @@ class Combiner:
 
     def weights(self):
         """The autoencoder's weights (encoder, then every decoder), flat, for the workers."""
+        self.wait()
         return Autoencoder.flat(self.ae.params())
