@@ -49,10 +49,6 @@ class LGCRounds:
         self.autoencoder_bytes = 0  # one-time weight transfers, pulled by this worker
         self._resume = None  # (accumulators, servers' state file) of a checkpoint, for the next switch
 
-    @property
-    def config(self):
-        return self.options.config
-
     def choose_coded(self, keys, shapes, names):
         """Picks the coded keys among newly initialized ones (tensors of >= 2 dims, DGC's rule)."""
         self.coded += self.options.coded_keys(keys, shapes, names)
@@ -234,8 +230,8 @@ class LGCRounds:
         store._kv.init([k for k, _ in pushes], [mx.nd.zeros(n) for _, n in pushes])
         store._kv.init([k for k, _ in values], [mx.nd.zeros(n) for _, n in values])
         store._link.register([k for k, _ in values], [n for _, n in values])
-        store._link.command("lgc", phase=phase, step=self.schedule.step, options=self.options.config, num_workers=store.num_workers,
-                            groups=[{"server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
+        store._link.command("lgc", phase=phase, step=self.schedule.step, options=self.options.config,
+                            num_workers=store.num_workers, groups=[{"server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
                                      "chunks": [c.id for c in g.chunks]} for g in self.groups])
         store.agree({"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
 

@@ -4,8 +4,9 @@ and the result each step's pushes make (see lgc_rounds.py for the rounds, mxnet_
 The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (in the train
 phase it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
 in the lgc phase, the leader's); then the combiner makes the step's result, written to the 'result'
-value, and the step's two rounds count as done.  A message that does not follow the format is reported, and the step's result
-is then all zeros: the values are unchanged this step, every worker is told.
+value, and the step's two rounds count as done.  A message that does not follow the format is
+reported, and the step's result is then all zeros: the values are unchanged this step, every worker
+is told.
 """
 import pickle
 
@@ -76,7 +77,8 @@ class LGCServer:
         for ids, saved in state.items():
             group = self.groups[ids]
             if saved["step"] != group.step:
-                raise ValueError("lgc: %s was saved at step %d, the workers resume at %d" % (path, saved["step"], group.step))
+                raise ValueError("lgc: %s was saved at step %d, the workers resume at %d"
+                                 % (path, saved["step"], group.step))
             group.combiner.trainer.load_state(saved["trainer"])
             if self.phase == "lgc":
                 self.values_np[group.keys["weights"]][:] = group.combiner.weights()

@@ -80,9 +80,6 @@ class Autoencoder:
             out += [block.collect_params()[name] for name in sorted(block.collect_params())]
         return out
 
-    def encoder_params(self):
-        return [self.encoder.collect_params()[n] for n in sorted(self.encoder.collect_params())]
-
     @staticmethod
     def flat(params):
         return np.concatenate([p.data().asnumpy().reshape(-1) for p in params]).astype(np.float32)
@@ -99,8 +96,8 @@ class Autoencoder:
             p.set_data(mx.nd.array(vector[at:at + n].reshape(p.shape)))
             at += n
 
-    def weight_count(self, encoder_only=False):
-        return sum(int(np.prod(p.shape)) for p in (self.encoder_params() if encoder_only else self.params()))
+    def weight_count(self):
+        return sum(int(np.prod(p.shape)) for p in self.params())
 
     def encode(self, vector):
         """The code (flat float32) of one vector (numpy, P values)."""
@@ -127,7 +124,6 @@ class AutoencoderTrainer:
         self.buffer = []  # [(vectors W x P, innovations W x P, leader)]
         self.trainer = gluon.Trainer(autoencoder.params(), "adam", {"learning_rate": lr}, kvstore=None)
         self.steps = 0
-        self.last_loss = None
 
     def add(self, vectors, innovations, leader):
         self.buffer.append((np.asarray(vectors, np.float32), np.asarray(innovations, np.float32), int(leader)))
@@ -155,8 +151,7 @@ class AutoencoderTrainer:
         loss.backward()
         self.trainer.step(1)
         self.steps += 1
-        self.last_loss = float(loss.asscalar())
-        return self.last_loss
+        return float(loss.asscalar())
 
     def state(self):
         """What a checkpoint needs: weights, Adam's states, the buffer, the step count."""

@@ -92,7 +92,8 @@ class Combiner:
         self.wait()
         lead = self.fmt.read("LEAD", lead, step)
         if lead["rank"] != leader:
-            raise CorruptMessage("the leader of step %d is worker %d, a LEAD came from %d" % (step, leader, lead["rank"]))
+            raise CorruptMessage("the leader of step %d is worker %d, a LEAD came from %d"
+                                 % (step, leader, lead["rank"]))
         fields = self.check_step("INNOV", messages, step)
         values = [self.estimate(w, lead, f) for w, f in enumerate(fields)]
         return self._result(step, leader, lead["scales"], lead["indices"], fields, values, lead["code"])
