@@ -106,9 +106,9 @@ class Autoencoder:
 
     def decode(self, worker, code, innovation, padded):
         """Worker ``worker``'s estimate (numpy, P values) from a code and its innovation channel, clipped
-        to [-1, 1]: a scaled vector's range (each value is divided by its tensor's largest |value|).
-        Unclipped, a poor estimate can exceed the values it stands for, and error feedback that subtracts
-        it then grows the accumulators step after step (a run diverged so)."""
+        to [-1, 1]: the range of the leader's scaled vector (each value is divided by the leader's
+        largest |value| of its tensor).  Unclipped, poor estimates can exceed the values they stand for
+        by far, and error feedback that subtracts them grows the accumulators."""
         c = mx.nd.array(code.reshape(1, -1, padded // 16))
         with autograd.train_mode():
             out = self.decoders[worker](c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
