@@ -3,5 +3,10 @@ workers' sparsified gradients share; each worker adds a small exact "innovation"
 
 options.py       the 'lgc' parameters and the phases they make (dense, sparse ramp, train, lgc)
 wire.py          the messages, word by word (bit-packed indices, codes, innovations, results)
+vectors.py       top-k, the coded vector, scales, innovation channels, the combined sum
+coder.py         a worker's accumulators, the messages it sends, its error feedback
 autoencoder.py   the encoder, the per-worker decoders, their training on a replay buffer
+combiner.py      a server's combination of a step's messages, and the training it drives
+
+The parameter server's rounds are in mxnet_gc/kvstore/lgc_rounds.py (workers) and lgc_server.py.
 """
