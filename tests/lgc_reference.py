@@ -43,7 +43,10 @@ def simulate(p, locals_, groups, steps):
     names = list(locals_[0][0])
     coded = [n for g, _ in groups for n in g]
     head, densities = phase_list(p)
-    head += ["train"] * p["ae_steps"]
+    if p["autoencoder"]:
+        head += ["train"] * p["ae_steps"]
+    else:  # the ramp's last stage to the end
+        head += [head[-1]] * steps
     states = [{n: topk.new_state(locals_[0][0][n].size) for n in coded} for _ in range(W)]
     coders = [GroupReference(p, W, g, weights) for g, weights in groups]
     pulled = []

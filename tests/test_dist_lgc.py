@@ -35,27 +35,37 @@ def load(tmp_path, workers, steps):
 
 
 @pytest.mark.parametrize("workers, servers, options", [
-    (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1})])
+    (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
+    (2, 1, {"autoencoder": False})])
 def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
     proc = run(tmp_path, params, workers, servers)
     saved, names, locals_ = load(tmp_path, workers, STEPS)
     full = dict(__import__("mxnet_gc.lgc.options", fromlist=["DEFAULTS"]).DEFAULTS, **params)
     # the phases switch at the configured steps, on every worker, printed by rank 0
-    expected = ["dense"] * 2 + ["sparse-1", "sparse-2"] + ["train"] * 3 + ["lgc"] * 3
+    if params.get("autoencoder", True):
+        expected = ["dense"] * 2 + ["sparse-1", "sparse-2"] + ["train"] * 3 + ["lgc"] * 3
+        switches = ("step 2: phase dense -> sparse-1", "step 4: phase sparse-2 -> train", "step 7: phase train -> lgc")
+    else:  # the ramp's last stage to the end
+        expected = ["dense"] * 2 + ["sparse-1"] + ["sparse-2"] * 7
+        switches = ("step 2: phase dense -> sparse-1", "step 3: phase sparse-1 -> sparse-2")
     for r in range(workers):
         assert list(saved[r]["phases"]) == expected
-    for line in ("step 2: phase dense -> sparse-1", "step 4: phase sparse-2 -> train", "step 7: phase train -> lgc"):
+    for line in switches:
         assert line in proc.stdout
     coded = [str(n) for n in saved[0]["coded"]]
     assert len(coded) == 2 and all(n.endswith("weight") for n in coded)  # the middle layers' weights
     groups = json.loads(str(saved[0]["groups"]))
-    assert sorted(n for g in groups for n in g) == sorted(coded)
-    assert len(groups) == servers  # (here each server holds one of the two coded tensors, or both)
-    for g in range(len(groups)):  # every worker received the same autoencoders
+    if params.get("autoencoder", True):
+        assert sorted(n for g in groups for n in g) == sorted(coded)
+        assert len(groups) == servers  # (here each server holds one of the two coded tensors, or both)
+    else:
+        assert groups == []  # no autoencoder: no groups, every coded tensor stays in the ramp's codec
+        groups = [coded]
+    for g in range(len(groups) if params.get("autoencoder", True) else 0):  # every worker: the same autoencoders
         for r in range(1, workers):
             np.testing.assert_array_equal(saved[r]["autoencoder/%d" % g], saved[0]["autoencoder/%d" % g])
-    pulled = ref.simulate(full, locals_, [(names_g, saved[0]["autoencoder/%d" % g])
+    pulled = ref.simulate(full, locals_, [(names_g, saved[0].get("autoencoder/%d" % g))
                                           for g, names_g in enumerate(groups)], STEPS)
     for step in range(STEPS):
         # float32 sums in the servers' arrival order (1 ulp apart); in the lgc phase the networks also run

@@ -17,6 +17,8 @@ from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
     ({"ae_steps": 0}, "ae_steps"), ({"leader": -1}, "leader"), ({"error_feedback": "keep"}, "error_feedback"),
     ({"encoder_channels": [8, 16]}, "encoder_channels"), ({"dense_patterns": "conv*"}, "dense_patterns"),
     ({"ramp_steps": 2, "ramp_stages": 4}, "ramp_steps"), ({"momentum": 1.0}, "momentum"),
+    ({"autoencoder": "no"}, "autoencoder"), ({"autoencoder": False, "ramp_steps": 0}, "ramp_steps"),
+    ({"order": "random"}, "order"),
 ])
 def test_bad_options_name_the_field(params, field):
     with pytest.raises(ValueError, match=repr(field)):
@@ -31,6 +33,9 @@ def test_phases_are_the_schedule_of_the_options():
     assert phases == [("dense", 10), ("sparse-1", 3), ("sparse-2", 3), ("sparse-3", 3), ("train", 5), ("lgc", None)]
     np.testing.assert_allclose(options.ramp_densities(), [0.25, 0.25 * (1e-3 / 0.25) ** 0.5, 1e-3])
     assert [options.leader_at(s, 3) for s in range(5)] == [0, 1, 2, 0, 1]
+    without = LGCOptions({"dense_steps": 10, "ramp_steps": 9, "ramp_stages": 3, "autoencoder": False})
+    assert [(p.name, p.steps) for p in without.phases()] == [("dense", 10), ("sparse-1", 3), ("sparse-2", 3),
+                                                             ("sparse-3", None)]
     assert LGCOptions({"leader": 0}).leader_at(7, 3) == 0
 
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env python
-"""LGC study: uncompressed, layer-wise top-k (error feedback) and LGC-PS on the Fashion-MNIST example,
+"""LGC study: uncompressed, layer-wise top-k (error feedback), LGC-PS and LGC without its autoencoder
+(the ablation: LGC's dense tensors and density ramp, then top-k at the ramp's last density) on the
+Fashion-MNIST example,
 the same epochs, hyperparameters and seeds for each, on real jobs (W workers, 1 server,
 tools/launch.py).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its density
 and trains its autoencoder (docs/lgc.md).  Both sparse methods keep error feedback only, with the
@@ -9,7 +11,7 @@ density 1e-3 diverged here (docs/lgc.md).
 Writes docs/lgc_study_w<W>.json (every epoch of every run), docs/lgc_study_w<W>_epochs.png and
 docs/lgc_study_w<W>_bytes.png, and prints the table for docs/lgc.md.
 
-    .venv/bin/python tools/study_lgc.py [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
+    .venv/bin/python tools/study_lgc.py [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3] [--more]
 """
 import argparse
 import json
@@ -28,6 +30,9 @@ def configs(args):
         "top-k (error feedback)": ["--compression", "layerwise_topk", "--dense-warmup-steps", dense] + sparse,
         "LGC-PS": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps", str(args.ramp),
                    "--ae-steps", str(args.ae)] + sparse,
+        # the ablation: LGC's dense tensors and ramp, then the ramp's top-k to the end, no autoencoder
+        "LGC without autoencoder": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
+                                    str(args.ramp), "--lgc-options", json.dumps({"autoencoder": False})] + sparse,
     }
 
 
@@ -43,17 +48,28 @@ def main():
     parser.add_argument("--ramp", type=int, default=200)
     parser.add_argument("--ae", type=int, default=300)
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_w<W>.json and add these "
+                        "seeds' (the other settings must be the same)")
     args = parser.parse_args()
     table = configs(args)
-    results = {}
+    name = "lgc_study_w%d" % args.workers
+    results = {config: [] for config in table}
+    if args.more:
+        with open(os.path.join(args.docs, name + ".json")) as f:
+            saved = json.load(f)
+        same = {k: v for k, v in saved["args"].items() if k not in ("seeds", "more")}
+        if same != {k: v for k, v in vars(args).items() if k not in ("seeds", "more")}:
+            raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
+        results = dict(results, **saved["results"])
+        args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))
     for config in table:
-        results[config] = []
         for seed in args.seeds:
+            if any(log["args"]["seed"] == seed for log in results[config]):
+                continue
             log = run(config, seed, args, table, args.workers)
             results[config].append(log)
             print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
                   flush=True)
-    name = "lgc_study_w%d" % args.workers
     with open(os.path.join(args.docs, name + ".json"), "w") as f:
         json.dump({"args": vars(args), "results": results}, f, indent=1)
     plot(results, os.path.join(args.docs, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],

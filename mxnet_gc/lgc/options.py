@@ -9,6 +9,9 @@ docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run'
     train       ae_steps steps of leader-indexed sparse pushes at ``density``; the servers train the
                 autoencoder on the workers' vectors
     lgc         to the end: the leader sends the code of its vector, every worker its innovation
+
+With ``autoencoder=False`` the ramp's last stage runs to the end instead: DGC with LGC's ramp and dense
+tensors, to measure what the autoencoder adds.
 """
 import fnmatch
 import math
@@ -35,6 +38,8 @@ DEFAULTS = {
     "code_weight": 0.1,          # weight of the term pulling the workers' codes together
     "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims
     "seed": 0,                   # the autoencoder's initial weights
+    "autoencoder": True,         # False: the ramp's last stage runs to the end (DGC with this ramp and dense
+                                 # tensors: the ablation that shows the autoencoder's share)
 }
 STRIDE = 16  # 4 stride-2 convolutions: the coded vector is padded to a multiple of this
 
@@ -107,6 +112,12 @@ class LGCOptions:
             _fail("dense_patterns", "None or a list of name patterns (fnmatch)", patterns)
         self.dense_patterns = None if patterns is None else list(patterns)
         self.seed = _int("seed", p["seed"], 0)
+        if not isinstance(p["autoencoder"], bool):
+            _fail("autoencoder", "True or False", p["autoencoder"])
+        self.autoencoder = p["autoencoder"]
+        if not self.autoencoder and not self.ramp_steps:
+            _fail("ramp_steps", "at least ramp_stages without the autoencoder (its last stage runs to the end)",
+                  self.ramp_steps)
         self.config = {"type": "lgc", **{k: getattr(self, k) for k in DEFAULTS}}
 
     def ramp_densities(self):
@@ -123,6 +134,8 @@ class LGCOptions:
             sizes = [self.ramp_steps // self.ramp_stages + (i < self.ramp_steps % self.ramp_stages)
                      for i in range(self.ramp_stages)]
             phases += [Phase("sparse-%d" % (i + 1), n, "compressed") for i, n in enumerate(sizes)]
+        if not self.autoencoder:  # the last stage to the end
+            return phases[:-1] + [Phase(phases[-1].name, None, "compressed")]
         return phases + [Phase("train", self.ae_steps, "compressed"), Phase("lgc", None, "compressed")]
 
     def stage_density(self, phase_name):
