@@ -1,12 +1,11 @@
 #!/usr/bin/env python
 """LGC study: uncompressed, layer-wise top-k (error feedback), LGC-PS and LGC without its autoencoder
 (the ablation: LGC's dense tensors and density ramp, then top-k at the ramp's last density) on the
-Fashion-MNIST example,
-the same epochs, hyperparameters and seeds for each, on real jobs (W workers, 1 server,
-tools/launch.py).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its density
-and trains its autoencoder (docs/lgc.md).  Both sparse methods keep error feedback only, with the
-optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
-density 1e-3 diverged here (docs/lgc.md).
+Fashion-MNIST example, the same epochs, hyperparameters and seeds for each, on real jobs (W workers,
+1 server, tools/launch.py).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its
+density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error feedback only, with
+the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
+density 1e-3 diverged here (docs/results/history.md).
 
 Writes docs/lgc_study_w<W>.json (every epoch of every run), docs/lgc_study_w<W>_epochs.png and
 docs/lgc_study_w<W>_bytes.png, and prints the table for docs/lgc.md.
