@@ -17,6 +17,7 @@ the lgc phase every worker pulls the autoencoder's weights from each server ('we
 import mxnet as mx
 import numpy as np
 
+from .. import codecs
 from ..lgc.autoencoder import Autoencoder
 from ..lgc.coder import GroupCoder
 from ..lgc.options import LGCOptions
@@ -57,7 +58,6 @@ class LGCRounds:
         """The codec of a key's pushes through the store's messages in the installed phase."""
         phase = self.installed
         if key in self.coded and phase is not None and phase.startswith("sparse-"):
-            from .. import codecs
             return codecs.create(self.options.sparse_codec(phase))
         return None
 
@@ -130,14 +130,16 @@ class LGCRounds:
             for c, update in zip(g.chunks, g.coder.finish(phase, result)):
                 if c.key in dests:
                     self._part(dests[c.key], c)[:] = update
-        if phase == "lgc" and self.store.rank == 0 and (step + 1) % REPORT_EVERY == 0:
-            errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
-            seconds = sum(g.coder.network_seconds for g in self.groups)
-            print("mxnet_gc: lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f; "
-                  "autoencoder on this worker %.2f ms per step (over the last %d steps)"
-                  % (step, np.mean(errors), np.median(errors), 1e3 * seconds / REPORT_EVERY, REPORT_EVERY), flush=True)
+        if phase == "lgc" and (step + 1) % REPORT_EVERY == 0:
+            if self.store.rank == 0:
+                errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
+                seconds = sum(g.coder.network_seconds for g in self.groups)
+                print("mxnet_gc: lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f; "
+                      "autoencoder on this worker %.2f ms per step (over the last %d steps)"
+                      % (step, np.mean(errors), np.median(errors), 1e3 * seconds / REPORT_EVERY, REPORT_EVERY),
+                      flush=True)
             for g in self.groups:
-                del g.coder.errors[:-REPORT_EVERY]
+                del g.coder.errors[:]
                 g.coder.network_seconds = 0.0
         self.end_step()
 
