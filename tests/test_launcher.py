@@ -56,9 +56,9 @@ def test_report_has_each_process_cpu_time(tag, tmp_path):
     own = dict(line.split()[-2:] for line in proc.stdout.splitlines() if "] cpu " in line)
     for rank in (0, 1):
         measured, total = float(own[str(rank)]), rows["worker", rank]["cpu_seconds"]
-        # (the kernel's rusage of a process with MXNet's many threads may come out a few percent under
-        # the process's own clock: seen 5.18 s against 5.24 s)
-        assert measured >= 1.0 and 0.95 * measured <= total <= measured + 3.0
+        # (the kernel's rusage of a process with MXNet's many threads may come out under the process's
+        # own clock, by more on a loaded machine: seen 5.18 s against 5.24 s, and 3.96 s against 4.27 s)
+        assert measured >= 1.0 and 0.85 * measured <= total <= measured + 3.0
 
 
 def test_failing_worker_fails_the_job_with_its_last_lines(tag):
