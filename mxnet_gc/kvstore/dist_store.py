@@ -93,7 +93,6 @@ class DistSyncStore(StoreBase):
     def rank(self):
         return self._kv.rank
 
-
     @property
     def num_workers(self):
         return self._kv.num_workers

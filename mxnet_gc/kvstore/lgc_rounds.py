@@ -96,7 +96,7 @@ class LGCRounds:
         if phase == "train":
             if lead:
                 self._send([(g, "lead", g.coder.index_message(step)) for g in self.groups])
-            self.store._kv._barrier()
+            kv._barrier()
             kv.pull([g.keys["index"] for g in self.groups], out=[g.buffers["index"] for g in self.groups])
             messages = []
             for g in self.groups:
