@@ -42,6 +42,15 @@ def build_model(name):
                 gluon.nn.Conv2D(64, 3, activation="relu"), gluon.nn.MaxPool2D(2),
                 gluon.nn.Flatten(), gluon.nn.Dense(128, activation="relu"), gluon.nn.Dense(10))
         return net
+    if name == "cnn-fc":  # VGG-like: four 3x3 convolutions under a 10.5M-parameter fully connected head
+        net = gluon.nn.HybridSequential()
+        for i, channels in enumerate((32, 32, 64, 64)):
+            net.add(gluon.nn.Conv2D(channels, 3, padding=1, activation="relu"))
+            if i % 2:
+                net.add(gluon.nn.MaxPool2D(2))
+        net.add(gluon.nn.Flatten(), gluon.nn.Dense(2048, activation="relu"), gluon.nn.Dense(2048, activation="relu"),
+                gluon.nn.Dense(10))
+        return net
     from gluoncv import model_zoo  # CIFAR ResNet-20; its first convolution takes the 1 grey channel
 
     return model_zoo.get_model("cifar_resnet20_v1", classes=10)
@@ -78,7 +87,7 @@ def evaluate(net, images, labels, batch=1000):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
+    p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn")
     p.add_argument("--kvstore", default="dist_sync",
                    help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
     p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk", "lgc"], default="4bit",

@@ -36,9 +36,16 @@ def phase_list(p):
     return steps, densities
 
 
+def tunes(p, step, first):
+    """Whether lgc-phase ``step`` (the phase starting at ``first``) is a fine-tuning (train) step."""
+    n = p.get("fine_tune_every", 0)
+    return bool(n) and step >= first and (step - first) % n == n - 1
+
+
 def simulate(p, locals_, groups, steps):
-    """``locals_[r][step][name]``: worker r's gradient; ``groups``: [(coded names in vector order, the
-    autoencoder's flat weights or None)], one per server; returns ``pulled[step][name]``."""
+    """``locals_[r][step][name]``: worker r's gradient; ``groups``: [(coded names in vector order, a
+    function step -> the autoencoder's flat weights in use at that step)], one per server; returns
+    ``pulled[step][name]``."""
     W = len(locals_)
     names = list(locals_[0][0])
     coded = [n for g, _ in groups for n in g]
@@ -51,7 +58,7 @@ def simulate(p, locals_, groups, steps):
     coders = [GroupReference(p, W, g, weights) for g, weights in groups]
     pulled = []
     for step in range(steps):
-        phase = head[step] if step < len(head) else "lgc"
+        phase = head[step] if step < len(head) else ("train" if tunes(p, step, len(head)) else "lgc")
         out = {n: sum(locals_[r][step][n].ravel() for r in range(W)).astype(np.float32) for n in names
                if n not in coded}
         if phase == "dense":
@@ -78,13 +85,11 @@ def simulate(p, locals_, groups, steps):
 class GroupReference:
     """The train and lgc phases of one server's coded tensors."""
 
-    def __init__(self, p, W, names, weights):
+    def __init__(self, p, W, names, weights_at):
         self.p, self.W, self.names = p, W, names
         self.v = None
-        self.ae = None
-        if weights is not None:
-            self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0)
-            Autoencoder.set_flat(self.ae.params(), weights)
+        self.weights_at = weights_at
+        self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0)
 
     def step(self, step, phase, grads, residuals):
         """This step's updates {name: values}; ``residuals``: the sparse ramp's, taken at the first step."""
@@ -99,6 +104,8 @@ class GroupReference:
         P = max(STRIDE, -(-K // STRIDE) * STRIDE)
         off = np.concatenate([[0], np.cumsum(k)])
         ae, coded = self.ae, self.names
+        if phase == "lgc":
+            Autoencoder.set_flat(ae.params(), self.weights_at(step))
         for r in range(W):
             for c in range(L):
                 v[r][c] += grads[r][c].ravel()

@@ -36,7 +36,7 @@ def load(tmp_path, workers, steps):
 
 @pytest.mark.parametrize("workers, servers, options", [
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
-    (2, 1, {"autoencoder": False})])
+    (2, 1, {"autoencoder": False}), (2, 1, {"fine_tune_every": 2})])
 def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
     proc = run(tmp_path, params, workers, servers)
@@ -63,9 +63,16 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, opti
         assert groups == []  # no autoencoder: no groups, every coded tensor stays in the ramp's codec
         groups = [coded]
     for g in range(len(groups) if params.get("autoencoder", True) else 0):  # every worker: the same autoencoders
-        for r in range(1, workers):
-            np.testing.assert_array_equal(saved[r]["autoencoder/%d" % g], saved[0]["autoencoder/%d" % g])
-    pulled = ref.simulate(full, locals_, [(names_g, saved[0].get("autoencoder/%d" % g))
+        for step in range(7, STEPS):
+            for r in range(1, workers):
+                np.testing.assert_array_equal(saved[r]["autoencoder/%d/%d" % (step, g)],
+                                              saved[0]["autoencoder/%d/%d" % (step, g)])
+        after = [saved[0]["autoencoder/%d/%d" % (step, g)] for step in range(7, STEPS)]
+        if params.get("fine_tune_every"):  # step 8 (the 2nd of the lgc phase) trained: new weights from then on
+            assert np.any(after[1] != after[0]) and np.array_equal(after[2], after[1])
+        else:  # frozen
+            assert all(np.array_equal(w, after[0]) for w in after)
+    pulled = ref.simulate(full, locals_, [(names_g, lambda step, g=g: saved[0]["autoencoder/%d/%d" % (step, g)])
                                           for g, names_g in enumerate(groups)], STEPS)
     for step in range(STEPS):
         # float32 sums in the servers' arrival order (1 ulp apart); in the lgc phase the networks also run
@@ -102,14 +109,17 @@ def run_fault(tmp_path, fault):
     return run(tmp_path, PARAMS, 2, 1, extra={"fault": fault}, expect_success=False)
 
 
-@pytest.mark.parametrize("save_at, phase", [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")])
-def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase):
+@pytest.mark.parametrize("save_at, phase, options", [
+    (1, "dense", {}), (2, "sparse-1", {}), (3, "sparse-2", {}), (5, "train", {}), (8, "lgc", {}),
+    (8, "lgc", {"fine_tune_every": 2})])  # after a fine-tuning step
+def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase, options):
     # one job runs all the steps and saves after step save_at; a second job resumes from that checkpoint
     # and runs the rest: every later pulled update and the final weights are the same, bit for bit
     # (the servers' autoencoders, their Adam states and replay buffers, and the workers' accumulators
     # are in the checkpoint)
-    run(tmp_path, PARAMS, 2, 1, extra={"save_at": save_at})
-    run(tmp_path, PARAMS, 2, 1, extra={"resume": True})
+    params = dict(PARAMS, **options)
+    run(tmp_path, params, 2, 1, extra={"save_at": save_at})
+    run(tmp_path, params, 2, 1, extra={"resume": True})
     for r in range(2):
         whole = np.load(tmp_path / ("rank%d.npz" % r))
         resumed = np.load(tmp_path / ("rank%d.resumed.npz" % r))

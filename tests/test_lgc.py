@@ -18,7 +18,8 @@ from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
     ({"encoder_channels": [8, 16]}, "encoder_channels"), ({"dense_patterns": "conv*"}, "dense_patterns"),
     ({"ramp_steps": 2, "ramp_stages": 4}, "ramp_steps"), ({"momentum": 1.0}, "momentum"),
     ({"autoencoder": "no"}, "autoencoder"), ({"autoencoder": False, "ramp_steps": 0}, "ramp_steps"),
-    ({"order": "random"}, "order"),
+    ({"order": "random"}, "order"), ({"fine_tune_every": -1}, "fine_tune_every"),
+    ({"fine_tune_every": 5, "autoencoder": False}, "fine_tune_every"),
 ])
 def test_bad_options_name_the_field(params, field):
     with pytest.raises(ValueError, match=repr(field)):
@@ -37,6 +38,10 @@ def test_phases_are_the_schedule_of_the_options():
     assert [(p.name, p.steps) for p in without.phases()] == [("dense", 10), ("sparse-1", 3), ("sparse-2", 3),
                                                              ("sparse-3", None)]
     assert LGCOptions({"leader": 0}).leader_at(7, 3) == 0
+    # fine-tuning: the last step of every 3 of the lgc phase (from step 10 + 9 + 5 = 24) trains
+    tuned = LGCOptions({"dense_steps": 10, "ramp_steps": 9, "ramp_stages": 3, "ae_steps": 5, "fine_tune_every": 3})
+    assert [s for s in range(20, 33) if tuned.tunes(s)] == [26, 29, 32]
+    assert not any(options.tunes(s) for s in range(100))
 
 
 def test_coded_keys_follow_dgc_rule_or_the_patterns():

@@ -7,10 +7,12 @@ density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error
 the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
 density 1e-3 diverged here (docs/results/history.md).
 
-Writes docs/lgc_study_w<W>.json (every epoch of every run), docs/lgc_study_w<W>_epochs.png and
-docs/lgc_study_w<W>_bytes.png, and prints the table for docs/lgc.md.
+Writes docs/lgc_study_<name>.json (every epoch of every run), docs/lgc_study_<name>_epochs.png and
+docs/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
+prints the table for docs/lgc.md.
 
-    .venv/bin/python tools/study_lgc.py [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3] [--more]
+    .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
+        [--configs uncompressed LGC-PS ...] [--more]
 """
 import argparse
 import json
@@ -37,7 +39,7 @@ def configs(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", choices=["cnn"], default="cnn")
+    parser.add_argument("--model", choices=["cnn", "cnn-fc"], default="cnn")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr-steps", default="")
@@ -46,18 +48,23 @@ def main():
     parser.add_argument("--dense", type=int, default=200)
     parser.add_argument("--ramp", type=int, default=200)
     parser.add_argument("--ae", type=int, default=300)
+    parser.add_argument("--configs", nargs="+", help="run only these configurations (default: all)")
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
-    parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_w<W>.json and add these "
+    parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
     args = parser.parse_args()
     table = configs(args)
-    name = "lgc_study_w%d" % args.workers
+    unknown = set(args.configs or []) - set(table)
+    if unknown:
+        raise SystemExit("--configs: unknown %s; known: %s" % (sorted(unknown), list(table)))
+    table = {c: a for c, a in table.items() if c in (args.configs or table)}
+    name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
     results = {config: [] for config in table}
     if args.more:
         with open(os.path.join(args.docs, name + ".json")) as f:
             saved = json.load(f)
-        same = {k: v for k, v in saved["args"].items() if k not in ("seeds", "more")}
-        if same != {k: v for k, v in vars(args).items() if k not in ("seeds", "more")}:
+        same = {k: v for k, v in saved["args"].items() if k not in ("seeds", "more", "configs")}
+        if same != {k: v for k, v in vars(args).items() if k not in ("seeds", "more", "configs")}:
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
         results = dict(results, **saved["results"])
         args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))

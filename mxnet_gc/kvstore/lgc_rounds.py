@@ -13,6 +13,8 @@ keys on that server: 'lead' and 'all' (pushes), 'index' and 'result' (values wor
 
 Each step counts two rounds on every group's server (the 'lead' and 'all' rounds).  At the switch to
 the lgc phase every worker pulls the autoencoder's weights from each server ('weights', counted).
+With ``fine_tune_every``, the lgc phase's fine-tuning steps run as train steps through two more push
+keys ('tune_lead', 'tune_all') and 'index'; after each the workers pull the new weights.
 """
 import mxnet as mx
 import numpy as np
@@ -93,21 +95,26 @@ class LGCRounds:
         for g in self.groups:
             g.coder.accumulate([self._part(grads[c.key], c).asnumpy() for c in g.chunks])
         lead = self.store.rank == leader
-        if phase == "train":
+        if self._mode() == "train":
+            keys = ("lead", "all") if phase == "train" else ("tune_lead", "tune_all")
             if lead:
-                self._send([(g, "lead", g.coder.index_message(step)) for g in self.groups])
+                self._send([(g, keys[0], g.coder.index_message(step)) for g in self.groups])
             kv._barrier()
             kv.pull([g.keys["index"] for g in self.groups], out=[g.buffers["index"] for g in self.groups])
             messages = []
             for g in self.groups:
                 indices = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
-                messages.append((g, "all", g.coder.vector_message(step, indices)))
+                messages.append((g, keys[1], g.coder.vector_message(step, indices)))
             self._send(messages)
         else:
             messages = [(g, "lead", g.coder.lead_message(step)) for g in self.groups] if lead else []
             self._send(messages + [(g, "all", g.coder.innov_message(step)) for g in self.groups])
         for g in self.groups:
             self.store._link.rounds_pushed[g.server] += 2
+
+    def _mode(self):
+        """How this step travels: 'train' (exact values at the leader's indices; the servers train) or 'lgc'."""
+        return "train" if self.installed == "train" or self.options.tunes(self.schedule.step) else "lgc"
 
     def _send(self, messages):
         arrays = []
@@ -124,12 +131,14 @@ class LGCRounds:
     def finish(self, dests):
         """After the store pulled the results: writes each coded key's update into ``dests`` (key -> NDArray)
         and updates the accumulators; ends the step."""
-        step, phase = self.schedule.step, self.installed
+        step, phase, mode = self.schedule.step, self.installed, self._mode()
         for g in self.groups:
             result = g.fmt.read("RESULT", g.buffers["result"].asnumpy(), step)
-            for c, update in zip(g.chunks, g.coder.finish(phase, result)):
+            for c, update in zip(g.chunks, g.coder.finish(mode, result)):
                 if c.key in dests:
                     self._part(dests[c.key], c)[:] = update
+        if phase == "lgc" and mode == "train":  # fine-tuned: the servers' new weights
+            self._fetch_autoencoder()
         if phase == "lgc" and (step + 1) % REPORT_EVERY == 0:
             if self.store.rank == 0:
                 errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
@@ -219,12 +228,15 @@ class LGCRounds:
         store = self.store
         sizes = {"train": {"lead": "INDEX", "all": "VECTOR", "index": "INDEX", "result": "RESULT"},
                  "lgc": {"lead": "LEAD", "all": "INNOV", "result": "RESULT"}}[phase]
+        if phase == "lgc" and self.options.fine_tune_every:
+            sizes = dict(sizes, tune_lead="INDEX", tune_all="VECTOR", index="INDEX")
+        pushing = [n for n in sizes if n in ("lead", "all", "tune_lead", "tune_all")]
         pushes, values = [], []
         for g in self.groups:
             g.keys = {name: store._alloc.on_server(g.server) for name in sizes}
             g.buffers = {name: mx.nd.zeros(g.fmt.words[kind]) for name, kind in sizes.items()}
-            pushes += [(g.keys[n], g.fmt.words[sizes[n]]) for n in ("lead", "all")]
-            values += [(g.keys[n], g.fmt.words[sizes[n]]) for n in sizes if n not in ("lead", "all")]
+            pushes += [(g.keys[n], g.fmt.words[sizes[n]]) for n in pushing]
+            values += [(g.keys[n], g.fmt.words[sizes[n]]) for n in sizes if n not in pushing]
         if phase == "lgc":
             for g in self.groups:
                 g.keys["weights"] = store._alloc.on_server(g.server)

@@ -4,7 +4,9 @@ and the result each step's pushes make (see lgc_rounds.py for the rounds, mxnet_
 The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (in the train
 phase it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
 in the lgc phase, the leader's); then the combiner makes the step's result, written to the 'result'
-value, and the step's two rounds count as done.  A message that does not follow the format is
+value, and the step's two rounds count as done.  A fine-tuning step of the lgc phase (option
+``fine_tune_every``) comes as a train step, through the keys 'tune_lead' and 'tune_all'; its training
+finishes before the step's result is out, and the new weights are then the 'weights' value.  A message that does not follow the format is
 reported, and the step's result is then all zeros: the values are unchanged this step, every worker
 is told.
 """
@@ -56,8 +58,10 @@ class LGCServer:
             group = ServerGroup(desc, self.options, self.num_workers, old.combiner if old else None)
             group.step = step  # the step whose messages come next
             self.groups[ids] = group
-            self.by_key[desc["keys"]["lead"]] = (group, "lead")
-            self.by_key[desc["keys"]["all"]] = (group, "all")
+            for name in ("lead", "all"):
+                for key in (name, "tune_" + name):
+                    if key in desc["keys"]:
+                        self.by_key[desc["keys"][key]] = (group, name)
             if phase == "lgc":
                 self.values_np[desc["keys"]["weights"]][:] = group.combiner.weights()
 
@@ -87,15 +91,16 @@ class LGCServer:
         """Takes one push (a copy of its words); returns (rounds completed, an error message or None)."""
         group, name = self.by_key[key]
         rounds, error = 0, None
+        train = self._trains(group.step)
         if name == "lead":
             group.lead = words
-            if self.phase == "train":
+            if train:
                 error = self._publish_index(group)
         else:
             group.all.append(words)
         # Both of a step's rounds count when the step is complete: a leader that is a step ahead must not
         # make the rounds done run ahead of what a slower worker pushed before it checks them.
-        if len(group.all) == self.num_workers and (self.phase == "train" or group.lead is not None):
+        if len(group.all) == self.num_workers and (train or group.lead is not None):
             error = self._finish(group) or error
             rounds = 2
         return rounds, error
@@ -119,10 +124,12 @@ class LGCServer:
         lead, group.all, group.lead = group.lead, [], None
         out = self.values_np[group.keys["result"]]
         try:
-            if self.phase == "train":
+            if self._trains(group.step):
                 if group.index is None:
                     raise ValueError("the leader's indices of this step were rejected")
                 out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.index, messages)
+                if self.phase == "lgc":  # fine-tuned: the workers pull the new weights after this step
+                    self.values_np[group.keys["weights"]][:] = group.combiner.weights()
             else:
                 out[:] = group.combiner.combine_lgc(group.step, self._leader_of(group.step), lead, messages)
             return None
@@ -131,6 +138,10 @@ class LGCServer:
             return "rejected step %d of the coded tensors: %s; their values are unchanged this step" % (group.step, e)
         finally:
             group.step += 1
+
+    def _trains(self, step):
+        """Whether ``step`` is a training step (the train phase, or a fine-tuning step of the lgc phase)."""
+        return self.phase == "train" or self.options.tunes(step)
 
     def _leader_of(self, step):
         return self.options.leader_at(step, self.num_workers)

@@ -8,7 +8,9 @@ docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run'
                 geometrically from ramp_start to ``density``, ramp_steps steps in all
     train       ae_steps steps of leader-indexed sparse pushes at ``density``; the servers train the
                 autoencoder on the workers' vectors
-    lgc         to the end: the leader sends the code of its vector, every worker its innovation
+    lgc         to the end: the leader sends the code of its vector, every worker its innovation; with
+                ``fine_tune_every`` N > 0, every N-th step of it is a train step again (``tunes``), after
+                which the workers take the servers' new weights
 
 With ``autoencoder=False`` the ramp's last stage runs to the end instead: DGC with LGC's ramp and dense
 tensors, to measure what the autoencoder adds.
@@ -38,6 +40,7 @@ DEFAULTS = {
     "code_weight": 0.1,          # weight of the term pulling the workers' codes together
     "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims
     "seed": 0,                   # the autoencoder's initial weights
+    "fine_tune_every": 0,        # lgc phase: every N-th step trains the autoencoder again (0: frozen)
     "autoencoder": True,         # False: the ramp's last stage runs to the end (DGC with this ramp and dense
                                  # tensors: the ablation that shows the autoencoder's share)
 }
@@ -118,6 +121,9 @@ class LGCOptions:
         if not self.autoencoder and not self.ramp_steps:
             _fail("ramp_steps", "at least ramp_stages without the autoencoder (its last stage runs to the end)",
                   self.ramp_steps)
+        self.fine_tune_every = _int("fine_tune_every", p["fine_tune_every"], 0)
+        if self.fine_tune_every and not self.autoencoder:
+            _fail("fine_tune_every", "0 without the autoencoder", self.fine_tune_every)
         self.config = {"type": "lgc", **{k: getattr(self, k) for k in DEFAULTS}}
 
     def ramp_densities(self):
@@ -137,6 +143,13 @@ class LGCOptions:
         if not self.autoencoder:  # the last stage to the end
             return phases[:-1] + [Phase(phases[-1].name, None, "compressed")]
         return phases + [Phase("train", self.ae_steps, "compressed"), Phase("lgc", None, "compressed")]
+
+    def tunes(self, step):
+        """Whether ``step`` of the lgc phase trains the autoencoder (the last of every ``fine_tune_every``)."""
+        if not self.fine_tune_every:
+            return False
+        first = self.dense_steps + self.ramp_steps + self.ae_steps  # the lgc phase's first step
+        return step >= first and (step - first) % self.fine_tune_every == self.fine_tune_every - 1
 
     def stage_density(self, phase_name):
         """The layerwise_topk density of a ramp phase."""

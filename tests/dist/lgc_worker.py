@@ -1,6 +1,6 @@
 """A worker of tests/test_dist_lgc.py: an MLP trained with mxnet_gc.gluon.Trainer and 'lgc' through
-every phase; saves each step's phase, local gradients, the pulled update it applied, and at the end
-the autoencoder's weights it received and its final weights.
+every phase; saves each step's phase, local gradients, the pulled update it applied and the
+autoencoder's weights it holds after the step, and at the end its final weights.
 
     lgc_worker.py OUT PARAMS_JSON STEPS [RUN_JSON]
 
@@ -64,12 +64,13 @@ def main():
         phases.append(kv.lgc.schedule.phase_at(step).name)
         for i, p in enumerate(params_list):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
+        for g, weights in enumerate(kv.lgc.autoencoder_weights()):
+            if weights is not None:
+                saved["autoencoder/%d/%d" % (step, g)] = weights
         if run.get("save_at") == step:
             trainer.save_checkpoint(prefix, extra={"step": step + 1})
     for i, p in enumerate(params_list):
         saved["weight/%d" % i] = p.data().asnumpy()
-    for g, weights in enumerate(kv.lgc.autoencoder_weights()):
-        saved["autoencoder/%d" % g] = weights
     names = {trainer._param2idx[p.name]: p.name for p in params_list}
     np.savez(os.path.join(out, "rank%d%s.npz" % (kv.rank, ".resumed" if run.get("resume") else "")), phases=np.array(phases),
              names=np.array([p.name for p in params_list]), coded=np.array([names[k] for k in kv.lgc.coded]),

@@ -43,16 +43,7 @@ def model_and_batches(model, rank, workers):
         start = (step * batch) % (len(images) - batch)
         return train_fashion_mnist.to_batch(images[start:start + batch], labels[start:start + batch])
 
-    if model == "fmnist-cnn":
-        return train_fashion_mnist.build_model("cnn"), (1, 1, 28, 28), batch, batches
-    net = gluon.nn.HybridSequential()
-    for i, channels in enumerate((32, 32, 64, 64)):
-        net.add(gluon.nn.Conv2D(channels, 3, padding=1, activation="relu"))
-        if i % 2:
-            net.add(gluon.nn.MaxPool2D(2))
-    net.add(gluon.nn.Flatten(), gluon.nn.Dense(2048, activation="relu"), gluon.nn.Dense(2048, activation="relu"),
-            gluon.nn.Dense(10))
-    return net, (1, 1, 28, 28), batch, batches
+    return train_fashion_mnist.build_model("cnn" if model == "fmnist-cnn" else model), (1, 1, 28, 28), batch, batches
 
 
 def local_gradients(model):
