@@ -176,7 +176,7 @@ def main(argv=None):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
         sent0, received0 = socket_bytes()
         first_step = schedule().step if kv.lgc is not None or not lgc else 0
-        start, losses = time.time(), []
+        start, losses, ends = time.time(), [], []
         for step in range(steps_per_epoch):
             idx = order[step * args.batch_size:(step + 1) * args.batch_size]
             x, y = to_batch(x_shard[idx], y_shard[idx])
@@ -185,6 +185,7 @@ def main(argv=None):
             loss.backward()
             trainer.step(args.batch_size)
             losses.append(loss.mean())
+            ends.append(time.time())
             if (step + 1) % max(1, steps_per_epoch // 10) == 0:
                 done = (step + 1) / steps_per_epoch
                 say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
@@ -192,12 +193,16 @@ def main(argv=None):
         train_loss = float(np.mean([l.asscalar() for l in losses]))
         elapsed = time.time() - start
         sent, received = (b - a for a, b in zip((sent0, received0), socket_bytes()))
+        phases = schedule().spans(first_step, schedule().step)
+        seconds = np.diff([start] + ends)  # each step's, from the end of the one before
+        for p in phases:
+            p["ms_per_step"] = 1e3 * float(np.mean(seconds[p["steps"][0] - first_step:p["steps"][1] - first_step + 1]))
         accuracy = evaluate(net, test_x, test_y) if rank == 0 else None
         record = {"epoch": epoch + 1, "train_loss": train_loss, "test_accuracy": accuracy, "seconds": elapsed,
                   "images_per_second": steps_per_epoch * args.batch_size * workers / elapsed,
                   "bytes_sent": sent, "bytes_received": received,
                   "dense_push_bytes": 4 * values * steps_per_epoch,
-                  "phases": schedule().spans(first_step, schedule().step)}
+                  "phases": phases}
         log["epochs"].append(record)
         say("epoch %d: %.0f images/s, train loss %.4f, test accuracy %.4f, sent %.1f MB (dense would be %.1f MB), "
             "received %.1f MB" % (epoch + 1, record["images_per_second"], train_loss, accuracy or 0, sent / 1e6,
@@ -229,8 +234,8 @@ def report(log):
     lines = ["== report ==", "final test accuracy: %.4f after %d epochs (%s, %d workers)"
              % (epochs[-1]["test_accuracy"], epochs[-1]["epoch"], log["args"]["compression"], log["workers"])]
     for e in epochs:
-        lines.append("epoch %d ran in: %s" % (e["epoch"], ", ".join("%s (steps %d-%d)" % (p["phase"], *p["steps"])
-                                                                   for p in e["phases"])))
+        lines.append("epoch %d ran in: %s" % (e["epoch"], ", ".join(
+            "%s (steps %d-%d, %.1f ms per step)" % (p["phase"], *p["steps"], p["ms_per_step"]) for p in e["phases"])))
     compressed = any(p["sends"] == "compressed" for e in epochs for p in e["phases"])
     lines.append("bytes sent by rank 0: %.1f MB; uncompressed pushes alone would be %.1f MB" % (sent / 1e6, dense / 1e6))
     if log["compression"]["type"] != "none" and not compressed:

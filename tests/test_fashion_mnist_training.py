@@ -117,13 +117,16 @@ def test_phases_in_the_log_and_the_report(tmp_path):
     with open(log) as f:
         run = json.load(f)
     assert run["schedule"] == "dense 0-3 (dense), calibrate 4-8 (dense), compressed 9- (compressed)"
+    times = [[p.pop("ms_per_step") for p in e["phases"]] for e in run["epochs"]]
+    assert all(t > 0 for epoch in times for t in epoch)
     assert [e["phases"] for e in run["epochs"]] == [
         [{"phase": "dense", "sends": "dense", "steps": [0, 3]}, {"phase": "calibrate", "sends": "dense", "steps": [4, 8]},
          {"phase": "compressed", "sends": "compressed", "steps": [9, 9]}],
         [{"phase": "compressed", "sends": "compressed", "steps": [10, 19]}]]
     assert "mxnet_gc: step 4: phase dense -> calibrate (dense)" in proc.stdout
     assert "mxnet_gc: step 9: phase calibrate -> compressed (compressed)" in proc.stdout
-    assert "epoch 1 ran in: dense (steps 0-3), calibrate (steps 4-8), compressed (steps 9-9)" in proc.stdout
+    assert ("epoch 1 ran in: dense (steps 0-3, %.1f ms per step), calibrate (steps 4-8, %.1f ms per step), "
+            "compressed (steps 9-9, %.1f ms per step)" % tuple(times[0])) in proc.stdout
     assert "compression ratio of the sent traffic" in proc.stdout
     never = train(tmp_path, "--epochs", "1", "--groups", "--calibration-steps", "50")
     assert "compression never started: every step pushed dense gradients" in never.stdout
