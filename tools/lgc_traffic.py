@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Payload bytes per worker per step of 'lgc' against dense float32 and against DGC ('layerwise_topk' at
 the same density), from the wire formats (mxnet_gc/lgc/wire.py, the layerwise_topk codec), for the
-Fashion-MNIST example's CNN (coded tensors: all of >= 2 dims but the first and last).
+Fashion-MNIST example's models (coded tensors: all of >= 2 dims but the first and last).
 
-    python tools/lgc_traffic.py [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
+    python tools/lgc_traffic.py [--model cnn] [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
 
 Three views: over all parameters (the dense ones sent as float32), over the coded tensors only, and
 over the coded tensors without the indices.  Then the leader's indices in three encodings: raw int32,
@@ -25,20 +25,26 @@ from mxnet_gc.lgc.wire import HEADER, WireFormat, index_bits  # noqa: E402
 from train_fashion_mnist import build_model  # noqa: E402
 
 
+def coded_sizes(model, options):
+    """(sizes of the model's coded tensors, values of its dense ones) under LGCOptions ``options``."""
+    net = build_model(model)
+    net.initialize()
+    net(mx.nd.zeros((1, 1, 28, 28)))
+    params = [q for q in net.collect_params().values() if q.grad_req != "null"]
+    coded = set(options.coded_keys(list(range(len(params))), [q.shape for q in params], {}))
+    return ([q.data().size for i, q in enumerate(params) if i in coded],
+            sum(q.data().size for i, q in enumerate(params) if i not in coded))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=["cnn", "cnn-fc"], default="cnn")
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     p.add_argument("--density", type=float, default=1e-3)
     p.add_argument("--innovation-density", type=float, default=1e-5)
     args = p.parse_args()
-    net = build_model("cnn")
-    net.initialize()
-    net(mx.nd.zeros((1, 1, 28, 28)))
-    params = [q for q in net.collect_params().values() if q.grad_req != "null"]
     options = LGCOptions({"density": args.density, "innovation_density": args.innovation_density})
-    coded = set(options.coded_keys(list(range(len(params))), [q.shape for q in params], {}))
-    sizes = [q.data().size for i, q in enumerate(params) if i in coded]
-    dense = sum(q.data().size for i, q in enumerate(params) if i not in coded)
+    sizes, dense = coded_sizes(args.model, options)
     dgc = codecs.create({"type": "layerwise_topk", "density": args.density})
     dgc_bytes = sum(4 * dgc.payload_size(n) for n in sizes)
     print("coded tensors: %s values; dense: %d values; density %g, innovation density %g"

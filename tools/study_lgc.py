@@ -12,7 +12,7 @@ docs/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for
 prints the table for docs/lgc.md.
 
     .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
-        [--configs uncompressed LGC-PS ...] [--more]
+        [--limit N] [--configs uncompressed LGC-PS ...] [--more]
 """
 import argparse
 import json
@@ -23,10 +23,14 @@ import numpy as np
 from study_accuracy import ROOT, plot, run
 
 
+DEFAULT_CONFIGS = ["uncompressed", "top-k (error feedback)", "LGC-PS", "LGC without autoencoder"]
+
+
 def configs(args):
     dense = str(args.dense)
     sparse = ["--density", str(args.density)]
-    return {
+    limit = ["--limit", str(args.limit)] if args.limit else []
+    table = {
         "uncompressed": ["--compression", "none"],
         "top-k (error feedback)": ["--compression", "layerwise_topk", "--dense-warmup-steps", dense] + sparse,
         "LGC-PS": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps", str(args.ramp),
@@ -34,7 +38,12 @@ def configs(args):
         # the ablation: LGC's dense tensors and ramp, then the ramp's top-k to the end, no autoencoder
         "LGC without autoencoder": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
                                     str(args.ramp), "--lgc-options", json.dumps({"autoencoder": False})] + sparse,
+        # the autoencoder trained on one more step every 100 of the lgc phase, its weights pulled again
+        "LGC-PS, fine-tuned every 100": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
+                                         str(args.ramp), "--ae-steps", str(args.ae), "--lgc-options",
+                                         json.dumps({"fine_tune_every": 100})] + sparse,
     }
+    return {config: argv + limit for config, argv in table.items()}
 
 
 def main():
@@ -48,7 +57,8 @@ def main():
     parser.add_argument("--dense", type=int, default=200)
     parser.add_argument("--ramp", type=int, default=200)
     parser.add_argument("--ae", type=int, default=300)
-    parser.add_argument("--configs", nargs="+", help="run only these configurations (default: all)")
+    parser.add_argument("--limit", type=int, default=0, help="train on the first N images only (every run)")
+    parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
@@ -57,14 +67,15 @@ def main():
     unknown = set(args.configs or []) - set(table)
     if unknown:
         raise SystemExit("--configs: unknown %s; known: %s" % (sorted(unknown), list(table)))
-    table = {c: a for c, a in table.items() if c in (args.configs or table)}
+    table = {c: a for c, a in table.items() if c in (args.configs or DEFAULT_CONFIGS)}
     name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
     results = {config: [] for config in table}
     if args.more:
         with open(os.path.join(args.docs, name + ".json")) as f:
             saved = json.load(f)
-        same = {k: v for k, v in saved["args"].items() if k not in ("seeds", "more", "configs")}
-        if same != {k: v for k, v in vars(args).items() if k not in ("seeds", "more", "configs")}:
+        ignored = ("seeds", "more", "configs")
+        same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
+        if same != {k: v for k, v in vars(args).items() if k not in ignored}:
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
         results = dict(results, **saved["results"])
         args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))

@@ -10,8 +10,10 @@ leader's code.
 Training (``AutoencoderTrainer``): on a replay buffer of the last steps' vectors of every worker,
 loss = mean over workers of |decoder_w(code of the leader's vector, innovation_w) - vector_w|^2
        + code_weight * mean |code_w - code_leader|^2,
-one Adam step per training step.  Weights start from a numpy generator of ``seed`` (not MXNet's
-random state) and the whole buffer is used each step, so training is deterministic.
+one Adam step per training step, on every entry of the buffer; with ``window`` W > 0 each entry
+contributes a window of W values (a multiple of 16, at a multiple of 16, drawn from a generator of
+``seed`` and the step), so that a step's cost does not grow with the vector's length.  Weights start
+from a numpy generator of ``seed`` (not MXNet's random state), so training is deterministic.
 
 Every forward runs in training mode: in inference mode MXNet's MKL-DNN convolutions reorder their
 weight arrays in place, after which new weights (``set_flat``) cannot be written into them.  The
@@ -118,9 +120,10 @@ class Autoencoder:
 class AutoencoderTrainer:
     """Adam on a replay buffer of (vectors of every worker, innovation channels, leader) per step."""
 
-    def __init__(self, autoencoder, lr, replay, code_weight):
+    def __init__(self, autoencoder, lr, replay, code_weight, window=0, seed=0):
         self.ae = autoencoder
         self.replay, self.code_weight = replay, code_weight
+        self.window, self.seed = window, seed
         self.buffer = []  # [(vectors W x P, innovations W x P, leader)]
         self.trainer = gluon.Trainer(autoencoder.params(), "adam", {"learning_rate": lr}, kvstore=None)
         self.steps = 0
@@ -143,8 +146,14 @@ class AutoencoderTrainer:
 
     def train_step(self):
         """One Adam step on the whole buffer; returns the loss before it."""
-        vectors = mx.nd.array(np.stack([b[0] for b in self.buffer]))
-        innovations = mx.nd.array(np.stack([b[1] for b in self.buffer]))
+        vectors, innovations = np.stack([b[0] for b in self.buffer]), np.stack([b[1] for b in self.buffer])
+        P = vectors.shape[2]
+        if 0 < self.window < P:
+            rng = np.random.default_rng([self.seed, self.steps])
+            starts = 16 * rng.integers(0, (P - self.window) // 16 + 1, len(self.buffer))
+            vectors = np.stack([v[:, s:s + self.window] for v, s in zip(vectors, starts)])
+            innovations = np.stack([v[:, s:s + self.window] for v, s in zip(innovations, starts)])
+        vectors, innovations = mx.nd.array(vectors), mx.nd.array(innovations)
         leaders = [b[2] for b in self.buffer]
         with autograd.record():
             loss = self.loss(vectors, innovations, leaders)

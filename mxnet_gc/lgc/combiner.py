@@ -30,7 +30,8 @@ class Combiner:
     def __init__(self, fmt, options):
         self.fmt, self.options = fmt, options
         self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed)
-        self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight)
+        self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight,
+                                         options.ae_window, options.seed)
         self.copy_errors = []  # train phase: how far the leader's vector is from each other worker's
         self.train_seconds = []
         self._training = None  # the thread of the last training step

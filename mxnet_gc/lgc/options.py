@@ -37,6 +37,7 @@ DEFAULTS = {
     "latent_channels": 4,
     "ae_lr": 1e-2,
     "ae_replay": 8,              # steps of vectors the servers train on
+    "ae_window": 1024,           # values of each vector a training step uses (0: all); bounds its cost
     "code_weight": 0.1,          # weight of the term pulling the workers' codes together
     "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims
     "seed": 0,                   # the autoencoder's initial weights
@@ -108,6 +109,9 @@ class LGCOptions:
         self.latent_channels = _int("latent_channels", p["latent_channels"], 1)
         self.ae_lr = _real("ae_lr", p["ae_lr"], 0, 1)
         self.ae_replay = _int("ae_replay", p["ae_replay"], 1)
+        self.ae_window = _int("ae_window", p["ae_window"], 0)
+        if self.ae_window % STRIDE:
+            _fail("ae_window", "0 or a multiple of %d" % STRIDE, self.ae_window)
         self.code_weight = _real("code_weight", p["code_weight"], 0, math.inf, low_open=False)
         patterns = p["dense_patterns"]
         if patterns is not None and (not isinstance(patterns, (list, tuple))

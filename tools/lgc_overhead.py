@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""The autoencoder's compute per step against the model's own step, on this CPU, for the Fashion-MNIST
+example's models: the leader's encode, a decode (each worker decodes its own estimate in the lgc
+phase; a server decodes one per worker) and a server's training step (replay buffer full), timed in one
+process on vectors of the real length (the coded tensors' leader indices at --density), beside one
+forward + backward + SGD step of the model at batch 64 (what each worker computes per step).
+
+    python tools/lgc_overhead.py [--models cnn cnn-fc] [--workers 2 4] [--density 1e-3]
+        [--channels 8 16 16 8] [--repeats 20]
+
+Per step a worker spends encode / W (the leader rotates) + decode; a server decode x W (lgc phase) or
+one training step (train phase, on a thread beside the workers' next step).  Medians of --repeats.
+"""
+import argparse
+import statistics
+import time
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from lgc_traffic import build_model, coded_sizes
+from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
+from mxnet_gc.lgc.options import LGCOptions
+from mxnet_gc.lgc.wire import WireFormat
+
+
+def median_ms(fn, repeats):
+    fn()  # warm-up (memory, MKL-DNN's formats)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def model_step_ms(model, repeats):
+    net = build_model(model)
+    net.initialize(mx.init.Xavier())
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9}, kvstore=None)
+    rng = np.random.default_rng(0)
+    x = mx.nd.array(rng.standard_normal((64, 1, 28, 28)).astype(np.float32))
+    y = mx.nd.array(rng.integers(0, 10, 64).astype(np.float32))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step():
+        with autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(64)
+        mx.nd.waitall()
+    return median_ms(step, repeats)
+
+
+def autoencoder_ms(sizes, workers, options, repeats):
+    fmt = WireFormat(sizes, options.density, options.innovation_density, workers, options.latent_channels)
+    P = fmt.padded
+    ae = Autoencoder(workers, options.encoder_channels, options.latent_channels, options.seed)
+    rng = np.random.default_rng(0)
+    vector = rng.uniform(-1, 1, P).astype(np.float32)
+    code = ae.encode(vector)
+    channel = np.zeros(P, np.float32)
+    trainer = AutoencoderTrainer(ae, options.ae_lr, options.ae_replay, options.code_weight,
+                                     options.ae_window, options.seed)
+    for step in range(options.ae_replay):
+        trainer.add(rng.uniform(-1, 1, (workers, P)), np.zeros((workers, P)), step % workers)
+    return (P, median_ms(lambda: ae.encode(vector), repeats),
+            median_ms(lambda: ae.decode(0, code, channel, P), repeats),
+            median_ms(trainer.train_step, max(3, repeats // 4)))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", choices=["cnn", "cnn-fc"], default=["cnn", "cnn-fc"])
+    p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--density", type=float, default=1e-3)
+    p.add_argument("--channels", type=int, nargs=4, default=[8, 16, 16, 8], help="encoder_channels")
+    p.add_argument("--repeats", type=int, default=20)
+    args = p.parse_args()
+    options = LGCOptions({"density": args.density, "encoder_channels": args.channels})
+    print("encoder_channels %s, density %g, medians of %d" % (args.channels, args.density, args.repeats))
+    print("| model | workers | P | model step ms | encode ms | decode ms | training step ms | worker per step "
+          "(encode / W + decode) | server per lgc step (W decodes) | server per train step |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for model in args.models:
+        step = model_step_ms(model, args.repeats)
+        sizes, _ = coded_sizes(model, options)
+        for w in args.workers:
+            P, enc, dec, train = autoencoder_ms(sizes, w, options, args.repeats)
+            worker = enc / w + dec
+            print("| %s | %d | %d | %.1f | %.2f | %.2f | %.1f | %.2f ms, %.1f%% | %.2f ms, %.1f%% | %.1f ms, %.1f%% |"
+                  % (model, w, P, step, enc, dec, train, worker, 100 * worker / step, w * dec, 100 * w * dec / step,
+                     train, 100 * train / step), flush=True)
+
+
+if __name__ == "__main__":
+    main()
