@@ -12,7 +12,7 @@ docs/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for
 prints the table for docs/lgc.md.
 
     .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
-        [--limit N] [--configs uncompressed LGC-PS ...] [--more]
+        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more]
 """
 import argparse
 import json
@@ -29,7 +29,7 @@ DEFAULT_CONFIGS = ["uncompressed", "top-k (error feedback)", "LGC-PS", "LGC with
 def configs(args):
     dense = str(args.dense)
     sparse = ["--density", str(args.density)]
-    limit = ["--limit", str(args.limit)] if args.limit else []
+    common = (["--limit", str(args.limit)] if args.limit else []) + (["--lr", str(args.lr)] if args.lr else [])
     table = {
         "uncompressed": ["--compression", "none"],
         "top-k (error feedback)": ["--compression", "layerwise_topk", "--dense-warmup-steps", dense] + sparse,
@@ -38,12 +38,14 @@ def configs(args):
         # the ablation: LGC's dense tensors and ramp, then the ramp's top-k to the end, no autoencoder
         "LGC without autoencoder": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
                                     str(args.ramp), "--lgc-options", json.dumps({"autoencoder": False})] + sparse,
-        # the autoencoder trained on one more step every 100 of the lgc phase, its weights pulled again
-        "LGC-PS, fine-tuned every 100": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
-                                         str(args.ramp), "--ae-steps", str(args.ae), "--lgc-options",
-                                         json.dumps({"fine_tune_every": 100})] + sparse,
     }
-    return {config: argv + limit for config, argv in table.items()}
+    variants = {  # LGC-PS with other options
+        "LGC-PS, fine-tuned every 100": {"fine_tune_every": 100},  # one more training step every 100 steps
+        "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
+    }
+    for config, options in variants.items():
+        table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
+    return {config: argv + common for config, argv in table.items()}
 
 
 def main():
@@ -58,6 +60,7 @@ def main():
     parser.add_argument("--ramp", type=int, default=200)
     parser.add_argument("--ae", type=int, default=300)
     parser.add_argument("--limit", type=int, default=0, help="train on the first N images only (every run)")
+    parser.add_argument("--lr", type=float, default=0, help="the learning rate (default: the example's)")
     parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_<name>.json and add these "
