@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test demo bench bench-network bench-sparse asan clean
+.PHONY: install horovod data test demo bench bench-network bench-sparse study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -81,6 +81,22 @@ bench-sparse: install
 	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
 		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_mlp_horovod.csv \
 		--plot docs/bench_sparse_fixed_mlp_horovod.png
+
+# Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
+# seed on real jobs (about 75 minutes on 2 cores; rewrites docs/lgc_study_*.json and their plots).
+# bench-lgc: step times of uncompressed, top-k and LGC on the namespaced harness (root; about 20 minutes;
+# rewrites its section of docs/lgc.md, docs/bench_lgc.csv and docs/bench_lgc.png).
+study-lgc: install data
+	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3
+	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3 --more \
+		--configs "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder"
+	$(PY) tools/study_lgc.py --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3
+	$(PY) tools/study_lgc.py --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
+		--ramp 100 --ae 100 --seeds 1 2
+bench-lgc: install data
+	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none topk-1e-3 lgc --rates 100mbit 1gbit \
+		--workers 2 4 --steps 8 --repeats 3 --csv docs/bench_lgc.csv --plot docs/bench_lgc.png \
+		--markdown docs/lgc.md --section lgc
 
 # The C++ kernels and a fuzz driver (tests/asan/kernel_fuzz.cc) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, every instruction-set copy the library has; tests/test_kernel_fuzz.py runs

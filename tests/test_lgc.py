@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mxnet_gc.kvstore.compression import Compression
+from mxnet_gc.lgc import vectors
 from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
 from mxnet_gc.lgc.options import LGCOptions
 from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
@@ -136,6 +137,16 @@ def test_corrupt_messages_are_refused(fmt):
         fmt.read("INDEX", fmt.index_message(3, 0, [1, 0, 1], lead))
     with pytest.raises(CorruptMessage, match="scales"):
         fmt.read("INDEX", fmt.index_message(3, 0, [1, np.nan, 1], lead))
+
+
+def test_innovation_positions_in_the_vector():
+    # tensor 0's leader indices by |value| (unsorted), tensor 1's ascending; segments start at 0 and 3
+    fmt = WireFormat([50, 40], 0.06, 0.06, 2, 4)
+    assert fmt.k == [3, 2]
+    lead = [np.array([30, 4, 17]), np.array([5, 39])]
+    own = [np.array([17, 31, 4]), np.array([0, 39])]
+    got = vectors.innovation_positions(fmt, lead, own)
+    assert [list(p) for p in got] == [[2, -1, 1], [-1, 4]]
 
 
 # ---- the autoencoder ----

@@ -57,8 +57,10 @@ def innovation_positions(fmt, leader_indices, innov_indices):
     off = offsets(fmt)
     out = []
     for c, (lead, own) in enumerate(zip(leader_indices, innov_indices)):
-        where = {int(i): off[c] + j for j, i in enumerate(lead)}
-        out.append(np.array([where.get(int(i), -1) for i in own], np.int64))
+        lead, own = np.asarray(lead, np.int64), np.asarray(own, np.int64)
+        order = np.argsort(lead, kind="stable")  # (the leader's indices differ from each other)
+        at = np.minimum(np.searchsorted(lead[order], own), lead.size - 1)
+        out.append(np.where(lead[order][at] == own, off[c] + order[at], -1).astype(np.int64))
     return out
 
 
