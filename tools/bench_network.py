@@ -122,10 +122,13 @@ def summary(args, runs, started):
                  "minimum and maximum over all %d runs' timed steps, and the median of the runs' other columns.  A "
                  "target's ratio is of those medians; 'each run' gives the ratio within each round." % (
                      args.repeats, args.repeats), ""]
-    text += [report.table(rows), "", "Targets, each a ratio of two rows above:", "",
-             "| | ratio |%s target | met |" % (" each run |" if args.repeats > 1 else ""),
-             "|---|---:|%s---:|---|" % ("---|" if args.repeats > 1 else "")]
-    for what, ratio, goal, ok in report.targets(rows):
+    text.append(report.table(rows))
+    found = report.targets(rows)
+    if found:  # (no target is defined for some sets of modes)
+        text += ["", "Targets, each a ratio of two rows above:", "",
+                 "| | ratio |%s target | met |" % (" each run |" if args.repeats > 1 else ""),
+                 "|---|---:|%s---:|---|" % ("---|" if args.repeats > 1 else "")]
+    for what, ratio, goal, ok in found:
         runs_column = " %s |" % " ".join("%.2f" % e[what] for e in each) if args.repeats > 1 else ""
         text.append("| %s | %.2f |%s %s | %s |" % (what, ratio, runs_column, goal, "yes" if ok else "**no**"))
     return rows, text
