@@ -61,8 +61,8 @@ def autoencoder_ms(sizes, workers, options, repeats):
     vector = rng.uniform(-1, 1, P).astype(np.float32)
     code = ae.encode(vector)
     channel = np.zeros(P, np.float32)
-    trainer = AutoencoderTrainer(ae, options.ae_lr, options.ae_replay, options.code_weight,
-                                     options.ae_window, options.seed)
+    trainer = AutoencoderTrainer(ae, options.ae_lr, options.ae_replay, options.code_weight, options.ae_window,
+                                 options.seed)
     for step in range(options.ae_replay):
         trainer.add(rng.uniform(-1, 1, (workers, P)), np.zeros((workers, P)), step % workers)
     return (P, median_ms(lambda: ae.encode(vector), repeats),

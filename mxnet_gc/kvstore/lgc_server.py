@@ -6,9 +6,9 @@ phase it also becomes the 'index' value); an 'all' push is kept until every work
 in the lgc phase, the leader's); then the combiner makes the step's result, written to the 'result'
 value, and the step's two rounds count as done.  A fine-tuning step of the lgc phase (option
 ``fine_tune_every``) comes as a train step, through the keys 'tune_lead' and 'tune_all'; its training
-finishes before the step's result is out, and the new weights are then the 'weights' value.  A message that does not follow the format is
-reported, and the step's result is then all zeros: the values are unchanged this step, every worker
-is told.
+finishes before the step's result is out, and the new weights are then the 'weights' value.  A
+message that does not follow the format is reported, and the step's result is then all zeros: the
+values are unchanged this step, every worker is told.
 """
 import pickle
 

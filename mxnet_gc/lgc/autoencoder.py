@@ -145,7 +145,8 @@ class AutoencoderTrainer:
         return total / W + self.code_weight * agreement
 
     def train_step(self):
-        """One Adam step on the whole buffer; returns the loss before it."""
+        """One Adam step on every entry of the buffer (windows of ``window`` values); returns the loss
+        before it."""
         vectors, innovations = np.stack([b[0] for b in self.buffer]), np.stack([b[1] for b in self.buffer])
         P = vectors.shape[2]
         if 0 < self.window < P:
