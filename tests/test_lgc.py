@@ -42,6 +42,7 @@ def test_phases_are_the_schedule_of_the_options():
     # fine-tuning: the last step of every 3 of the lgc phase (from step 10 + 9 + 5 = 24) trains
     tuned = LGCOptions({"dense_steps": 10, "ramp_steps": 9, "ramp_stages": 3, "ae_steps": 5, "fine_tune_every": 3})
     assert [s for s in range(20, 33) if tuned.tunes(s)] == [26, 29, 32]
+    assert tuned.trains("train", 20) and tuned.trains("lgc", 26) and not tuned.trains("lgc", 25)
     assert not any(options.tunes(s) for s in range(100))
 
 

@@ -114,7 +114,7 @@ class LGCRounds:
 
     def _mode(self):
         """How this step travels: 'train' (exact values at the leader's indices; the servers train) or 'lgc'."""
-        return "train" if self.installed == "train" or self.options.tunes(self.schedule.step) else "lgc"
+        return "train" if self.options.trains(self.installed, self.schedule.step) else "lgc"
 
     def _send(self, messages):
         arrays = []

@@ -91,7 +91,7 @@ class LGCServer:
         """Takes one push (a copy of its words); returns (rounds completed, an error message or None)."""
         group, name = self.by_key[key]
         rounds, error = 0, None
-        train = self._trains(group.step)
+        train = self.options.trains(self.phase, group.step)
         if name == "lead":
             group.lead = words
             if train:
@@ -124,7 +124,7 @@ class LGCServer:
         lead, group.all, group.lead = group.lead, [], None
         out = self.values_np[group.keys["result"]]
         try:
-            if self._trains(group.step):
+            if self.options.trains(self.phase, group.step):
                 if group.index is None:
                     raise ValueError("the leader's indices of this step were rejected")
                 out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.index, messages)
@@ -138,10 +138,6 @@ class LGCServer:
             return "rejected step %d of the coded tensors: %s; their values are unchanged this step" % (group.step, e)
         finally:
             group.step += 1
-
-    def _trains(self, step):
-        """Whether ``step`` is a training step (the train phase, or a fine-tuning step of the lgc phase)."""
-        return self.phase == "train" or self.options.tunes(step)
 
     def _leader_of(self, step):
         return self.options.leader_at(step, self.num_workers)

@@ -19,7 +19,7 @@ import fnmatch
 import math
 import numbers
 
-from ..schedule import Phase
+from ..schedule import Phase, Schedule
 
 DEFAULTS = {
     "density": 1e-3,             # fraction of each coded tensor in the leader's index set
@@ -129,6 +129,7 @@ class LGCOptions:
         if self.fine_tune_every and not self.autoencoder:
             _fail("fine_tune_every", "0 without the autoencoder", self.fine_tune_every)
         self.config = {"type": "lgc", **{k: getattr(self, k) for k in DEFAULTS}}
+        self._lgc_first = Schedule(self.phases()).start("lgc") if self.autoencoder else None
 
     def ramp_densities(self):
         """The densities of the ramp's stages: geometric from ramp_start to density (its last stage)."""
@@ -152,8 +153,13 @@ class LGCOptions:
         """Whether ``step`` of the lgc phase trains the autoencoder (the last of every ``fine_tune_every``)."""
         if not self.fine_tune_every:
             return False
-        first = self.dense_steps + self.ramp_steps + self.ae_steps  # the lgc phase's first step
+        first = self._lgc_first
         return step >= first and (step - first) % self.fine_tune_every == self.fine_tune_every - 1
+
+    def trains(self, phase_name, step):
+        """Whether a step of ``phase_name`` sends exact values at the leader's indices and trains the
+        autoencoder: every step of the train phase, and the lgc phase's fine-tuning steps."""
+        return phase_name == "train" or (phase_name == "lgc" and self.tunes(step))
 
     def stage_density(self, phase_name):
         """The layerwise_topk density of a ramp phase."""
