@@ -1,7 +1,7 @@
 """The files of a training checkpoint and its manifest, written and read by the Gluon trainer.
 
 The files of step S are prefix.S.params (weights, rank 0), prefix.S.rank<r>.residuals (each worker's
-error-feedback state; with 'lgc' also prefix.S.rank0.residuals.server<r>, each server's autoencoder) and the optimizer states (prefix.S.opt.server<r> on each server when the
+error-feedback state; with 'lgc' also prefix.S.rank0.residuals.lgc<g>, each group's autoencoder) and the optimizer states (prefix.S.opt.server<r> on each server when the
 optimizer runs there, else prefix.S.opt, rank 0), each with its SHA-256 in a .sha256 file.  Once all
 are written, rank 0 writes prefix.trainer.json, the manifest: the trainer's state (the job's settings,
 the schedule, groups and merge plan), ``extra``, and every file's SHA-256; then it deletes the previous
@@ -38,7 +38,7 @@ def save(prefix, kv, step, weights, optimizer_states, state):
     if kv.rank != 0:
         return
     files = [tag + ".params"] + ["%s.rank%d.residuals" % (tag, r) for r in range(kv.num_workers)] + opt_files \
-        + kv.server_state_files("%s.rank0.residuals" % tag)
+        + kv.state_files("%s.rank0.residuals" % tag)
     previous = manifest_files(prefix)
     manifest = dict(state, step=step, files={os.path.basename(f): checkpoint_files.digest(f) for f in files})
     checkpoint_files.write(prefix + ".trainer.json", json.dumps(manifest).encode())

@@ -1,7 +1,9 @@
 """Independent numpy reference of an 'lgc' run, written from its definition (docs/lgc.md).
 
 ``simulate`` replays every worker's local gradients through the phases and returns the update every
-worker must have pulled at each step, per parameter.  Only the autoencoder's networks come from
+worker must have pulled at each step, per parameter.  ``ring=True``: LGC-RAR's lgc phase (every worker
+encodes its own vector; the mean decoder decodes the mean code), else LGC-PS's (the leader's code,
+each worker's decoder).  Only the autoencoder's networks come from
 mxnet_gc (run with the weights the workers received); the selection, the vector, the scales, the
 innovations, the combination and the error feedback are computed here.
 """
@@ -42,7 +44,7 @@ def tunes(p, step, first):
     return bool(n) and step >= first and (step - first) % n == n - 1
 
 
-def simulate(p, locals_, groups, steps):
+def simulate(p, locals_, groups, steps, ring=False):
     """``locals_[r][step][name]``: worker r's gradient; ``groups``: [(coded names in vector order, a
     function step -> the autoencoder's flat weights in use at that step)], one per server; returns
     ``pulled[step][name]``."""
@@ -55,7 +57,7 @@ def simulate(p, locals_, groups, steps):
     else:  # the ramp's last stage to the end
         head += [head[-1]] * steps
     states = [{n: topk.new_state(locals_[0][0][n].size) for n in coded} for _ in range(W)]
-    coders = [GroupReference(p, W, g, weights) for g, weights in groups]
+    coders = [GroupReference(p, W, g, weights, ring) for g, weights in groups]
     pulled = []
     for step in range(steps):
         phase = head[step] if step < len(head) else ("train" if tunes(p, step, len(head)) else "lgc")
@@ -85,8 +87,8 @@ def simulate(p, locals_, groups, steps):
 class GroupReference:
     """The train and lgc phases of one server's coded tensors."""
 
-    def __init__(self, p, W, names, weights_at):
-        self.p, self.W, self.names = p, W, names
+    def __init__(self, p, W, names, weights_at, ring):
+        self.p, self.W, self.names, self.ring = p, W, names, ring
         self.v = None
         self.weights_at = weights_at
         self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0)
@@ -115,24 +117,35 @@ class GroupReference:
             lead = [np.sort(i) for i in lead]
         own = [[largest(v[r][c], ki[c]) for c in range(len(coded))] for r in range(W)]
         scales = [[max(float(np.max(np.abs(v[r][c]))), 0) or 1.0 for c in range(len(coded))] for r in range(W)]
-        values = []
-        for r in range(W):
-            if phase == "train":
-                values.append(np.concatenate([v[r][c][lead[c]] for c in range(len(coded))]).astype(np.float32))
-                continue
-            code_in = np.zeros(P, np.float32)
-            code_in[:K] = np.concatenate([v[leader][c][lead[c]] / np.float32(scales[leader][c])
-                                          for c in range(len(coded))])
-            code = ae.encode(code_in)
-            channel = np.zeros(P, np.float32)
+
+        def scaled(r):  # worker r's values at the leader's indices, in the leader's scales
+            out = np.zeros(P, np.float32)
+            out[:K] = np.concatenate([v[r][c][lead[c]] / np.float32(scales[leader][c]) for c in range(len(coded))])
+            return out
+
+        def channel(r):  # worker r's innovation values at their positions among the leader's indices
+            out = np.zeros(P, np.float32)
             for c in range(len(coded)):
                 for i in own[r][c]:
                     hit = np.flatnonzero(lead[c] == i)
                     if hit.size:
-                        channel[off[c] + hit[0]] = v[r][c][i] / np.float32(scales[leader][c])
-            est = ae.decode(r, code, channel, P)[:K]
-            values.append(np.concatenate([est[off[c]:off[c + 1]] * np.float32(scales[leader][c])
-                                          for c in range(len(coded))]).astype(np.float32))
+                        out[off[c] + hit[0]] = v[r][c][i] / np.float32(scales[leader][c])
+            return out
+
+        def unscaled(est):
+            return np.concatenate([est[off[c]:off[c + 1]] * np.float32(scales[leader][c])
+                                   for c in range(len(coded))]).astype(np.float32)
+
+        if phase == "train":
+            values = [np.concatenate([v[r][c][lead[c]] for c in range(len(coded))]).astype(np.float32)
+                      for r in range(W)]
+        elif self.ring:  # the mean code of every worker's own code; the mean decoder
+            code = np.sum([ae.encode(scaled(r)) for r in range(W)], axis=0) / np.float32(W)
+            mean = ae.decode_mean(code, np.mean([channel(r) for r in range(W)], axis=0), P)[:K]
+            values = [unscaled(mean)] * W
+        else:  # the leader's code; each worker's decoder
+            code = ae.encode(scaled(leader))
+            values = [unscaled(ae.decode(r, code, channel(r), P)[:K]) for r in range(W)]
         updates = [np.zeros(s, np.float32) for s in sizes]
         applied = []
         for r in range(W):

@@ -40,6 +40,12 @@ def load(tmp_path, workers, steps):
 def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
     proc = run(tmp_path, params, workers, servers)
+    check_every_phase(tmp_path, proc.stdout, params, workers, servers)
+
+
+def check_every_phase(tmp_path, stdout, params, workers, groups_wanted, ring=False):
+    """A run of STEPS steps: the phases, the groups, the autoencoders, every pulled update against the
+    reference, identical final weights on every worker."""
     saved, names, locals_ = load(tmp_path, workers, STEPS)
     full = dict(__import__("mxnet_gc.lgc.options", fromlist=["DEFAULTS"]).DEFAULTS, **params)
     # the phases switch at the configured steps, on every worker, printed by rank 0
@@ -52,13 +58,13 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, opti
     for r in range(workers):
         assert list(saved[r]["phases"]) == expected
     for line in switches:
-        assert line in proc.stdout
+        assert line in stdout
     coded = [str(n) for n in saved[0]["coded"]]
     assert len(coded) == 2 and all(n.endswith("weight") for n in coded)  # the middle layers' weights
     groups = json.loads(str(saved[0]["groups"]))
     if params.get("autoencoder", True):
         assert sorted(n for g in groups for n in g) == sorted(coded)
-        assert len(groups) == servers  # (here each server holds one of the two coded tensors, or both)
+        assert len(groups) == groups_wanted  # (one per server holding coded tensors; one on a ring)
     else:
         assert groups == []  # no autoencoder: no groups, every coded tensor stays in the ramp's codec
         groups = [coded]
@@ -73,7 +79,7 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, opti
         else:  # frozen
             assert all(np.array_equal(w, after[0]) for w in after)
     pulled = ref.simulate(full, locals_, [(names_g, lambda step, g=g: saved[0]["autoencoder/%d/%d" % (step, g)])
-                                          for g, names_g in enumerate(groups)], STEPS)
+                                          for g, names_g in enumerate(groups)], STEPS, ring=ring)
     for step in range(STEPS):
         # float32 sums in the servers' arrival order (1 ulp apart); in the lgc phase the networks also run
         # in other processes
@@ -82,6 +88,9 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, opti
             for r in range(workers):
                 np.testing.assert_allclose(saved[r]["pulled/%d/%d" % (step, i)].ravel(), pulled[step][n], **tol,
                                            err_msg="step %d (%s) %s rank %d" % (step, expected[step], n, r))
+                if ring:  # every worker combined the same gathered messages in rank order
+                    np.testing.assert_array_equal(saved[r]["pulled/%d/%d" % (step, i)],
+                                                  saved[0]["pulled/%d/%d" % (step, i)])
     for i in range(len(names)):  # all workers end with identical weights
         for r in range(1, workers):
             np.testing.assert_array_equal(saved[r]["weight/%d" % i], saved[0]["weight/%d" % i])

@@ -177,4 +177,4 @@ def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
                  "autoencoder weights pulled by rank 0 (once)"):
         assert line in proc.stdout
     assert [p["phase"] for p in epochs[1]["phases"]] == ["lgc"]
-    assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.server0"))
+    assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.lgc0"))

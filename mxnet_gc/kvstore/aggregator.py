@@ -291,10 +291,10 @@ class Aggregator:
         self.lgc.configure(phase, step, options, groups, self.server_rank, self.values_np)
 
     def on_lgc_save(self, path):
-        self.lgc.save("%s.server%d" % (path, self.server_rank))
+        self.lgc.save(path)
 
     def on_lgc_load(self, path):
-        self.lgc.load("%s.server%d" % (path, self.server_rank))
+        self.lgc.load(path)
 
     def on_optimizer(self, blob):
         optimizer = pickle.loads(base64.b64decode(blob))

@@ -19,6 +19,7 @@ class StoreBase(KVStoreBase):
         self._nonfinite = NonFiniteMonitor()
         self._pull_each_message = False
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
+        self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
 
     @property
     def compression_config(self):
@@ -30,6 +31,53 @@ class StoreBase(KVStoreBase):
         """Learned gradient compression's state (kvstore/lgc_rounds.py: ``schedule``, ``coded`` keys,
         ``autoencoder_weights()``), or None under another compression."""
         return self._lgc
+
+    # ---- learned gradient compression: what both stores do around the transport's rounds ----
+
+    def _check_compression_replaceable(self):
+        if self._lgc is not None and self._lgc.installed is not None:
+            raise ValueError("'lgc' cannot be replaced once its first step ran; create a new store")
+
+    def _set_lgc(self, compression, rounds):
+        """Installs 'lgc' (``rounds``: the transport's LGCRounds class) or drops it; the keys initialized
+        so far: the coded ones each get a message of their own."""
+        self._lgc = rounds(self, compression.config) if compression.lgc else None
+        if self._lgc is not None and self._shapes:
+            keys = [k for k in self._shapes if k not in self._reduce_only]
+            self._lgc.choose_coded(keys, [self._shapes[k] for k in keys], self._nonfinite.names)
+            mixed = [m for m in self._layout.messages if len({c.key in self._lgc.coded for c in m.chunks}) > 1]
+            if mixed:
+                self.regroup(self._lgc.separate([list(dict.fromkeys(c.key for c in m.chunks)) for m in mixed]))
+
+    def _lgc_init(self, keys, shapes, groups, reduce_only):
+        """Picks the coded keys among keys being initialized; returns the merge groups without them."""
+        if self._lgc is None or reduce_only:
+            return groups
+        self._lgc.choose_coded(keys, shapes, self._nonfinite.names)
+        return self._lgc.separate(groups) if groups is not None else None
+
+    def _lgc_push(self, keys):
+        """For a push of ``keys``: (its LGC phase, switched to if new, or None when no coded key is pushed;
+        the keys that go through the store's messages)."""
+        if self._lgc is None or not any(k in self._lgc.coded for k in keys):
+            return None, keys
+        self._lgc_step = self._lgc.begin_step(keys)
+        return self._lgc_step, self._lgc.through_messages(keys)
+
+    def _lgc_pull(self, keys):
+        """For a pull of ``keys``: (the LGC phase of the step it ends, or None; the keys that go through
+        the store's messages)."""
+        if self._lgc_step is None or not any(k in self._lgc.coded for k in keys):
+            return None, keys
+        return self._lgc_step, self._lgc.through_messages(keys)
+
+    def _lgc_finish(self, dests):
+        """Ends the pushed step: in the train and lgc phases writes the coded keys' updates into ``dests``."""
+        step, self._lgc_step = self._lgc_step, None
+        if step in ("train", "lgc"):
+            self._lgc.finish(dests)
+        else:
+            self._lgc.end_step()
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
@@ -104,8 +152,8 @@ class StoreBase(KVStoreBase):
         """Writes this worker's error-feedback state (one array per chunk of a key; with 'lgc' also its
         accumulators and phase) and the compression it belongs to, to ``fname`` (.npz, with
         ``fname.sha256``).  Named by key and chunk, not by message: a store whose keys are grouped into
-        other messages (``regroup``) loads them too.  A collective call when the servers keep state
-        (``server_state_files``)."""
+        other messages (``regroup``) loads them too.  With 'lgc', a collective call: the autoencoders'
+        states go beside rank 0's file (``state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
         meta = {"compression": self._compression.config}
         if self._lgc is not None:
@@ -114,11 +162,12 @@ class StoreBase(KVStoreBase):
         buffer = io.BytesIO()
         np.savez(buffer, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
         checkpoint_files.write(fname, buffer.getvalue())
-        self._save_server_states(fname)
+        if self._lgc is not None:
+            self._lgc.save_states(self._state_path(fname))
 
     def load_residuals(self, fname):
-        """Restores what ``save_residuals`` wrote, into a store with the same compression and keys (a
-        collective call when the servers keep state)."""
+        """Restores what ``save_residuals`` wrote, into a store with the same compression and keys (with
+        'lgc', on either transport: a checkpoint of one loads into the other when the groups match)."""
         with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
             meta = json.loads(str(saved["__meta__"]))
             saved_compression = meta["compression"]
@@ -135,17 +184,16 @@ class StoreBase(KVStoreBase):
                 residual[:] = saved[name].reshape(residual.shape)
             if self._lgc is not None:
                 self._lgc.load_state(meta["lgc"], {n: saved[n] for n in saved.files if n != "__meta__"},
-                                     self._server_state_path(fname))
+                                     self._state_path(fname))
 
-    def server_state_files(self, fname):
-        """The files the servers write beside rank 0's residual file ``fname`` (none by default)."""
-        return []
+    def state_files(self, fname):
+        """The files ``save_residuals`` writes beside rank 0's residual file ``fname`` besides it (with
+        'lgc', the autoencoders' states)."""
+        return self._lgc.state_files(os.path.abspath(fname)) if self._lgc is not None else []
 
-    def _save_server_states(self, fname):
-        """Has the servers save what they keep beside ``fname`` (nothing by default)."""
-
-    def _server_state_path(self, fname):
-        """Where the servers' states of this residual file are: beside rank 0's (``fname`` is this rank's)."""
+    def _state_path(self, fname):
+        """Where the autoencoders' states of this residual file are: beside rank 0's (``fname`` is this
+        rank's)."""
         return os.path.abspath(fname).replace(".rank%d." % self.rank, ".rank0.")
 
     def _residual_items(self):

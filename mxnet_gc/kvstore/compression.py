@@ -9,8 +9,8 @@
 - ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec.  ``'per_key'``, a dict from
   key to thresholds (a list, a ThresholdGroup or a group name), gives some keys their own group.
 - any other codec type registered in ``mxnet_gc.codecs``, with its parameters.
-- ``{'type': 'lgc', 'density': d, ...}``: learned gradient compression (mxnet_gc/lgc, parameter server
-  only): a schedule of phases run by the store itself (kvstore/lgc_rounds.py).
+- ``{'type': 'lgc', 'density': d, ...}``: learned gradient compression (mxnet_gc/lgc): a schedule
+  of phases run by the store itself (kvstore/lgc_rounds.py; its rounds lgc_ps.py or lgc_ring.py).
 
 With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
 re-encode the sum with their own residual (only without an optimizer on the servers, since weights

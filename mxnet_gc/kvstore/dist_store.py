@@ -19,7 +19,7 @@ from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
-from .lgc_rounds import LGCRounds
+from .lgc_ps import PSRounds
 from .server_link import ServerLink, wait_to_write
 
 def _exit_at_once_on_error():
@@ -80,7 +80,6 @@ class DistSyncStore(StoreBase):
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
-        self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._link = ServerLink(self._kv, self._num_servers, self._alloc)
 
     # ---- the KVStoreBase interface ----
@@ -114,21 +113,14 @@ class DistSyncStore(StoreBase):
             raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
         if compression.lgc and self._optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
-        if self._lgc is not None and self._lgc.installed is not None:
-            raise ValueError("'lgc' cannot be replaced once its first step ran; create a new store")
+        self._check_compression_replaceable()
         self.agree(compression.config)
         if compression.is_mxnet and compression.type == "2bit":
             self._kv.set_gradient_compression(compression.config)
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
-        self._lgc = LGCRounds(self, compression_params) if compression.lgc else None
-        if self._lgc is not None and self._shapes:  # keys exist: pick the coded ones, give them messages alone
-            keys = list(self._shapes)
-            self._lgc.choose_coded(keys, [self._shapes[k] for k in keys], self._nonfinite.names)
-            mixed = [m for m in self._layout.messages if len({c.key in self._lgc.coded for c in m.chunks}) > 1]
-            if mixed:
-                self.regroup(self._lgc.separate([list(dict.fromkeys(c.key for c in m.chunks)) for m in mixed]))
+        self._set_lgc(compression, PSRounds)
         self._assign_codecs(self._layout.messages)
 
     def agree(self, config):
@@ -150,9 +142,7 @@ class DistSyncStore(StoreBase):
         for k in keys:
             if k in self._chunks:
                 raise ValueError("key %r is already initialized" % (k,))
-        if self._lgc is not None and not reduce_only:
-            self._lgc.choose_coded(keys, [v.shape for v in values], self._nonfinite.names)
-            groups = self._lgc.separate(groups) if groups is not None else None
+        groups = self._lgc_init(keys, [v.shape for v in values], groups, reduce_only)
         messages = self._layout.add(keys, [v.shape for v in values], groups)
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
@@ -192,10 +182,7 @@ class DistSyncStore(StoreBase):
         """Sends each key's gradient (summed over the list if several devices give one)."""
         grads = self._gradients(key, value)
         keys = list(grads)
-        lgc_phase = None
-        if self._lgc is not None and any(k in self._lgc.coded for k in keys):
-            lgc_phase = self._lgc.begin_step(keys)
-            keys = self._lgc.through_messages(keys)
+        lgc_phase, keys = self._lgc_push(keys)
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -223,10 +210,8 @@ class DistSyncStore(StoreBase):
             m.rounds += 1
             self._link.rounds_pushed[m.server] += 1
         self._pushed += zip(messages, arrays)
-        if lgc_phase is not None:
-            if lgc_phase in ("train", "lgc"):
-                self._lgc.push(grads)
-            self._lgc_step = lgc_phase
+        if lgc_phase in ("train", "lgc"):
+            self._lgc.push(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's value (the summed gradients, or the weight) into ``out``.
@@ -241,9 +226,7 @@ class DistSyncStore(StoreBase):
         """
         targets = self._targets(key, out)
         keys = list(targets)
-        lgc_step = self._lgc_step if self._lgc is not None and any(k in self._lgc.coded for k in keys) else None
-        if lgc_step is not None:
-            keys = self._lgc.through_messages(keys)
+        lgc_step, keys = self._lgc_pull(keys)
         pushed, self._pushed = self._pushed, []
         coded = lgc_step in ("train", "lgc")  # LGC's results of the coded keys come with the last stage
         # Weights (pulled before any push, or updated on the servers) land in a private array first, then
@@ -269,11 +252,7 @@ class DistSyncStore(StoreBase):
         if pushed or coded:
             self._link.check()
         if lgc_step is not None:
-            self._lgc_step = None
-            if coded:
-                self._lgc.finish(dests)
-            else:
-                self._lgc.end_step()
+            self._lgc_finish(dests)
         for k, t in targets.items():
             for extra in (t if staged else t[1:]):
                 dests[k].copyto(extra)
@@ -333,16 +312,6 @@ class DistSyncStore(StoreBase):
     def barrier(self):
         """Returns when every worker has called it."""
         self._kv._barrier()
-
-    def server_state_files(self, fname):
-        """With 'lgc', each server's autoencoder state beside rank 0's residual file ``fname``."""
-        if self._lgc is None:
-            return []
-        return ["%s.server%d" % (os.path.abspath(fname), s) for s in range(self._num_servers)]
-
-    def _save_server_states(self, fname):
-        if self._lgc is not None:
-            self._lgc.save_server_states(os.path.abspath(fname))
 
     def optimizer_state_files(self, fname):
         """The files ``save_optimizer_states(fname)`` writes: one per server."""

@@ -12,6 +12,7 @@ inputs, so a message goes out as soon as backward has written its gradients.  Th
 on this store (Gluon: update_on_kvstore=False); workers apply the summed gradients themselves.
 Payloads have their codec's fixed size (for 'layerwise_topk': its capacity), so the collectives need
 no size exchange.  Keys, chunks and messages are the dist store's (layout.py), one chunk per key.
+With 'lgc', its train and lgc phases send the coded keys by the ring rounds of lgc_ring.py.
 """
 import json
 
@@ -22,6 +23,7 @@ from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
+from .lgc_ring import RingRounds
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole
 
@@ -69,12 +71,11 @@ class HorovodStore(StoreBase):
         compression = Compression(compression_params)
         if compression.is_mxnet and compression.type == "2bit":
             raise ValueError("MXNet's built-in '2bit' runs only on MXNet's parameter server; use 'gc_2bit'")
-        if compression.lgc:
-            raise ValueError("'lgc' runs on the parameter server store (mxnet_gc.kvstore.create('dist_sync')) only, "
-                             "not yet on Horovod")
+        self._check_compression_replaceable()
         self._check_same("compression", compression.config)
         self._compression = compression
-        self._make_buffers(self._layout.messages)
+        self._set_lgc(compression, RingRounds)
+        self._assign_codecs(self._layout.messages)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (broadcast); ``groups``: lists of keys, one message each."""
@@ -83,6 +84,7 @@ class HorovodStore(StoreBase):
         for k, _ in pairs:
             if k in self._shapes:
                 raise ValueError("key %r is already initialized" % (k,))
+        groups = self._lgc_init(keys, [v.shape for _, v in pairs], groups, reduce_only)
         messages = self._layout.add(keys, [v.shape for _, v in pairs], groups)
         for k, v in pairs:
             self._shapes[k] = v.shape
@@ -90,12 +92,12 @@ class HorovodStore(StoreBase):
             self._hvd.broadcast_(self._values[k], root_rank=0, name="mxgc.init.%s" % (k,))
         if reduce_only:
             self._reduce_only.update(keys)
-        self._make_buffers(messages)
+        self._assign_codecs(messages)
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
         grads = self._gradients(key, value)
-        keys = list(grads)
+        lgc_phase, keys = self._lgc_push(list(grads))
         for m in self._layout.messages_of(keys):
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
@@ -111,11 +113,14 @@ class HorovodStore(StoreBase):
             else:
                 m.buffers["result"] = self._hvd.allreduce(m.buffers["send"], op=self._hvd.Sum, name=name,
                                                           priority=priority)
+        if lgc_phase in ("train", "lgc"):
+            self._lgc.push(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
         targets = self._targets(key, out)
-        for m in self._layout.messages_of(list(targets)):
+        lgc_step, keys = self._lgc_pull(list(targets))
+        for m in self._layout.messages_of(keys):
             result = m.buffers.get("result")
             for c in m.chunks:
                 if c.key not in targets:
@@ -135,6 +140,12 @@ class HorovodStore(StoreBase):
                     result[c.offset:c.offset + c.size].reshape(c.shape).copyto(dest)
                 for extra in targets[c.key][1:]:
                     dest.copyto(extra)
+        if lgc_step is not None:
+            self._lgc_finish({k: t[0] for k, t in targets.items()})
+            if lgc_step in ("train", "lgc"):
+                for k in set(targets) - set(keys):
+                    for extra in targets[k][1:]:
+                        targets[k][0].copyto(extra)
 
     def barrier(self):
         """Returns when every worker has called it."""
@@ -144,7 +155,7 @@ class HorovodStore(StoreBase):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued
         _, messages = self._relayout(groups)
-        self._make_buffers(messages)
+        self._assign_codecs(messages)
 
     def wire_bytes(self, codec, n):
         """Bytes one worker's link carries per step for a key of n values (ring collectives)."""
@@ -154,7 +165,7 @@ class HorovodStore(StoreBase):
 
     # ---- messages ----
 
-    def _make_buffers(self, messages):
+    def _assign_codecs(self, messages):
         """Codecs and states for the chunks of ``messages``, and each message's send buffer (its payload
         words, or its values when dense), cut into the chunks' views."""
         self._give_codecs(messages)

@@ -1,5 +1,5 @@
 """LGC on the parameter server, a server's side: the groups of coded tensors it holds, their pushes,
-and the result each step's pushes make (see lgc_rounds.py for the rounds, mxnet_gc/lgc for the rest).
+and the result each step's pushes make (see lgc_ps.py for the rounds, mxnet_gc/lgc for the rest).
 
 The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (in the train
 phase it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
@@ -10,11 +10,8 @@ finishes before the step's result is out, and the new weights are then the 'weig
 message that does not follow the format is reported, and the step's result is then all zeros: the
 values are unchanged this step, every worker is told.
 """
-import pickle
-
 import numpy as np
 
-from .. import checkpoint_files
 from ..lgc.combiner import Combiner
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
@@ -22,7 +19,7 @@ from ..lgc.wire import WireFormat
 
 class ServerGroup:
     def __init__(self, desc, options, num_workers, combiner):
-        self.keys = desc["keys"]
+        self.keys, self.number = desc["keys"], desc["number"]  # number: the group's place among the workers' groups
         self.fmt = WireFormat(desc["sizes"], options.density, options.innovation_density, num_workers,
                               options.latent_channels)
         self.combiner = combiner or Combiner(self.fmt, options)
@@ -66,26 +63,16 @@ class LGCServer:
                 self.values_np[desc["keys"]["weights"]][:] = group.combiner.weights()
 
     def save(self, path):
-        """Writes every group's next step and autoencoder training state to ``path`` (pickle, sealed)."""
+        """Writes every group's autoencoder state and next step to ``path.lgc<g>`` (g: the group's index)."""
         for g in self.groups.values():
-            g.combiner.wait()
-        state = {ids: {"step": g.step, "trainer": g.combiner.trainer.state()} for ids, g in self.groups.items()}
-        checkpoint_files.write(path, pickle.dumps(state))
+            g.combiner.save("%s.lgc%d" % (path, g.number), g.step)
 
     def load(self, path):
-        """Restores ``save``'s state into the groups configured (after the phase's ``configure``)."""
-        state = pickle.loads(checkpoint_files.read(path))
-        if set(state) != set(self.groups):
-            raise ValueError("lgc: %s holds the groups of chunks %s, this server has %s"
-                             % (path, sorted(state), sorted(self.groups)))
-        for ids, saved in state.items():
-            group = self.groups[ids]
-            if saved["step"] != group.step:
-                raise ValueError("lgc: %s was saved at step %d, the workers resume at %d"
-                                 % (path, saved["step"], group.step))
-            group.combiner.trainer.load_state(saved["trainer"])
+        """Restores ``save``'s states into the groups configured (after the phase's ``configure``)."""
+        for g in self.groups.values():
+            g.combiner.load("%s.lgc%d" % (path, g.number), g.step)
             if self.phase == "lgc":
-                self.values_np[group.keys["weights"]][:] = group.combiner.weights()
+                self.values_np[g.keys["weights"]][:] = g.combiner.weights()
 
     def push(self, key, words):
         """Takes one push (a copy of its words); returns (rounds completed, an error message or None)."""

@@ -1,4 +1,5 @@
-"""The autoencoder of learned gradient compression: one encoder, one decoder per worker.
+"""The autoencoder of learned gradient compression: one encoder, one decoder per worker, one decoder
+of the workers' mean.
 
 A coded vector (P values, P a multiple of 16) enters as one channel.  The encoder has four 1-D
 convolutions of stride 2 (kernel 4, LeakyReLU) and a 1x1 convolution to ``latent`` channels: a code
@@ -7,8 +8,14 @@ transposed convolutions back to P values, then mixes in the worker's innovation 
 values, as a second channel) with a last convolution: the estimate of that worker's vector from the
 leader's code.
 
+The mean decoder (same shape) estimates the workers' mean vector from the mean of their codes and the
+mean of their innovation channels: on a ring (no server) the codes are summed by an allreduce and
+every worker decodes the sum.
+
 Training (``AutoencoderTrainer``): on a replay buffer of the last steps' vectors of every worker,
-loss = mean over workers of |decoder_w(code of the leader's vector, innovation_w) - vector_w|^2
+loss = mean over the W worker decoders and the mean decoder of their squared errors:
+         |decoder_w(code of the leader's vector, innovation_w) - vector_w|^2, and
+         |decoder_mean(mean_w code_w, mean_w innovation_w) - mean_w vector_w|^2,
        + code_weight * mean |code_w - code_leader|^2,
 one Adam step per training step, on every entry of the buffer; with ``window`` W > 0 each entry
 contributes a window of W values (a multiple of 16, at a multiple of 16, drawn from a generator of
@@ -54,20 +61,21 @@ class Decoder(gluon.HybridBlock):
 
 
 class Autoencoder:
-    """The encoder and the workers' decoders, their weights as one flat float32 vector."""
+    """The encoder, the workers' decoders and the mean decoder, their weights as one flat float32 vector."""
 
     def __init__(self, num_workers, channels, latent, seed):
         self.num_workers = num_workers
         self.encoder = Encoder(channels, latent, prefix="lgc_encoder_")
         self.decoders = [Decoder(channels, prefix="lgc_decoder%d_" % w) for w in range(num_workers)]
+        self.mean_decoder = Decoder(channels, prefix="lgc_decoder_mean_")
         rng = np.random.default_rng(seed)
-        for block in [self.encoder] + self.decoders:
+        for block in self.blocks():
             block.initialize(mx.init.Zero())
             block.hybridize(static_alloc=True)
         probe = mx.nd.zeros((1, 1, 16))
         with autograd.train_mode():
             code = self.encoder(probe)
-            for d in self.decoders:
+            for d in self.decoders + [self.mean_decoder]:
                 d(code, probe)
         for p in self.params():  # Kaiming-uniform weights, zero biases, from the generator
             if p.name.endswith("weight"):
@@ -75,10 +83,14 @@ class Autoencoder:
                 bound = np.sqrt(6.0 / ((1 + SLOPE ** 2) * fan_in))
                 p.set_data(mx.nd.array(rng.uniform(-bound, bound, p.shape)))
 
+    def blocks(self):
+        """The encoder, the workers' decoders in rank order, the mean decoder."""
+        return [self.encoder] + self.decoders + [self.mean_decoder]
+
     def params(self):
-        """Every parameter, encoder first, in a fixed order."""
+        """Every parameter, block by block (``blocks``), in a fixed order."""
         out = []
-        for block in [self.encoder] + self.decoders:
+        for block in self.blocks():
             out += [block.collect_params()[name] for name in sorted(block.collect_params())]
         return out
 
@@ -111,9 +123,18 @@ class Autoencoder:
         to [-1, 1]: the range of the leader's scaled vector (each value is divided by the leader's
         largest |value| of its tensor).  Unclipped, poor estimates can exceed the values they stand for
         by far, and error feedback that subtracts them grows the accumulators."""
+        return self._decode(self.decoders[worker], code, innovation, padded)
+
+    def decode_mean(self, code, innovation, padded):
+        """The workers' mean vector (numpy, P values, clipped as ``decode``) from the mean of their codes
+        and of their innovation channels."""
+        return self._decode(self.mean_decoder, code, innovation, padded)
+
+    @staticmethod
+    def _decode(decoder, code, innovation, padded):
         c = mx.nd.array(code.reshape(1, -1, padded // 16))
         with autograd.train_mode():
-            out = self.decoders[worker](c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
+            out = decoder(c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
         return np.clip(out, -1, 1)
 
 
@@ -141,8 +162,10 @@ class AutoencoderTrainer:
         for w in range(W):
             estimate = self.ae.decoders[w](lead, innovations[:, w:w + 1, :])
             total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - vectors[:, w, :]))
+        mean = self.ae.mean_decoder(mx.nd.mean(codes, axis=1), mx.nd.mean(innovations, axis=1, keepdims=True))
+        total = total + mx.nd.mean(mx.nd.square(mean.reshape((B, P)) - mx.nd.mean(vectors, axis=1)))
         agreement = mx.nd.mean(mx.nd.square(codes - lead.expand_dims(1)))
-        return total / W + self.code_weight * agreement
+        return total / (W + 1) + self.code_weight * agreement
 
     def train_step(self):
         """One Adam step on every entry of the buffer (windows of ``window`` values); returns the loss

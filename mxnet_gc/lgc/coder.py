@@ -1,13 +1,15 @@
-"""A worker's side of LGC for one group of coded tensors (one server's): accumulation with error
-feedback, the messages it sends each step, and what the step's result does to its accumulators.
+"""A worker's side of LGC for one group of coded tensors (one server's, or on a ring all of them):
+accumulation with error feedback, the messages it sends each step, and what the step's result does to
+its accumulators.
 
 Per tensor the worker keeps an accumulator v (and with ``momentum`` m a velocity u, DGC's momentum
 correction): each step u = m u + g, v = v + u (without momentum v = v + g).  After a step:
 
 - train phase (exact values were sent): v and u are zeroed at the leader's indices and at the
   worker's innovation coordinates;
-- lgc phase, error_feedback='subtract': v -= what the servers applied on this worker's behalf (its
-  decoded estimate times its scales at the leader's indices, exact at its innovation coordinates),
+- lgc phase, error_feedback='subtract': v -= what was applied on this worker's behalf (its decoded
+  estimate, or on a ring the mean's, times the scales at the leader's indices, exact at its innovation
+  coordinates),
   u is zeroed there; error_feedback='zero': v and u are zeroed there, as in the train phase.
 """
 import time
@@ -81,6 +83,14 @@ class GroupCoder:
         self.network_seconds += time.perf_counter() - start
         return self.fmt.lead_message(step, self.rank, scales, indices, code)
 
+    def code(self, indices, scales):
+        """On a ring: the code of this worker's own vector at the leader's indices, in the leader's scales."""
+        vector = vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales)
+        start = time.perf_counter()
+        code = self.ae.encode(vector)
+        self.network_seconds += time.perf_counter() - start
+        return code
+
     def innov_message(self, step):
         idx, values = self._innovation()
         return self.fmt.innov_message(step, self.rank, idx, values)
@@ -89,20 +99,23 @@ class GroupCoder:
         Autoencoder.set_flat(ae.params(), weights)
         self.ae = ae
 
-    def finish(self, phase, result):
-        """Applies a step's RESULT fields: returns the dense updates per tensor; updates the accumulators."""
+    def finish(self, phase, result, estimate=None):
+        """Applies a step's RESULT fields: returns the dense updates per tensor; updates the accumulators.
+        ``estimate``: in the lgc phase, the values applied at the leader's indices on this worker's behalf
+        (on a ring, the mean's); by default its own decoder's estimate from the result's code."""
         fmt = self.fmt
         idx, values = self._sent
         scales = result["scales"]
         update = vectors.dense_update(fmt, fmt.sizes, result["indices"], result["sums"], result["innov_indices"],
                                       result["innov_values"])
         subtract = phase == "lgc" and self.options.error_feedback == "subtract"
-        if phase == "lgc":  # this worker's estimate, decoded as the server did
-            channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
-            start = time.perf_counter()
-            decoded = self.ae.decode(self.rank, result["code"], channel, fmt.padded)
-            self.network_seconds += time.perf_counter() - start
-            estimate = vectors.scale_segments(fmt, decoded, scales, inverse=True)
+        if phase == "lgc":
+            if estimate is None:  # this worker's estimate, decoded as the server did
+                channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
+                start = time.perf_counter()
+                decoded = self.ae.decode(self.rank, result["code"], channel, fmt.padded)
+                self.network_seconds += time.perf_counter() - start
+                estimate = vectors.scale_segments(fmt, decoded, scales, inverse=True)
             truth = vectors.gather(fmt, self.v, result["indices"])[:fmt.K]
             self.errors.append(float(np.sum((estimate[:fmt.K] - truth) ** 2) / max(np.sum(truth ** 2), 1e-30)))
             mine, extras = vectors.applied(fmt, estimate, result["indices"], idx, values)

@@ -1,22 +1,27 @@
-"""A parameter server's side of LGC: combine every worker's message of a step into one result, and
-train the autoencoder on what the train phase brings.
+"""Combine every worker's message of a step into one result (RESULT), and train the autoencoder on
+what the train phase brings.  A parameter server runs one per group of coded tensors; on a ring (no
+server) every worker runs one and combines the gathered messages itself.
 
 Train phase: each worker sends its exact values at the leader's indices (VECTOR); the result is their
 sum, and the vectors (each tensor's segment divided by the leader's scale) and innovation channels go
-into the replay buffer for one training step.  Lgc phase: the leader sends the code of its vector
-(LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder from the
-leader's code and its innovation channel, times the leader's scales.
+into the replay buffer for one training step.  Lgc phase on a server: the leader sends the code of its
+vector (LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder
+from the leader's code and its innovation channel, times the leader's scales.  Lgc phase on a ring:
+every worker's code is summed (an allreduce); the mean decoder's estimate of the mean vector, from the
+mean code and the mean innovation channel, times the leader's scales, stands for every worker's values.
 
 The training step runs on a thread of its own after the step's result is written, overlapping the
 workers' next forward and backward; the next step waits for it, so the order (and the result) is
 that of training in line.
 """
 import logging
+import pickle
 import threading
 import time
 
 import numpy as np
 
+from .. import checkpoint_files
 from . import vectors
 from .autoencoder import Autoencoder, AutoencoderTrainer
 from .wire import CorruptMessage
@@ -49,14 +54,16 @@ class Combiner:
             fields.append(f)
         return fields
 
-    def combine_train(self, step, leader, index, messages):
+    def combine_train(self, step, leader, index, messages, learn=True):
         """The RESULT of a train-phase step from the leader's INDEX fields and the workers' VECTOR messages
-        (rank order); trains."""
+        (rank order); trains with ``learn`` (on a ring, only rank 0 trains)."""
         indices, scales = index["indices"], index["scales"]
         self.wait()
         fields = self.check_step("VECTOR", messages, step)
         values = [f["vector"] for f in fields]
         result = self._result(step, leader, scales, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
+        if not learn:
+            return result
         normalized = [vectors.scale_segments(self.fmt, f["vector"], scales) for f in fields]
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
                     for f in fields]
@@ -99,6 +106,20 @@ class Combiner:
         values = [self.estimate(w, lead, f) for w, f in enumerate(fields)]
         return self._result(step, leader, lead["scales"], lead["indices"], fields, values, lead["code"])
 
+    def combine_mean(self, step, leader, index, code_sum, messages):
+        """On a ring: (the RESULT of an lgc-phase step, the estimate of the mean vector at the leader's
+        indices) from the leader's INDEX fields, the sum of every worker's code and the workers' INNOV
+        messages (rank order).  The RESULT's code is the mean code."""
+        self.wait()
+        fields = self.check_step("INNOV", messages, step)
+        indices, scales = index["indices"], index["scales"]
+        channel = np.mean([vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
+                           for f in fields], axis=0)
+        code = (np.asarray(code_sum, np.float32) / np.float32(len(fields))).astype(np.float32)
+        decoded = self.ae.decode_mean(code, channel, self.fmt.padded)
+        mean = vectors.scale_segments(self.fmt, decoded, scales, inverse=True)
+        return self._result(step, leader, scales, indices, fields, [mean] * len(fields), code), mean
+
     def estimate(self, worker, lead, innov):
         """A worker's values at the leader's indices, decoded from the leader's code (in the leader's
         scales) and the worker's innovation."""
@@ -121,3 +142,21 @@ class Combiner:
         """The autoencoder's weights (encoder, then every decoder), flat, for the workers."""
         self.wait()
         return Autoencoder.flat(self.ae.params())
+
+    def save(self, path, step):
+        """Writes the autoencoder's training state (weights, Adam's, the replay buffer) and the group's next
+        ``step`` to ``path`` (pickle, sealed): the same file on either transport."""
+        self.wait()
+        state = {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers,
+                 "trainer": self.trainer.state()}
+        checkpoint_files.write(path, pickle.dumps(state))
+
+    def load(self, path, step):
+        """Restores ``save``'s state, checked against this group's tensors, workers and next ``step``."""
+        state = pickle.loads(checkpoint_files.read(path))
+        mine = {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers}
+        differ = ["%s %s there, %s here" % (k, state[k], v) for k, v in mine.items() if state[k] != v]
+        if differ:
+            raise ValueError("lgc: %s does not match this job: %s" % (path, "; ".join(differ)))
+        self.wait()
+        self.trainer.load_state(state["trainer"])

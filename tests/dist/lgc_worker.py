@@ -4,13 +4,17 @@ autoencoder's weights it holds after the step, and at the end its final weights.
 
     lgc_worker.py OUT PARAMS_JSON STEPS [RUN_JSON]
 
-RUN_JSON: {"save_at": S} saves a checkpoint (prefix OUT/ckpt) after step S; {"resume": true} starts
-from it; {"fault": F} makes one worker misbehave: F = {"rank": r, "options": {...}} (other 'lgc'
-options on rank r) or {"rank": r, "corrupt": "LEAD" or "INNOV"} (the magic of rank r's messages of
-that kind is damaged, as in a corrupt payload).  Each step's data depends on (rank, step) only.
+RUN_JSON: {"store": "horovod"} runs on the horovod store (started by horovodrun; default: the
+parameter server, started by tools/launch.py); {"save_at": S} saves a checkpoint (prefix OUT/ckpt)
+after step S; {"resume": true} starts from it; {"fault": F} makes one worker misbehave: F = {"rank": r,
+"options": {...}} (other 'lgc' options on rank r), {"rank": r, "corrupt": KIND} (the magic of rank r's
+messages of KIND, LEAD, INNOV, INDEX or VECTOR, is damaged, as in a corrupt payload) or {"rank": r,
+"die_at": S} (rank r is killed in step S, after its backward).  Each step's data depends on (rank,
+step) only.
 """
 import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -25,12 +29,13 @@ def main():
     out, params, steps = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
     run = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     fault = run.get("fault")
-    kv = mxnet_gc.kvstore.create("dist_sync")
+    kv = mxnet_gc.kvstore.create(run.get("store", "dist_sync"))
     rank = kv.rank
     if fault and fault["rank"] == rank:
         params = dict(params, **fault.get("options", {}))
         if "corrupt" in fault:
-            method = {"LEAD": "lead_message", "INNOV": "innov_message"}[fault["corrupt"]]
+            method = {"LEAD": "lead_message", "INNOV": "innov_message", "INDEX": "index_message",
+                      "VECTOR": "vector_message"}[fault["corrupt"]]
             original = getattr(coder.GroupCoder, method)
 
             def corrupted(self, *args):
@@ -58,6 +63,8 @@ def main():
         with autograd.record():
             loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
         loss.backward()
+        if fault and fault.get("die_at") == step and fault["rank"] == rank:
+            os.kill(os.getpid(), signal.SIGKILL)
         for i, p in enumerate(params_list):
             saved["local/%d/%d" % (step, i)] = p.grad().asnumpy()
         trainer.step(16)

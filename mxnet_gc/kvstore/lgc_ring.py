@@ -1,0 +1,108 @@
+"""LGC on a ring (Horovod's collectives, no server), the workers' rounds (the phases, accumulators and
+checkpoints are lgc_rounds.py's).  Every message has the same size on every worker, so each travels
+by one collective, and every worker combines what it gathered itself (lgc/combiner.py), in rank order:
+all workers hold bit-identical updates.
+
+    every step   the leader broadcasts INDEX (its scales and indices)
+    train        every worker's VECTOR (its values at the leader's indices, its innovation) by
+                 allgather; the update is their sum; rank 0 trains the autoencoder on them
+    lgc          every worker's code of its own vector (in the leader's scales) summed by one allreduce;
+                 every worker's INNOV by allgather; the mean decoder's estimate from the mean code and
+                 the mean innovation channel, times the scales, stands for each worker's values at the
+                 leader's indices, its innovation coordinates made exact
+
+At the switch to the lgc phase (and after each fine-tuning step, option ``fine_tune_every``) rank 0
+broadcasts the autoencoder's weights (counted in ``autoencoder_bytes``).  A worker whose message does
+not follow the format fails the step on every worker (each reads every message).
+"""
+import time
+
+import mxnet as mx
+
+from ..lgc.combiner import Combiner
+from ..lgc.wire import CorruptMessage
+from .lgc_rounds import LGCRounds
+
+
+class RingRounds(LGCRounds):
+    """The worker side of LGC for a HorovodStore."""
+
+    def __init__(self, store, params):
+        super().__init__(store, params)
+        self._gathered = None  # this step's collectives in flight: per group, (INDEX fields, outputs)
+
+    def push(self, grads):
+        step, hvd, rank = self.schedule.step, self.store._hvd, self.store.rank
+        self.accumulate(grads)
+        leader, train = self.leader(), self.mode() == "train"
+        self._gathered = []
+        for s, g in enumerate(self.groups):
+            words = mx.nd.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
+            words = hvd.broadcast(words, root_rank=leader, name="mxgc.lgc.%d.index" % s)
+            index = self._read(g, "INDEX", words.asnumpy(), step)
+            if train:
+                mine = g.coder.vector_message(step, index["indices"])
+                out = [hvd.allgather(mx.nd.array(mine), name="mxgc.lgc.%d.vector" % s)]
+            else:
+                code = g.coder.code(index["indices"], index["scales"])
+                out = [hvd.allreduce(mx.nd.array(code), op=hvd.Sum, name="mxgc.lgc.%d.code" % s),
+                       hvd.allgather(mx.nd.array(g.coder.innov_message(step)), name="mxgc.lgc.%d.innov" % s)]
+            self._gathered.append((index, out))
+
+    def finish(self, dests):
+        step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.store.rank
+        leader, W = self.leader(), self.store.num_workers
+        for g, (index, out) in zip(self.groups, self._gathered):
+            kind = "VECTOR" if mode == "train" else "INNOV"
+            words = out[-1].asnumpy().reshape(W, g.fmt.words[kind])
+            try:
+                if mode == "train":
+                    result, mean = g.combiner.combine_train(step, leader, index, list(words), learn=rank == 0), None
+                else:
+                    start = time.perf_counter()
+                    result, mean = g.combiner.combine_mean(step, leader, index, out[0].asnumpy(), list(words))
+                    g.coder.network_seconds += time.perf_counter() - start
+            except CorruptMessage as e:
+                raise RuntimeError("mxnet_gc horovod store: lgc step %d of the coded tensors: %s" % (step, e)) from None
+            self.apply(g, dests, g.coder.finish(mode, g.fmt.read("RESULT", result, step), mean))
+        self._gathered = None
+        if phase == "lgc" and mode == "train":  # fine-tuned: rank 0's new weights
+            self._share_autoencoder()
+        self.end_step()
+
+    @staticmethod
+    def _read(g, kind, words, step):
+        try:
+            return g.fmt.read(kind, words, step)
+        except CorruptMessage as e:
+            raise RuntimeError("mxnet_gc horovod store: lgc step %d: the leader's %s: %s" % (step, kind, e)) from None
+
+    # ---- phase switches (collective) ----
+
+    def _install(self, phase, state_path):
+        store = self.store
+        store._check_same("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
+        for s, g in enumerate(self.groups):
+            if g.combiner is None:  # new groups (the train phase, or a resume)
+                g.combiner = Combiner(g.fmt, self.options)
+            if state_path is not None:  # the autoencoder of the checkpoint (every worker reads rank 0's)
+                g.combiner.load("%s.lgc%d" % (state_path, s), self.schedule.step)
+        if phase == "lgc":
+            self._share_autoencoder()
+
+    def _share_autoencoder(self):
+        """Rank 0's autoencoder weights to every worker (a broadcast), for its coder and combiner."""
+        hvd = self.store._hvd
+        for s, g in enumerate(self.groups):
+            weights = hvd.broadcast(mx.nd.array(g.combiner.weights()), root_rank=0, name="mxgc.lgc.%d.weights" % s)
+            g.coder.set_autoencoder(g.combiner.ae, weights.asnumpy())
+            if self.store.rank != 0:
+                self.autoencoder_bytes += 4 * weights.size
+
+    # ---- checkpoints ----
+
+    def save_states(self, path):
+        """Rank 0 writes each group's autoencoder state to ``path.lgc<g>``."""
+        if self.store.rank == 0 and self._has_states():
+            for s, g in enumerate(self.groups):
+                g.combiner.save("%s.lgc%d" % (path, s), self.schedule.step)

@@ -1,0 +1,106 @@
+"""LGC on a ring (LGC-RAR) on real Horovod jobs (horovodrun --gloo, 2 and 3 processes on loopback): every
+pulled update against tests/lgc_reference.py's simulation, bit-identical workers, checkpoints resumed
+in each phase and moved between the parameter server and the ring, bad input and a dead worker."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import lgc_reference as ref
+from mxnet_gc.lgc.options import DEFAULTS
+from test_dist_lgc import PARAMS, STEPS, check_every_phase, run as run_ps
+from test_horovod import horovodrun
+
+HOROVOD = {"store": "horovod"}
+
+
+def run(tmp_path, params, workers=2, extra=None, expect_success=True, timeout=240):
+    proc = horovodrun("lgc_worker.py", tmp_path, json.dumps(params), STEPS, json.dumps(dict(HOROVOD, **(extra or {}))),
+                      np_=workers, timeout=timeout)
+    if expect_success:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize("workers, options", [
+    (2, {}), (3, {}), (2, {"order": "magnitude", "error_feedback": "subtract", "leader": 1, "fine_tune_every": 2})])
+def test_every_phase_pulls_the_reference_update(tmp_path, workers, options):
+    params = dict(PARAMS, **options)
+    proc = run(tmp_path, params, workers)
+    check_every_phase(tmp_path, proc.stdout, params, workers, 1, ring=True)
+
+
+@pytest.mark.parametrize("save_at, phase", [(1, "dense"), (3, "sparse-2"), (5, "train"), (8, "lgc")])
+def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase):
+    # as on the parameter server: the resumed job's later updates, autoencoders and final weights equal
+    # the uninterrupted job's, bit for bit (rank 0's autoencoder state is in the checkpoint)
+    run(tmp_path, PARAMS, extra={"save_at": save_at})
+    run(tmp_path, PARAMS, extra={"resume": True})
+    for r in range(2):
+        whole = np.load(tmp_path / ("rank%d.npz" % r))
+        resumed = np.load(tmp_path / ("rank%d.resumed.npz" % r))
+        assert list(whole["phases"])[save_at] == phase and len(resumed["phases"]) == STEPS - save_at - 1
+        for name in resumed.files:
+            if name.startswith(("pulled/", "weight/", "autoencoder/")):
+                np.testing.assert_array_equal(resumed[name], whole[name], err_msg="rank %d %s" % (r, name))
+
+
+@pytest.mark.parametrize("direction", ["ps-to-ring", "ring-to-ps"])
+def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(tmp_path, direction):
+    # saved in the lgc phase by one transport, resumed by the other: the frozen autoencoder and the
+    # accumulators carry over, and the next step's update is the resuming method's reference from them
+    save_at = 8
+    if direction == "ps-to-ring":
+        run_ps(tmp_path, PARAMS, 2, 1, extra={"save_at": save_at})
+        run(tmp_path, PARAMS, extra={"resume": True})
+    else:
+        run(tmp_path, PARAMS, extra={"save_at": save_at})
+        run_ps(tmp_path, PARAMS, 2, 1, extra={"resume": True})
+    saved = [np.load(tmp_path / ("rank%d.npz" % r)) for r in range(2)]
+    resumed = [np.load(tmp_path / ("rank%d.resumed.npz" % r)) for r in range(2)]
+    step = save_at + 1
+    for r in range(2):
+        np.testing.assert_array_equal(resumed[r]["autoencoder/%d/0" % step], saved[r]["autoencoder/%d/0" % save_at])
+    names = [str(n) for n in saved[0]["names"]]
+    coded = json.loads(str(saved[0]["groups"]))[0]
+    accumulators = []
+    for r in range(2):
+        with np.load(tmp_path / ("ckpt.%d.rank%d.residuals" % (step, r))) as f:
+            accumulators.append([f["lgc/0/v/%d" % c] for c in range(len(coded))])
+    group = ref.GroupReference(dict(DEFAULTS, **PARAMS), 2, coded, lambda s: saved[0]["autoencoder/%d/0" % save_at],
+                               ring=direction == "ps-to-ring")
+    grads = [[resumed[r]["local/%d/%d" % (step, names.index(n))] for n in coded] for r in range(2)]
+    want = group.step(step, "lgc", grads, accumulators)
+    for r in range(2):
+        for n in coded:
+            np.testing.assert_allclose(resumed[r]["pulled/%d/%d" % (step, names.index(n))].ravel(), want[n],
+                                       rtol=1e-4, atol=1e-6, err_msg="rank %d %s" % (r, n))
+
+
+def test_a_worker_with_other_options_fails_every_worker(tmp_path):
+    proc = run(tmp_path, PARAMS, extra={"fault": {"rank": 1, "options": {"ae_steps": 4}}}, expect_success=False)
+    assert proc.returncode != 0
+    assert (proc.stdout + proc.stderr).count("the workers set different compression settings") >= 2
+
+
+@pytest.mark.parametrize("kind, step", [("INNOV", 7), ("VECTOR", 4), ("INDEX", 5)])
+def test_a_corrupt_message_fails_every_worker(tmp_path, kind, step):
+    # rank 1's messages of that kind are damaged (rank 1 leads the odd steps: its first INDEX is step 5's)
+    proc = run(tmp_path, PARAMS, extra={"fault": {"rank": 1, "corrupt": kind}}, expect_success=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    for r in (0, 1):
+        assert "[%d]<stderr>:RuntimeError: mxnet_gc horovod store: lgc step %d" % (r, step) in out, out[-3000:]
+    assert "not a %s message" % kind in out
+
+
+def test_a_worker_that_dies_mid_allreduce_ends_the_job(tmp_path):
+    # rank 1 is killed (SIGKILL) in step 8 (the lgc phase) while rank 0 waits in the step's collectives:
+    # horovodrun names it and ends the job (subprocess.run's timeout would fail the test on a hang)
+    proc = run(tmp_path, PARAMS, extra={"fault": {"rank": 1, "die_at": 8}}, expect_success=False, timeout=120)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "one or more processes exited with non-zero status" in out and "Process name: 1\nExit code: 137" in out, \
+        out[-3000:]
+    assert not (tmp_path / "rank0.npz").exists()  # rank 0 did not run on
