@@ -122,7 +122,7 @@ def parse_args(argv=None):
     p.add_argument("--wd", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="use only the first N training images (quick runs)")
-    p.add_argument("--log", help="JSON log of every epoch (written by rank 0)")
+    p.add_argument("--log", "--log-file", help="JSON log of every epoch (written by rank 0)")
     p.add_argument("--checkpoint", help="save a checkpoint with this prefix after every epoch")
     p.add_argument("--resume", help="continue from the checkpoint with this prefix")
     return p.parse_args(argv)
@@ -212,7 +212,7 @@ def main(argv=None):
                 json.dump(log, f, indent=1)
         if args.checkpoint:
             trainer.save_checkpoint(args.checkpoint, extra={"epoch": epoch + 1})
-    if lgc:  # the autoencoder's weights, pulled once at the switch to the lgc phase (in bytes_received)
+    if lgc:  # the autoencoder's weights, moved at the switch to the lgc phase and after each fine-tuning step
         log["autoencoder_bytes"] = kv.lgc.autoencoder_bytes
     if rank == 0 and trainer.group_table:
         log["groups"] = trainer.group_table
@@ -244,7 +244,7 @@ def report(log):
         lines.append("compression ratio of the sent traffic: %.1fx (%.1f%% of the uncompressed push traffic saved)"
                      % (dense / sent, 100 * (1 - sent / dense)))
     if "autoencoder_bytes" in log:
-        lines.append("autoencoder weights pulled by rank 0 (once): %.1f kB" % (log["autoencoder_bytes"] / 1e3))
+        lines.append("autoencoder weights through rank 0's link: %.1f kB" % (log["autoencoder_bytes"] / 1e3))
     return "\n".join(lines)
 
 

@@ -174,7 +174,7 @@ def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
            "--ramp-steps", "2", "--ae-steps", "3", "--lgc-options", json.dumps({"ramp_stages": 2})]
     proc, whole, epochs = resume_and_compare(tmp_path, *lgc)
     for line in ("step 3: phase dense -> sparse-1", "step 5: phase sparse-2 -> train", "step 8: phase train -> lgc",
-                 "autoencoder weights pulled by rank 0 (once)"):
+                 "autoencoder weights through rank 0's link"):
         assert line in proc.stdout
     assert [p["phase"] for p in epochs[1]["phases"]] == ["lgc"]
     assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.lgc0"))

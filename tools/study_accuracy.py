@@ -41,10 +41,16 @@ def run(config, seed, args, configs=CONFIGS, workers=2):
     """The example's JSON log of one configuration (its arguments: ``configs[config]``) and seed."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        argv = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                "--timeout", "7200",
-                sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--model", args.model,
-                "--epochs", str(args.epochs), "--lr-steps", args.lr_steps, "--seed", str(seed), "--log", log]
+        if "horovod" in configs[config]:  # --kvstore horovod: started by horovodrun, no servers
+            launcher = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H",
+                        "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
+        else:
+            launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
+                        "--timeout", "7200"]
+        # (--log-file: horovodrun would take --log for an abbreviation of its own options)
+        argv = launcher + [sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--model",
+                           args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps, "--seed", str(seed),
+                           "--log-file", log]
         proc = subprocess.run(argv + configs[config], cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit("run %s seed %d failed:\n%s\n%s" % (config, seed, proc.stdout[-3000:], proc.stderr[-3000:]))

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""LGC study: uncompressed, layer-wise top-k (error feedback), LGC-PS and LGC without its autoencoder
-(the ablation: LGC's dense tensors and density ramp, then top-k at the ramp's last density) on the
-Fashion-MNIST example, the same epochs, hyperparameters and seeds for each, on real jobs (W workers,
-1 server, tools/launch.py).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its
+"""LGC study: uncompressed, layer-wise top-k (error feedback), LGC-PS, LGC-RAR and LGC without its
+autoencoder (the ablation: LGC's dense tensors and density ramp, then top-k at the ramp's last density)
+on the Fashion-MNIST example, the same epochs, hyperparameters and seeds for each, on real jobs (W
+workers; 1 server through tools/launch.py, or for LGC-RAR the horovod store through horovodrun).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its
 density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error feedback only, with
 the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
 density 1e-3 diverged here (docs/results/history.md).
@@ -12,7 +12,7 @@ docs/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for
 prints the table for docs/lgc.md.
 
     .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
-        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more]
+        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more [--rerun LGC-PS ...]]
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ import numpy as np
 from study_accuracy import ROOT, plot, run
 
 
-DEFAULT_CONFIGS = ["uncompressed", "top-k (error feedback)", "LGC-PS", "LGC without autoencoder"]
+DEFAULT_CONFIGS = ["uncompressed", "top-k (error feedback)", "LGC-PS", "LGC-RAR", "LGC without autoencoder"]
 
 
 def configs(args):
@@ -35,6 +35,8 @@ def configs(args):
         "top-k (error feedback)": ["--compression", "layerwise_topk", "--dense-warmup-steps", dense] + sparse,
         "LGC-PS": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps", str(args.ramp),
                    "--ae-steps", str(args.ae)] + sparse,
+        "LGC-RAR": ["--kvstore", "horovod", "--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
+                    str(args.ramp), "--ae-steps", str(args.ae)] + sparse,
         # the ablation: LGC's dense tensors and ramp, then the ramp's top-k to the end, no autoencoder
         "LGC without autoencoder": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
                                     str(args.ramp), "--lgc-options", json.dumps({"autoencoder": False})] + sparse,
@@ -65,22 +67,26 @@ def main():
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
+    parser.add_argument("--rerun", nargs="+", default=[], help="with --more: run these configurations again, "
+                        "replacing their saved runs (after a change to their code)")
     args = parser.parse_args()
     table = configs(args)
     unknown = set(args.configs or []) - set(table)
     if unknown:
         raise SystemExit("--configs: unknown %s; known: %s" % (sorted(unknown), list(table)))
     table = {c: a for c, a in table.items() if c in (args.configs or DEFAULT_CONFIGS)}
+    if set(args.rerun) - set(table):
+        raise SystemExit("--rerun: %s must be among the configurations run" % sorted(set(args.rerun) - set(table)))
     name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
     results = {config: [] for config in table}
     if args.more:
         with open(os.path.join(args.docs, name + ".json")) as f:
             saved = json.load(f)
-        ignored = ("seeds", "more", "configs")
+        ignored = ("seeds", "more", "configs", "rerun")
         same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
         if same != {k: v for k, v in vars(args).items() if k not in ignored}:
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
-        results = dict(results, **saved["results"])
+        results = dict(results, **{c: logs for c, logs in saved["results"].items() if c not in args.rerun})
         args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))
     for config in table:
         for seed in args.seeds:

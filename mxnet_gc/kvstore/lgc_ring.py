@@ -96,8 +96,8 @@ class RingRounds(LGCRounds):
         for s, g in enumerate(self.groups):
             weights = hvd.broadcast(mx.nd.array(g.combiner.weights()), root_rank=0, name="mxgc.lgc.%d.weights" % s)
             g.coder.set_autoencoder(g.combiner.ae, weights.asnumpy())
-            if self.store.rank != 0:
-                self.autoencoder_bytes += 4 * weights.size
+            copies = self.store.num_workers - 1 if self.store.rank == 0 else 1  # the root sends one to each
+            self.autoencoder_bytes += 4 * weights.size * copies
 
     # ---- checkpoints ----
 

@@ -41,7 +41,7 @@ class LGCRounds:
         self.installed = None  # the phase whose settings are in place
         self.coded = []  # user keys coded by the autoencoder
         self.groups = []
-        self.autoencoder_bytes = 0  # one-time weight transfers, received by this worker
+        self.autoencoder_bytes = 0  # the autoencoder's weight transfers through this worker's link
         self._resume = None  # (accumulators, autoencoder state path) of a checkpoint, for the next switch
 
     def choose_coded(self, keys, shapes, names):
