@@ -96,7 +96,8 @@ study-lgc: install data
 	$(PY) tools/study_lgc.py --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 bench-lgc: install data
-	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none topk-1e-3 lgc --rates 100mbit 1gbit \
+	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none topk-1e-3 lgc hvd-gc-none hvd-topk-1e-3 hvd-lgc \
+		--rates 100mbit 1gbit \
 		--workers 2 4 --steps 8 --repeats 3 --csv docs/bench_lgc.csv --plot docs/bench_lgc.png \
 		--markdown docs/lgc.md --section lgc
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env python
 """The autoencoder's compute per step against the model's own step, on this CPU, for the Fashion-MNIST
 example's models: the leader's encode, a decode (each worker decodes its own estimate in the lgc
-phase; a server decodes one per worker) and a server's training step (replay buffer full), timed in one
+phase; a server decodes one per worker), the mean decoder's decode (LGC-RAR) and a training step
+(replay buffer full; a server's, or on a ring rank 0's), timed in one
 process on vectors of the real length (the coded tensors' leader indices at --density), beside one
 forward + backward + SGD step of the model at batch 64 (what each worker computes per step).
 
     python tools/lgc_overhead.py [--models cnn cnn-fc] [--workers 2 4] [--density 1e-3]
         [--channels 8 16 16 8] [--repeats 20]
 
-Per step a worker spends encode / W (the leader rotates) + decode; a server decode x W (lgc phase) or
-one training step (train phase, on a thread beside the workers' next step).  Medians of --repeats.
+LGC-PS: per step a worker spends encode / W (the leader rotates) + decode; a server decode x W (lgc
+phase) or one training step (train phase, on a thread beside the workers' next step).  LGC-RAR: every
+worker encodes its own vector and decodes the mean each lgc step; rank 0 trains in the train phase (on
+a thread beside its next step).  Medians of --repeats.
 """
 import argparse
 import statistics
@@ -67,6 +70,7 @@ def autoencoder_ms(sizes, workers, options, repeats):
         trainer.add(rng.uniform(-1, 1, (workers, P)), np.zeros((workers, P)), step % workers)
     return (P, median_ms(lambda: ae.encode(vector), repeats),
             median_ms(lambda: ae.decode(0, code, channel, P), repeats),
+            median_ms(lambda: ae.decode_mean(code, channel, P), repeats),
             median_ms(trainer.train_step, max(3, repeats // 4)))
 
 
@@ -80,18 +84,20 @@ def main():
     args = p.parse_args()
     options = LGCOptions({"density": args.density, "encoder_channels": args.channels})
     print("encoder_channels %s, density %g, medians of %d" % (args.channels, args.density, args.repeats))
-    print("| model | workers | P | model step ms | encode ms | decode ms | training step ms | worker per step "
-          "(encode / W + decode) | server per lgc step (W decodes) | server per train step |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| model | workers | P | model step ms | encode ms | decode ms | mean decode ms | training step ms | "
+          "LGC-PS worker per step (encode / W + decode) | LGC-PS server per lgc step (W decodes) | LGC-RAR worker per "
+          "lgc step (encode + mean decode) | training per train step (server; LGC-RAR rank 0) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for model in args.models:
         step = model_step_ms(model, args.repeats)
         sizes, _ = coded_sizes(model, options)
         for w in args.workers:
-            P, enc, dec, train = autoencoder_ms(sizes, w, options, args.repeats)
-            worker = enc / w + dec
-            print("| %s | %d | %d | %.1f | %.2f | %.2f | %.1f | %.2f ms, %.1f%% | %.2f ms, %.1f%% | %.1f ms, %.1f%% |"
-                  % (model, w, P, step, enc, dec, train, worker, 100 * worker / step, w * dec, 100 * w * dec / step,
-                     train, 100 * train / step), flush=True)
+            P, enc, dec, mean, train = autoencoder_ms(sizes, w, options, args.repeats)
+            worker, ring = enc / w + dec, enc + mean
+            print("| %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f ms, %.1f%% | %.2f ms, %.1f%% | %.2f ms, %.1f%% "
+                  "| %.1f ms, %.1f%% |"
+                  % (model, w, P, step, enc, dec, mean, train, worker, 100 * worker / step, w * dec,
+                     100 * w * dec / step, ring, 100 * ring / step, train, 100 * train / step), flush=True)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,21 @@ the same density), from the wire formats (mxnet_gc/lgc/wire.py, the layerwise_to
 Fashion-MNIST example's models (coded tensors: all of >= 2 dims but the first and last).
 
     python tools/lgc_traffic.py [--model cnn] [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
+        [--measured docs/lgc_study_w2.json ...]
 
-Three views: over all parameters (the dense ones sent as float32), over the coded tensors only, and
-over the coded tensors without the indices.  Then the leader's indices in three encodings: raw int32,
-bit-packed (the wire format: fixed-size messages, as ps-lite keys are) and delta + varint (variable
-size; a key would have to reserve its worst case).  Socket bytes of real runs are in the example's log.
+LGC-PS (parameter server: what a worker pushes), three views: over all parameters (the dense ones sent
+as float32), over the coded tensors only, and over the coded tensors without the indices.  LGC-RAR
+(a ring, Horovod): what a worker sends per step, the mean over the workers, with each collective's
+cost on a ring of W: an allreduce of S bytes 2(W-1)/W S, an allgather of S bytes from each worker
+(W-1) S, a broadcast of S bytes (W-1)/W S (each worker but the root receives one copy), against
+uncompressed allreduce and DGC (top-k payloads by allgather).  ``--measured``: the socket bytes rank 0
+sent per step in the last epoch of each run of a study (tools/study_lgc.py), beside the formulas.
+Then the leader's indices in three encodings: raw int32, bit-packed (the wire format: fixed-size
+messages, as ps-lite keys and ring collectives need) and delta + varint (variable size; a key would
+have to reserve its worst case).
 """
 import argparse
+import json
 import os
 import sys
 
@@ -42,6 +50,7 @@ def main():
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     p.add_argument("--density", type=float, default=1e-3)
     p.add_argument("--innovation-density", type=float, default=1e-5)
+    p.add_argument("--measured", nargs="*", default=[], help="study JSON files (tools/study_lgc.py) to read")
     args = p.parse_args()
     options = LGCOptions({"density": args.density, "innovation_density": args.innovation_density})
     sizes, dense = coded_sizes(args.model, options)
@@ -65,6 +74,40 @@ def main():
                  4 * (sum(sizes) + dense) / (per_worker + 4 * dense), no_index, dgc_no_index / no_index))
     print("(header: %d words per message)" % HEADER)
     print()
+    print("LGC-RAR (ring collectives), bytes a worker sends per step (mean over the workers):")
+    print("| workers | INDEX broadcast | code allreduce | INNOV allgather | lgc B/worker/step | train step B | "
+          "DGC allgather B | vs DGC | uncompressed allreduce, coded B | vs uncompressed (coded) | vs uncompressed (all) "
+          "| without indices: lgc B, vs DGC |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for w in args.workers:
+        fmt = WireFormat(sizes, args.density, args.innovation_density, w, options.latent_channels)
+        index = (w - 1) / w * 4 * fmt.words["INDEX"]
+        code = 2 * (w - 1) / w * 4 * fmt.code_words
+        innov = (w - 1) * 4 * fmt.words["INNOV"]
+        ring = index + code + innov
+        train = index + (w - 1) * 4 * fmt.words["VECTOR"]
+        dgc_ring = (w - 1) * dgc_bytes
+        dense_coded = 2 * (w - 1) / w * 4 * sum(sizes)
+        dense_all = 2 * (w - 1) / w * 4 * dense
+        no_index = ring - (w - 1) / w * 4 * fmt.index_words - (w - 1) * 4 * fmt.innov_index_words
+        dgc_no_index = (w - 1) * sum(4 * (1 + dgc.capacity(n)) for n in sizes)
+        print("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1fx | %.0f | %.0fx | %.0fx | %.0f, %.1fx |"
+              % (w, index, code, innov, ring, train, dgc_ring, dgc_ring / ring, dense_coded, dense_coded / ring,
+                 (dense_coded + dense_all) / (ring + dense_all), no_index, dgc_no_index / no_index))
+    if args.measured:
+        print()
+        print("Measured: socket bytes rank 0 sent per step, last epoch (its phases), mean over the runs:")
+        print("| study | workers | configuration | phases | B/step |")
+        print("|---|---|---|---|---:|")
+        for path in args.measured:
+            with open(path) as f:
+                study = json.load(f)
+            for config, logs in study["results"].items():
+                per_step = [measured_per_step(log["epochs"][-1]) for log in logs]
+                phases = sorted({p["phase"] for log in logs for p in log["epochs"][-1]["phases"]})
+                print("| %s | %d | %s | %s | %.0f |" % (os.path.basename(path), study["args"]["workers"], config,
+                                                       ", ".join(phases), np.mean(per_step)))
+    print()
     print("Leader indices per step, three encodings (k indices into each coded tensor of n values; the delta/varint "
           "size is the mean over 100 uniform random index sets, sorted, as in index order):")
     print("| tensor n | k | raw int32 B | bit-packed B (used) | delta + LEB128 varint B |")
@@ -75,6 +118,12 @@ def main():
         varint = np.mean([sum(varint_bytes(int(d)) for d in np.diff(np.concatenate([[0], np.sort(
             rng.choice(n, k, replace=False))]))) for _ in range(100)])
         print("| %d | %d | %d | %.0f | %.0f |" % (n, k, 4 * k, k * index_bits(n) / 8, varint))
+
+
+def measured_per_step(epoch):
+    """Socket bytes sent per step in an epoch of the example's log."""
+    steps = sum(p["steps"][1] - p["steps"][0] + 1 for p in epoch["phases"])
+    return epoch["bytes_sent"] / steps
 
 
 def varint_bytes(value):

@@ -63,12 +63,13 @@ LGC_MODES = [
     Mode("topk-1e-3", "layer-wise top-k at density 1e-3 with sparse pulls, in the default messages (what LGC "
          "compares with: the coded tensors' top-k, the others dense)",
          compression={"type": "layerwise_topk", "density": 1e-3, "compressed_pull": True}),
-    Mode("lgc", "learned gradient compression at density 1e-3 (the leader's code, everyone's innovation), timed "
-         "in its lgc phase", compression=LGC),
+    Mode("lgc", "learned gradient compression at density 1e-3, timed in its lgc phase (on the parameter server "
+         "LGC-PS: the leader's code, everyone's innovation; on Horovod LGC-RAR: the codes summed by an allreduce)",
+         compression=LGC),
 ]
 HOROVOD_PREFIX = "hvd-"
 HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport="horovod",
                                      description=m.description + ", on mxnet_gc's horovod store")
-                 for m in [DENSE_MODES[2]] + SPARSE_MODES]
+                 for m in [DENSE_MODES[2]] + SPARSE_MODES + LGC_MODES]
 MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]

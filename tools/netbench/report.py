@@ -73,6 +73,10 @@ def targets(rows):
             if mode == prefix + "topk-pipelined" and (model, workers, rate, other) in step:
                 add("merged_beats_baselines", "%s, %d workers, %s: %s / merged+pipelined step time"
                     % (model, workers, rate, other), step[model, workers, rate, other] / ms)
+        dgc = step.get((model, workers, rate, prefix + "topk-1e-3"))
+        if mode == prefix + "lgc" and dgc and rate == "100mbit":
+            add("lgc_beats_dgc_100mbit", "%s, %d workers, 100 Mbit/s: top-k 1e-3 / %s step time"
+                % (model, workers, "LGC-RAR (Horovod)" if prefix else "LGC-PS"), dgc / ms)
         mxnet_2bit = step.get((model, workers, rate, "mxnet-2bit"))
         if mode == "gc_2bit" and mxnet_2bit:
             add("our_2bit_vs_mxnet", "%s, %d workers, %s: our 2bit / MXNet's 2bit step time" % (model, workers, rate),
