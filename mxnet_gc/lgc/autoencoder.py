@@ -13,10 +13,11 @@ mean of their innovation channels: on a ring (no server) the codes are summed by
 every worker decodes the sum.
 
 Training (``AutoencoderTrainer``): on a replay buffer of the last steps' vectors of every worker,
-loss = mean over the W worker decoders and the mean decoder of their squared errors:
-         |decoder_w(code of the leader's vector, innovation_w) - vector_w|^2, and
-         |decoder_mean(mean_w code_w, mean_w innovation_w) - mean_w vector_w|^2,
+loss = mean over workers of |decoder_w(code of the leader's vector, innovation_w) - vector_w|^2
+       + |decoder_mean(mean_w code_w, mean_w innovation_w) - mean_w vector_w|^2
        + code_weight * mean |code_w - code_leader|^2,
+where the mean decoder's term does not reach the encoder (its codes enter detached): the encoder and
+the workers' decoders learn as without it, and the mean decoder learns to read their codes' mean.
 one Adam step per training step, on every entry of the buffer; with ``window`` W > 0 each entry
 contributes a window of W values (a multiple of 16, at a multiple of 16, drawn from a generator of
 ``seed`` and the step), so that a step's cost does not grow with the vector's length.  Weights start
@@ -162,10 +163,11 @@ class AutoencoderTrainer:
         for w in range(W):
             estimate = self.ae.decoders[w](lead, innovations[:, w:w + 1, :])
             total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - vectors[:, w, :]))
-        mean = self.ae.mean_decoder(mx.nd.mean(codes, axis=1), mx.nd.mean(innovations, axis=1, keepdims=True))
-        total = total + mx.nd.mean(mx.nd.square(mean.reshape((B, P)) - mx.nd.mean(vectors, axis=1)))
+        mean = self.ae.mean_decoder(mx.nd.mean(codes, axis=1).detach(),
+                                    mx.nd.mean(innovations, axis=1, keepdims=True))
+        mean_error = mx.nd.mean(mx.nd.square(mean.reshape((B, P)) - mx.nd.mean(vectors, axis=1)))
         agreement = mx.nd.mean(mx.nd.square(codes - lead.expand_dims(1)))
-        return total / (W + 1) + self.code_weight * agreement
+        return total / W + mean_error + self.code_weight * agreement
 
     def train_step(self):
         """One Adam step on every entry of the buffer (windows of ``window`` values); returns the loss
