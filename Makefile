@@ -83,15 +83,17 @@ bench-sparse: install
 		--plot docs/bench_sparse_fixed_mlp_horovod.png
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
-# seed on real jobs, LGC-PS and LGC-RAR (about 140 minutes on 2 cores; rewrites docs/lgc_study_*.json and
+# seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and
 # their plots).  bench-lgc: step times of uncompressed, top-k and LGC on the parameter server and on
 # Horovod, on the namespaced harness (root; about 15 minutes; rewrites its section of docs/lgc.md,
 # docs/bench_lgc.csv and docs/bench_lgc.png).
 study-lgc: install data
 	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3
 	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3 --more \
-		--configs "LGC-PS, fine-tuned every 100"
+		--configs "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder"
 	$(PY) tools/study_lgc.py --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3
+	$(PY) tools/study_lgc.py --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3 --more \
+		--configs "LGC-PS, fine-tuned every 100"
 	$(PY) tools/study_lgc.py --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 bench-lgc: install data

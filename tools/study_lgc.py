@@ -12,7 +12,7 @@ docs/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for
 prints the table for docs/lgc.md.
 
     .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
-        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more [--rerun LGC-PS ...] [--drop ...]]
+        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more [--rerun LGC-PS ...]]
 """
 import argparse
 import json
@@ -43,6 +43,7 @@ def configs(args):
     }
     variants = {  # LGC-PS with other options
         "LGC-PS, fine-tuned every 100": {"fine_tune_every": 100},  # one more training step every 100 steps
+        "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
@@ -68,8 +69,6 @@ def main():
                         "seeds' (the other settings must be the same)")
     parser.add_argument("--rerun", nargs="+", default=[], help="with --more: run these configurations again, "
                         "replacing their saved runs (after a change to their code)")
-    parser.add_argument("--drop", nargs="+", default=[], help="with --more: remove these configurations' saved "
-                        "runs (superseded: their numbers go to docs/results/history.md)")
     args = parser.parse_args()
     table = configs(args)
     unknown = set(args.configs or []) - set(table)
@@ -83,12 +82,11 @@ def main():
     if args.more:
         with open(os.path.join(args.docs, name + ".json")) as f:
             saved = json.load(f)
-        ignored = ("seeds", "more", "configs", "rerun", "drop")
+        ignored = ("seeds", "more", "configs", "rerun")
         same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
         if same != {k: v for k, v in vars(args).items() if k not in ignored}:
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
-        results = dict(results, **{c: logs for c, logs in saved["results"].items()
-                                   if c not in args.rerun and c not in args.drop})
+        results = dict(results, **{c: logs for c, logs in saved["results"].items() if c not in args.rerun})
         args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))
     for config in table:
         for seed in args.seeds:
