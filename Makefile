@@ -84,9 +84,9 @@ bench-sparse: install
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
 # seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and
-# their plots).  bench-lgc: step times of uncompressed, top-k and LGC on the parameter server and on
-# Horovod, on the namespaced harness (root; about 15 minutes; rewrites its section of docs/lgc.md,
-# docs/bench_lgc.csv and docs/bench_lgc.png).
+# their plots).  bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
+# server and on Horovod, on the namespaced harness (root; about 25 minutes; rewrites its section of
+# docs/lgc.md, docs/bench_lgc.csv and docs/bench_lgc.png).
 study-lgc: install data
 	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3
 	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3 --more \
@@ -97,7 +97,8 @@ study-lgc: install data
 	$(PY) tools/study_lgc.py --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 bench-lgc: install data
-	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none topk-1e-3 lgc hvd-gc-none hvd-topk-1e-3 hvd-lgc \
+	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none 4bit-groups topk-1e-3 lgc hvd-gc-none \
+		hvd-topk-1e-3 hvd-lgc \
 		--rates 100mbit 1gbit \
 		--workers 2 4 --steps 8 --repeats 3 --csv docs/bench_lgc.csv --plot docs/bench_lgc.png \
 		--markdown docs/lgc.md --section lgc
