@@ -129,6 +129,11 @@ def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase,
     params = dict(PARAMS, **options)
     run(tmp_path, params, 2, 1, extra={"save_at": save_at})
     run(tmp_path, params, 2, 1, extra={"resume": True})
+    check_resumed(tmp_path, save_at, phase)
+
+
+def check_resumed(tmp_path, save_at, phase):
+    """The resumed job's (2 workers) updates, autoencoders and final weights equal the whole job's."""
     for r in range(2):
         whole = np.load(tmp_path / ("rank%d.npz" % r))
         resumed = np.load(tmp_path / ("rank%d.resumed.npz" % r))
