@@ -5,7 +5,7 @@ all workers hold bit-identical updates.
 
     every step   the leader broadcasts INDEX (its scales and indices)
     train        every worker's VECTOR (its values at the leader's indices, its innovation) by
-                 allgather; the update is their sum; rank 0 trains the autoencoder on them
+                 allgather; the update is their sum; rank 0 trains the autoencoder on them, in line
     lgc          every worker's code of its own vector (in the leader's scales) summed by one allreduce;
                  every worker's INNOV by allgather; the mean decoder's estimate from the mean code and
                  the mean innovation channel, times the scales, stands for each worker's values at the
@@ -37,16 +37,17 @@ class RingRounds(LGCRounds):
         leader, train = self.leader(), self.mode() == "train"
         self._gathered = []
         for s, g in enumerate(self.groups):
-            words = mx.nd.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
-            words = hvd.broadcast(words, root_rank=leader, name="mxgc.lgc.%d.index" % s)
-            index = self._read(g, "INDEX", words.asnumpy(), step)
+            mine = mx.nd.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
+            words = hvd.broadcast(mine, root_rank=leader, name="mxgc.lgc.%d.index" % s).asnumpy()
+            index = self._read(g, "INDEX", words, step)
             if train:
-                mine = g.coder.vector_message(step, index["indices"])
-                out = [hvd.allgather(mx.nd.array(mine), name="mxgc.lgc.%d.vector" % s)]
+                inputs = [mx.nd.array(g.coder.vector_message(step, index["indices"]))]
+                out = [hvd.allgather(inputs[0], name="mxgc.lgc.%d.vector" % s)]
             else:
-                code = g.coder.code(index["indices"], index["scales"])
-                out = [hvd.allreduce(mx.nd.array(code), op=hvd.Sum, name="mxgc.lgc.%d.code" % s),
-                       hvd.allgather(mx.nd.array(g.coder.innov_message(step)), name="mxgc.lgc.%d.innov" % s)]
+                inputs = [mx.nd.array(g.coder.code(index["indices"], index["scales"])),
+                          mx.nd.array(g.coder.innov_message(step))]
+                out = [hvd.allreduce(inputs[0], op=hvd.Sum, name="mxgc.lgc.%d.code" % s),
+                       hvd.allgather(inputs[1], name="mxgc.lgc.%d.innov" % s)]
             self._gathered.append((index, out))
 
     def finish(self, dests):
@@ -84,7 +85,7 @@ class RingRounds(LGCRounds):
         store._check_same("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
         for s, g in enumerate(self.groups):
             if g.combiner is None:  # new groups (the train phase, or a resume)
-                g.combiner = Combiner(g.fmt, self.options)
+                g.combiner = Combiner(g.fmt, self.options, overlap=False)
             if state_path is not None:  # the autoencoder of the checkpoint (every worker reads rank 0's)
                 g.combiner.load("%s.lgc%d" % (state_path, s), self.schedule.step)
         if phase == "lgc":
@@ -94,8 +95,9 @@ class RingRounds(LGCRounds):
         """Rank 0's autoencoder weights to every worker (a broadcast), for its coder and combiner."""
         hvd = self.store._hvd
         for s, g in enumerate(self.groups):
-            weights = hvd.broadcast(mx.nd.array(g.combiner.weights()), root_rank=0, name="mxgc.lgc.%d.weights" % s)
-            g.coder.set_autoencoder(g.combiner.ae, weights.asnumpy())
+            mine = mx.nd.array(g.combiner.weights())
+            weights = hvd.broadcast(mine, root_rank=0, name="mxgc.lgc.%d.weights" % s).asnumpy()
+            g.coder.set_autoencoder(g.combiner.ae, weights)
             copies = self.store.num_workers - 1 if self.store.rank == 0 else 1  # the root sends one to each
             self.autoencoder_bytes += 4 * weights.size * copies
 

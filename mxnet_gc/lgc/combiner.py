@@ -10,9 +10,10 @@ from the leader's code and its innovation channel, times the leader's scales.  L
 every worker's code is summed (an allreduce); the mean decoder's estimate of the mean vector, from the
 mean code and the mean innovation channel, times the leader's scales, stands for every worker's values.
 
-The training step runs on a thread of its own after the step's result is written, overlapping the
-workers' next forward and backward; the next step waits for it, so the order (and the result) is
-that of training in line.
+On a server the training step runs on a thread of its own after the step's result is written,
+overlapping the workers' next forward and backward; the next step waits for it, so the order (and the
+result) is that of training in line.  On a ring, rank 0 trains in line: its own model's autograd runs
+in the same process, and MXNet's front end (autograd, Gluon) is not thread-safe.
 """
 import logging
 import pickle
@@ -32,8 +33,9 @@ log = logging.getLogger("mxnet_gc.server")
 class Combiner:
     """The autoencoder and the per-step combination for one server's coded tensors (WireFormat ``fmt``)."""
 
-    def __init__(self, fmt, options):
-        self.fmt, self.options = fmt, options
+    def __init__(self, fmt, options, overlap=True):
+        """``overlap``: train on a thread beside the caller's next step (a server), or in line (a worker)."""
+        self.fmt, self.options, self.overlap = fmt, options, overlap
         self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed)
         self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight,
                                          options.ae_window, options.seed)
@@ -68,8 +70,11 @@ class Combiner:
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
                     for f in fields]
         self.trainer.add(normalized, channels, leader)
-        self._training = threading.Thread(target=self._train, args=(normalized, leader), daemon=True)
-        self._training.start()
+        if self.overlap:
+            self._training = threading.Thread(target=self._train, args=(normalized, leader), daemon=True)
+            self._training.start()
+        else:
+            self._train(normalized, leader)
         return result
 
     def wait(self):
@@ -80,8 +85,8 @@ class Combiner:
             self._training = None
 
     def _train(self, normalized, leader):
-        """One training step, on a thread of its own: the workers already have the step's result and
-        compute the next step meanwhile."""
+        """One training step (on a server, on a thread of its own: the workers already have the step's
+        result and compute the next step meanwhile)."""
         start = time.perf_counter()
         loss = self.trainer.train_step()
         self.train_seconds.append(time.perf_counter() - start)
