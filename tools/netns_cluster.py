@@ -195,6 +195,9 @@ def main(argv=None):
         raise KeyboardInterrupt("signal %d" % signum)
 
     signal.signal(signal.SIGTERM, interrupted)
+    # (Python leaves SIGINT ignored when it started ignored, as in a background job of a script: Ctrl-C
+    # and the tests' SIGINT must end the job and delete the hosts all the same)
+    signal.signal(signal.SIGINT, interrupted)
     code, traffic = run_job(args.hosts, args.rate, launch_args)
     print("host          bytes sent  bytes received")
     for host, (sent, received) in traffic.items():
