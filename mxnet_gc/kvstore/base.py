@@ -187,8 +187,8 @@ class StoreBase(KVStoreBase):
                                      self._state_path(fname))
 
     def state_files(self, fname):
-        """The files ``save_residuals`` writes beside rank 0's residual file ``fname`` besides it (with
-        'lgc', the autoencoders' states)."""
+        """The files ``save_residuals`` writes beside rank 0's residual file ``fname`` (with 'lgc', the
+        autoencoders' states; none otherwise)."""
         return self._lgc.state_files(os.path.abspath(fname)) if self._lgc is not None else []
 
     def _state_path(self, fname):
