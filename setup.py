@@ -55,6 +55,7 @@ class BuildMXNetLibrary(build_ext):
         units = [(source, "%s_%s.o" % (source[:-3], name), ["-DMXGC_ISA=" + name] + flags)
                  for source in ("quantizer_kernels.cc", "topk_sparsifier.cc") for name, flags in levels.items()]
         units.append(("dispatch.cc", "dispatch.o", ["-DMXGC_MULTI_ISA"] if multi_isa else []))
+        units.append(("message_plan.cc", "message_plan.o", []))
         units.append(("mxnet_ops.cc", "mxnet_ops.o", ['-DMXGC_BUILD_ID="%s"' % _build_id()]))
         commands = [["g++", *CXXFLAGS, *includes, *flags, "-c", os.path.join(src, source), "-o",
                      os.path.join(tmp, obj)] for source, obj, flags in units]

@@ -7,6 +7,7 @@ import ctypes
 import os
 
 import mxnet as mx
+from mxnet.base import _LIB
 
 from . import _build_id, config
 
@@ -37,6 +38,9 @@ def load():
         raise ImportError("mxnet_gc: MXNET_GC_ISA=%s is not available on this CPU (best: %s; levels: %s)"
                           % (settings.isa, handle.mxgc_kernel_isa().decode(), ", ".join(config.ISAS)))
     handle.mxgc_set_num_threads(settings.num_threads)
+    handle.mxgc_plan_new.restype = ctypes.c_void_p
+    handle.mxgc_engine_bind(ctypes.cast(_LIB.MXEnginePushSyncND, ctypes.c_void_p),
+                            ctypes.cast(_LIB.MXNDArrayGetData, ctypes.c_void_p))
     mx.library.load(LIBRARY_PATH, verbose=False)
     _handle = handle
     return handle

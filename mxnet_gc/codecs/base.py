@@ -34,6 +34,11 @@ class Codec:
         """The codec of a compressed pull: the servers' sum of num_workers pushes (by default this one)."""
         return self
 
+    def kernel_params(self, n):
+        """(kind, parameters) of this codec's C++ kernels for n values, as a message plan takes them
+        (src_cpp/message_plan.cc): kind 1 for top-k, else the bits per value."""
+        raise NotImplementedError
+
     def encode(self, grad, residual, out=None, validate=True):
         """Compresses ``grad`` with error feedback, updating ``residual`` in place; returns the payload.
 

@@ -94,6 +94,9 @@ class LayerwiseTopkCodec(Codec):
         if n > MAX_VALUES:
             raise ValueError("layerwise_topk: %d values exceed the int32 indices (split the layer)" % n)
 
+    def kernel_params(self, n):
+        return 1, [self.density, self.momentum, self.adapt_rate, self.tolerance, self.reset_every, self.capacity(n)]
+
     def encode(self, grad, residual, out=None, validate=True):
         if validate:
             check_dense_float32("gradient", grad)

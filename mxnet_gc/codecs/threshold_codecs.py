@@ -38,6 +38,9 @@ class ThresholdCodec(Codec):
         per_word = 32 // self.bits
         return (n + per_word - 1) // per_word
 
+    def kernel_params(self, n):
+        return self.bits, [float(level) for level in self._levels_np]
+
     def encode(self, grad, residual, out=None, validate=True):
         if validate:
             check_dense_float32("gradient", grad)

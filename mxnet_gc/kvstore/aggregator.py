@@ -20,6 +20,7 @@ from mxnet.base import _LIB, check_call
 from .. import checkpoint_files, codecs
 from . import protocol
 from .lgc_server import LGCServer
+from .message_plan import MessagePlan
 
 log = logging.getLogger("mxnet_gc.server")
 
@@ -64,26 +65,19 @@ class MessageState:
                          for seg in desc["segments"]]
         self.coded = self.segments[0]["codec"] is not None
         self.keys = [seg["index"] for seg in self.segments]
+        # one C++ call per push decodes every segment (dense: copies or adds)
+        self.plan = MessagePlan([(seg["codec"], seg["size"], seg["offset"], 0,
+                                  seg["payload_offset"] if self.coded else seg["offset"]) for seg in self.segments])
+        self.pull_plan = None if self.pull_key is None else \
+            MessagePlan([(seg["pull_codec"], seg["size"], seg["offset"], 0, seg["pull_offset"]) for seg in self.segments])
 
     def add(self, recv):
         """Adds one worker's push (dense float32 values, or payloads) to the accumulator, at once."""
-        first = self.count == 0
-        if not self.coded:
-            if first:
-                self.acc_np[:] = recv
-            else:
-                self.acc_np += recv
-            return
-        for seg in self.segments:
-            payload = recv[seg["payload_offset"]:seg["payload_offset"] + seg["payload_words"]]
-            seg["codec"].decode_numpy(payload, self.acc_np[seg["offset"]:seg["offset"] + seg["size"]], add=not first)
+        self.plan.decode_now(recv, self.acc_np, add=self.count > 0)
 
     def encode_sum(self, out):
         """Re-encodes the accumulated sum into ``out`` (a payload), with the server's own residual."""
-        for seg in self.segments:
-            values = slice(seg["offset"], seg["offset"] + seg["size"])
-            words = slice(seg["pull_offset"], seg["pull_offset"] + seg["pull_words"])
-            seg["pull_codec"].encode_numpy(self.acc_np[values], self.residual_np[values], out[words])
+        self.pull_plan.encode_sum_now(self.acc_np, self.residual_np, out)
 
 
 class Aggregator:

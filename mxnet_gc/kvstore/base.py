@@ -9,6 +9,7 @@ from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files
 from . import arguments
+from .message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
 
 
@@ -205,10 +206,17 @@ class StoreBase(KVStoreBase):
 
     def _give_codecs(self, messages):
         """Gives each chunk of ``messages`` its key's codec and, when coded, an error-feedback state of the
-        codec's shape (a chunk keeps a state it has of that shape); returns the messages whose payload
-        size changed."""
+        codec's shape (a chunk keeps a state it has of that shape), and each message its plans; returns
+        the messages whose payload size changed."""
         changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers)]
         for m in messages:
+            m.plan = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks])
+            m.values_plan = MessagePlan([(None, c.size, c.offset, c.begin, c.offset) for c in m.chunks]) \
+                if m.coded else m.plan
+            m.pull_plan = MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks]) \
+                if m.coded else None
+            if m.token is None:
+                m.token = mx.nd.zeros(1)
             for c in m.chunks:
                 if c.codec is not None:
                     shape = c.codec.state_shape(c.shape if c.whole_key else (c.size,))

@@ -77,6 +77,7 @@ class DistSyncStore(StoreBase):
         self._round = 0
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
         self._pulled = []  # arrays whose pulls the next push waits for
+        self._decoding = []  # message plans whose decodes the next push checks
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
@@ -195,14 +196,12 @@ class DistSyncStore(StoreBase):
         for a in self._pulled:
             a.wait_to_read()
         self._pulled = []
-        for m in messages:
-            for c in m.chunks:
-                grad = grads[c.key]
-                part = grad if c.whole_key else grad.reshape(-1)[c.begin:c.end]
-                if m.coded:
-                    c.codec.encode(part, c.residual, out=c.views["payload"], validate=False)
-                else:  # dense: through a private flat buffer (MXNet reuses it for this key's pulls)
-                    part.reshape(-1).copyto(c.views["send"])
+        for plan in self._decoding:
+            plan.raise_engine_error()
+        self._decoding = []
+        for m in messages:  # one engine operation per message (dense: a copy into its private buffer)
+            m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks],
+                               m.buffers["payload" if m.coded else "send"], priority)
         arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
         if messages:
             self._kv.push([m.push_key for m in messages], arrays, priority=priority)
@@ -241,6 +240,7 @@ class DistSyncStore(StoreBase):
             stages.append(([], [m for m in messages if all(m is not sent for sent, _ in pushed)]))
         else:
             stages = [([array for _, array in pushed], messages)]
+        direct = set()
         for i, (arrays, stage) in enumerate(stages):
             for array in arrays:
                 wait_to_write(array)
@@ -248,7 +248,7 @@ class DistSyncStore(StoreBase):
             if arrays or (last and coded and not pushed):
                 self._kv._barrier()
             # the servers' status comes with a round's last values
-            self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
+            direct |= self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
         if pushed or coded:
             self._link.check()
         if lgc_step is not None:
@@ -258,7 +258,7 @@ class DistSyncStore(StoreBase):
                 dests[k].copyto(extra)
             if staged:  # the next push waits for this pull (see push) through the private array
                 self._pulled.append(dests[k])
-            else:
+            elif k in direct:
                 # ... and here through a one-value copy of what it wrote, not through the output, which
                 # backward may already be writing again.
                 token = _private(self._tokens, k, (1,))
@@ -267,21 +267,24 @@ class DistSyncStore(StoreBase):
 
     def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
         """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
-        asynchronously."""
-        pull_keys, pull_outs, copies, decodes = [], [], [], []
+        asynchronously; returns the keys pulled straight into their arrays (the others are decoded or
+        copied by one engine operation per message, which writes the message's token)."""
+        pull_keys, pull_outs, decodes, direct = [], [], [], set()
         for m in messages:
+            outputs = [dests.get(c.key) for c in m.chunks]
             if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
                 pull_keys.append(m.pull_key)
                 pull_outs.append(m.buffers["pulled"])
-                decodes += [c for c in m.chunks if c.key in dests]
-                continue
-            pull_keys.append(m.value_key)
-            if len(m.chunks) == 1:
+                decodes.append((m.pull_plan, m.buffers["pulled"], outputs, m.token))
+            elif len(m.chunks) == 1:
                 c = m.chunks[0]
+                pull_keys.append(m.value_key)
                 pull_outs.append(dests[c.key].reshape(-1)[c.begin:c.end])
+                direct.add(c.key)
             else:  # into the message's buffer, then each wanted key's segment into its output
+                pull_keys.append(m.value_key)
                 pull_outs.append(m.buffers["recv"])
-                copies += [(c.views["recv"], dests[c.key]) for c in m.chunks if c.key in dests]
+                decodes.append((m.values_plan, m.buffers["recv"], outputs, m.token))
         if status:
             pull_keys += self._link.status_keys
             pull_outs += self._link.status
@@ -289,14 +292,13 @@ class DistSyncStore(StoreBase):
             results = self._lgc.pull_keys()
             pull_keys += results[0]
             pull_outs += results[1]
-        if not pull_keys:
-            return
-        self._kv.pull(pull_keys, out=pull_outs, priority=priority)
-        for src, dst in copies:
-            src.copyto(dst)
-        for c in decodes:
-            out = dests[c.key]
-            c.pull_codec.decode(c.views["pulled"], out if c.whole_key else out.reshape(-1)[c.begin:c.end])
+        if pull_keys:
+            self._kv.pull(pull_keys, out=pull_outs, priority=priority)
+        for plan, payload, outputs, token in decodes:
+            plan.push_decode(payload, outputs, token, priority)
+            self._decoding.append(plan)
+            self._pulled.append(token)
+        return direct
 
     def set_optimizer(self, optimizer):
         """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective)."""

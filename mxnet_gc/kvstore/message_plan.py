@@ -1,0 +1,92 @@
+"""One engine operation per message: a message's segments encoded, decoded or copied by one C++ call.
+
+A message (layout.py) is a run of segments, a chunk of a key each.  Its plan (src_cpp/message_plan.cc)
+holds every segment's codec and offsets once; then
+
+- a worker pushes one operation per message to MXNet's engine (``push_encode``, ``push_decode``), with
+  only the arrays as its dependencies: no temporary-space resource (which MXNet's operators share,
+  four by default), so it runs beside backward with MXNet's defaults, and no Python per key;
+- a server decodes a worker's whole payload into the message's accumulator in one call
+  (``decode_now``) and re-encodes the sum for a compressed pull in another (``encode_sum_now``).
+"""
+import ctypes
+
+from .._library import load
+
+_ERROR_SIZE = 512
+
+
+def _handles(arrays):
+    """A C array of NDArray handles (null for None)."""
+    return (ctypes.c_void_p * len(arrays))(*[None if a is None else a.handle.value for a in arrays])
+
+
+def _pointer(array):
+    return array.ctypes.data_as(ctypes.c_void_p)
+
+
+class MessagePlan:
+    """The segments of one message: ``segments`` is a list of (codec or None for dense float32, values,
+    first value in the message, first value in the key, first payload word)."""
+
+    def __init__(self, segments):
+        self._lib = load()
+        kinds, params, counts = [], [], []
+        for codec, n, _, _, _ in segments:
+            kind, p = (0, []) if codec is None else codec.kernel_params(n)
+            kinds.append(kind)
+            params += p
+            counts.append(len(p))
+        columns = list(zip(*[s[1:] for s in segments]))
+        int64s = [(ctypes.c_int64 * len(segments))(*column) for column in columns]
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        handle = self._lib.mxgc_plan_new(len(segments), (ctypes.c_int * len(kinds))(*kinds), *int64s,
+                                         (ctypes.c_int * len(counts))(*counts),
+                                         (ctypes.c_double * max(1, len(params)))(*params), error, _ERROR_SIZE)
+        if not handle:
+            raise ValueError("mxnet_gc message plan: %s" % error.value.decode())
+        self._handle = ctypes.c_void_p(handle)
+        self.size = len(segments)
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.mxgc_plan_free(self._handle)
+
+    def _check(self, code, error):
+        if code != 0:
+            raise RuntimeError("mxnet_gc message plan: %s" % error.value.decode())
+
+    def push_encode(self, values, states, payload, priority=0):
+        """Engine operation: encodes each segment of ``values`` (per segment its key's whole NDArray) with
+        its state (an NDArray, or None when dense) into the ``payload`` NDArray."""
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        self._check(self._lib.mxgc_plan_push_encode(self._handle, _handles(values), _handles(states), payload.handle,
+                                                    ctypes.c_int(priority), error, _ERROR_SIZE), error)
+
+    def push_decode(self, payload, outputs, token, priority=0):
+        """Engine operation: decodes the ``payload`` NDArray into ``outputs`` (per segment its key's whole
+        NDArray, or None to skip it) and writes ``token``, a one-value NDArray to wait on."""
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        self._check(self._lib.mxgc_plan_push_decode(self._handle, payload.handle, _handles(outputs), token.handle,
+                                                    ctypes.c_int(priority), error, _ERROR_SIZE), error)
+
+    def raise_engine_error(self):
+        """Raises for the first corrupt payload a ``push_decode`` met since the last call."""
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        if self._lib.mxgc_plan_take_error(self._handle, error, _ERROR_SIZE):
+            raise ValueError("mxnet_gc: corrupt pulled payload: %s" % error.value.decode())
+
+    def decode_now(self, payload, values, add):
+        """Decodes a whole payload (numpy float32) into the message's values (numpy float32) at once,
+        adding with ``add``; raises ValueError for a corrupt payload (values then partly written)."""
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        if self._lib.mxgc_plan_decode_now(self._handle, _pointer(payload), _pointer(values), ctypes.c_int(bool(add)),
+                                          error, _ERROR_SIZE) != 0:
+            raise ValueError("corrupt payload: %s" % error.value.decode())
+
+    def encode_sum_now(self, values, residual, payload):
+        """Re-encodes the message's summed values for a compressed pull (numpy float32 arrays) at once."""
+        error = ctypes.create_string_buffer(_ERROR_SIZE)
+        if self._lib.mxgc_plan_encode_sum_now(self._handle, _pointer(values), _pointer(residual), _pointer(payload),
+                                              error, _ERROR_SIZE) != 0:
+            raise ValueError(error.value.decode())

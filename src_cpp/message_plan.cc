@@ -1,0 +1,295 @@
+// One engine operation per message.  A message of the dist store is a run of segments (a chunk of a key
+// each) that travel together; a plan holds each segment's codec and offsets, and one call encodes,
+// decodes or copies all of them:
+//
+//   worker, on MXNet's engine (mxgc_plan_push_encode / mxgc_plan_push_decode): one operation per
+//     message, pushed with MXEnginePushSyncND with only the arrays as dependencies, so it needs none
+//     of MXNet's temporary-space resources and runs beside backward with MXNet's defaults;
+//   server, at once on the caller's thread (mxgc_plan_decode_now / mxgc_plan_encode_sum_now): a
+//     worker's whole payload decoded into the message's accumulator in one call.
+//
+// Segment kinds: 0 dense (a float32 copy), 1 the layer-wise top-k sparsifier, 2 and 4 the 2bit and
+// 4bit quantizers.  Parameters per segment: the levels (2bit, 4bit); density, momentum, gamma,
+// delta, reset_every and capacity (top-k).  Python checks the codecs' parameters; a plan checks
+// only what would make a kernel read or write out of bounds.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "threshold_quantizer.h"
+#include "topk_sparsifier.h"
+
+namespace {
+
+enum Kind { kDense = 0, kTopk = 1 };  // otherwise the number of bits (2, 4)
+
+struct Segment {
+  int kind;
+  int64_t n;               // values
+  int64_t value_offset;    // first value in the message's values (the server's accumulator)
+  int64_t key_offset;      // first value in its key's array (a key split over servers)
+  int64_t payload_offset;  // first word in the message's payload
+  std::vector<float> levels;
+  mxgc::TopkParams topk;
+};
+
+struct Plan {
+  std::vector<Segment> segments;
+  std::mutex mutex;
+  std::string error;  // the first failure of an operation on the engine, until read
+
+  void fail(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (error.empty()) error = message;
+  }
+};
+using PlanRef = std::shared_ptr<Plan>;
+
+// MXNet's C API, handed over by Python (libmxnet is loaded with RTLD_LOCAL, so not found by dlsym).
+using PushSyncND = int (*)(void (*)(void*, void*), void*, void (*)(void*), void*, void**, int, void**, int,
+                           void*, int, const char*);
+using GetData = int (*)(void*, void**);
+PushSyncND g_push_sync = nullptr;
+GetData g_get_data = nullptr;
+struct CpuContext {  // mxnet::Context: device type (1: CPU), device id
+  int32_t dev_type = 1;
+  int32_t dev_id = 0;
+} g_cpu;
+
+void report(char* error, int error_size, const std::string& message) {
+  if (error && error_size > 0) std::snprintf(error, error_size, "%s", message.c_str());
+}
+
+// Encodes one segment's n values (a worker's gradient with its state, or a dense copy).
+void encode_segment(const Segment& s, const float* values, float* state, float* payload) {
+  if (s.kind == kDense) {
+    std::memcpy(payload, values, s.n * sizeof(float));
+  } else if (s.kind == kTopk) {
+    mxgc::topk_encode(values, state, s.n, s.topk, payload);
+  } else {
+    mxgc::encode(s.kind, values, state, payload, s.n, s.levels.data(), static_cast<int>(s.levels.size()));
+  }
+}
+
+// Writes (or, with ``add``, adds) one segment's decoded values to out.
+bool decode_segment(const Segment& s, const float* payload, float* out, bool add, std::string* error) {
+  if (s.kind == kDense) {
+    if (add) {
+      for (int64_t i = 0; i < s.n; ++i) out[i] += payload[i];
+    } else {
+      std::memcpy(out, payload, s.n * sizeof(float));
+    }
+    return true;
+  }
+  if (s.kind == kTopk) return mxgc::topk_decode(payload, s.topk.capacity, add ? out : nullptr, out, s.n, error);
+  mxgc::decode(s.kind, payload, add ? out : nullptr, out, s.n, s.levels.data(), static_cast<int>(s.levels.size()));
+  return true;
+}
+
+// The engine variable behind an NDArray handle is its storage chunk's: the first word of an
+// mxnet::NDArray is its std::shared_ptr<Chunk>'s pointer (MXNet 1.9.1's layout).  Views of one
+// array share it; an operation must not list one variable twice among its dependencies.
+const void* chunk_of(void* handle) { return *static_cast<void* const*>(handle); }
+
+// Handles without repeated chunks; ``exclude``: chunks already listed elsewhere.
+std::vector<void*> distinct(const std::vector<void*>& handles, const std::vector<void*>& exclude = {}) {
+  std::vector<const void*> seen;
+  for (void* h : exclude) seen.push_back(chunk_of(h));
+  std::vector<void*> out;
+  for (void* h : handles) {
+    if (!h) continue;
+    const void* c = chunk_of(h);
+    if (std::find(seen.begin(), seen.end(), c) != seen.end()) continue;
+    seen.push_back(c);
+    out.push_back(h);
+  }
+  return out;
+}
+
+float* data_of(void* handle) {
+  void* p = nullptr;
+  if (!handle || g_get_data(handle, &p) != 0) return nullptr;
+  return static_cast<float*>(p);
+}
+
+// One engine operation's work: the plan, and per segment its two arrays' data (null: skipped).
+struct Job {
+  PlanRef plan;
+  bool encode;
+  float* payload;
+  std::vector<float*> values, states;  // encode: gradients and states; decode: outputs
+};
+
+void run_job(void*, void* param) {
+  Job* job = static_cast<Job*>(param);
+  const auto& segments = job->plan->segments;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Segment& s = segments[i];
+    if (!job->values[i]) continue;
+    float* values = job->values[i] + s.key_offset;
+    if (job->encode) {
+      encode_segment(s, values, job->states[i], job->payload + s.payload_offset);
+      continue;
+    }
+    std::string error;
+    if (!decode_segment(s, job->payload + s.payload_offset, values, false, &error))
+      job->plan->fail("segment " + std::to_string(i) + ": " + error);
+  }
+}
+
+void delete_job(void* param) { delete static_cast<Job*>(param); }
+
+// Pushes a job reading ``reads`` and writing ``writes`` (NDArray handles) to MXNet's engine.
+int push(Job* job, const std::vector<void*>& reads, const std::vector<void*>& writes, int priority,
+         const char* name, char* error, int error_size) {
+  std::vector<void*> mutable_nds = distinct(writes);
+  std::vector<void*> const_nds = distinct(reads, mutable_nds);
+  if (g_push_sync(run_job, job, delete_job, &g_cpu, const_nds.data(), static_cast<int>(const_nds.size()),
+                  mutable_nds.data(), static_cast<int>(mutable_nds.size()), nullptr, priority, name) != 0) {
+    report(error, error_size, "MXEnginePushSyncND failed");
+    return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Gives the library MXNet's MXEnginePushSyncND and MXNDArrayGetData (Python passes their addresses).
+void mxgc_engine_bind(void* push_sync_nd, void* get_data) {
+  g_push_sync = reinterpret_cast<PushSyncND>(push_sync_nd);
+  g_get_data = reinterpret_cast<GetData>(get_data);
+}
+
+// A new plan of ``num_segments`` segments; per segment its kind, values, offsets and ``num_params[i]``
+// parameters (concatenated in ``params``).  Returns null with a message in ``error`` for a bad one.
+void* mxgc_plan_new(int num_segments, const int* kinds, const int64_t* sizes, const int64_t* value_offsets,
+                    const int64_t* key_offsets, const int64_t* payload_offsets, const int* num_params,
+                    const double* params, char* error, int error_size) {
+  auto plan = std::make_shared<Plan>();
+  for (int i = 0; i < num_segments; ++i) {
+    Segment s{kinds[i], sizes[i], value_offsets[i], key_offsets[i], payload_offsets[i], {}, {}};
+    const double* p = params;
+    params += num_params[i];
+    const bool threshold = s.kind == 2 || s.kind == 4;
+    const int want = s.kind == kTopk ? 6 : (threshold ? -1 : 0);
+    if (s.n < 1 || (!threshold && s.kind != kTopk && s.kind != kDense) || (want >= 0 && num_params[i] != want) ||
+        (threshold && (num_params[i] < 1 || num_params[i] > (s.kind == 2 ? 1 : mxgc::kMaxLevels)))) {
+      report(error, error_size, "segment " + std::to_string(i) + ": bad kind, size or parameters");
+      return nullptr;
+    }
+    if (threshold) s.levels.assign(p, p + num_params[i]);
+    if (s.kind == kTopk) {
+      s.topk = mxgc::TopkParams{p[0], static_cast<float>(p[1]), static_cast<float>(p[2]), static_cast<float>(p[3]),
+                                static_cast<int>(p[4]), static_cast<int64_t>(p[5])};
+      if (s.topk.capacity < 1 || s.topk.capacity < mxgc::topk_target(s.n, s.topk.density)) {
+        report(error, error_size, "segment " + std::to_string(i) + ": top-k capacity below its target");
+        return nullptr;
+      }
+    }
+    plan->segments.push_back(std::move(s));
+  }
+  return new PlanRef(plan);
+}
+
+void mxgc_plan_free(void* plan) { delete static_cast<PlanRef*>(plan); }
+
+// Copies the first failure of an operation of this plan on the engine into ``error`` and forgets it;
+// returns 1 if there was one.
+int mxgc_plan_take_error(void* plan, char* error, int error_size) {
+  Plan& p = **static_cast<PlanRef*>(plan);
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (p.error.empty()) return 0;
+  report(error, error_size, p.error);
+  p.error.clear();
+  return 1;
+}
+
+// Engine operation: encodes every segment of ``values`` (an NDArray handle per segment: its key's whole
+// array) with its state (an NDArray handle, or null for dense segments) into ``payload``.
+int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payload, int priority, char* error,
+                          int error_size) {
+  const PlanRef& p = *static_cast<PlanRef*>(plan);
+  const size_t n = p->segments.size();
+  auto job = new Job{p, true, data_of(payload), std::vector<float*>(n), std::vector<float*>(n, nullptr)};
+  std::vector<void*> reads(values, values + n), writes(states, states + n);
+  writes.push_back(payload);
+  for (size_t i = 0; i < n; ++i) {
+    job->values[i] = data_of(values[i]);
+    if (states[i]) job->states[i] = data_of(states[i]);
+    if (!job->values[i] || (p->segments[i].kind != kDense && !job->states[i])) {
+      delete job;
+      report(error, error_size, "segment " + std::to_string(i) + ": an array without data");
+      return -1;
+    }
+  }
+  if (!job->payload) {
+    delete job;
+    report(error, error_size, "the payload array has no data");
+    return -1;
+  }
+  return push(job, reads, writes, priority, "mxgc_message_encode", error, error_size);
+}
+
+// Engine operation: decodes ``payload`` into ``outputs`` (an NDArray handle per segment: its key's whole
+// array, or null to skip the segment), and writes ``token`` (a one-value array a later operation
+// can wait on instead of the outputs).  A corrupt segment is reported by mxgc_plan_take_error.
+int mxgc_plan_push_decode(void* plan, void* payload, void** outputs, void* token, int priority, char* error,
+                          int error_size) {
+  const PlanRef& p = *static_cast<PlanRef*>(plan);
+  const size_t n = p->segments.size();
+  auto job = new Job{p, false, data_of(payload), std::vector<float*>(n, nullptr), {}};
+  std::vector<void*> writes(outputs, outputs + n);
+  writes.push_back(token);
+  for (size_t i = 0; i < n; ++i) job->values[i] = outputs[i] ? data_of(outputs[i]) : nullptr;
+  if (!job->payload || (token && !data_of(token))) {
+    delete job;
+    report(error, error_size, "the payload or token array has no data");
+    return -1;
+  }
+  return push(job, {payload}, writes, priority, "mxgc_message_decode", error, error_size);
+}
+
+// At once: decodes a worker's whole payload into the message's values (``add``: adds to them).
+// Returns 0, or -1 with a message (values then partly written).
+int mxgc_plan_decode_now(void* plan, const float* payload, float* values, int add, char* error, int error_size) {
+  const Plan& p = **static_cast<PlanRef*>(plan);
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    const Segment& s = p.segments[i];
+    std::string message;
+    if (!decode_segment(s, payload + s.payload_offset, values + s.value_offset, add != 0, &message)) {
+      report(error, error_size, "segment " + std::to_string(i) + ": " + message);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+// At once: re-encodes the message's summed values into ``payload`` for a compressed pull, with the
+// server's own residual (quantizers) or packed without loss (top-k, whose residual stays untouched).
+int mxgc_plan_encode_sum_now(void* plan, const float* values, float* residual, float* payload, char* error,
+                             int error_size) {
+  const Plan& p = **static_cast<PlanRef*>(plan);
+  for (size_t i = 0; i < p.segments.size(); ++i) {
+    const Segment& s = p.segments[i];
+    const float* v = values + s.value_offset;
+    if (s.kind == kTopk) {
+      std::string message;
+      if (!mxgc::sparse_pack(v, s.n, s.topk.capacity, payload + s.payload_offset, &message)) {
+        report(error, error_size, "segment " + std::to_string(i) + ": " + message);
+        return -1;
+      }
+    } else {
+      encode_segment(s, v, residual + s.value_offset, payload + s.payload_offset);
+    }
+  }
+  return 0;
+}
+
+}  // extern "C"
