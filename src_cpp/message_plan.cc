@@ -123,6 +123,8 @@ struct Job {
   bool encode;
   float* payload;
   std::vector<float*> values, states;  // encode: gradients and states; decode: outputs
+  int count = 1;                       // decode: payloads summed, in order, ``stride`` words apart
+  int64_t stride = 0;
 };
 
 void run_job(void*, void* param) {
@@ -136,9 +138,13 @@ void run_job(void*, void* param) {
       encode_segment(s, values, job->states[i], job->payload + s.payload_offset);
       continue;
     }
-    std::string error;
-    if (!decode_segment(s, job->payload + s.payload_offset, values, false, &error))
-      job->plan->fail("segment " + std::to_string(i) + ": " + error);
+    for (int k = 0; k < job->count; ++k) {
+      std::string error;
+      if (!decode_segment(s, job->payload + k * job->stride + s.payload_offset, values, k > 0, &error)) {
+        job->plan->fail("segment " + std::to_string(i) + ": " + error);
+        break;
+      }
+    }
   }
 }
 
@@ -239,12 +245,14 @@ int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payloa
 
 // Engine operation: decodes ``payload`` into ``outputs`` (an NDArray handle per segment: its key's whole
 // array, or null to skip the segment), and writes ``token`` (a one-value array a later operation
-// can wait on instead of the outputs).  A corrupt segment is reported by mxgc_plan_take_error.
-int mxgc_plan_push_decode(void* plan, void* payload, void** outputs, void* token, int priority, char* error,
-                          int error_size) {
+// can wait on instead of the outputs; may be null).  ``count`` payloads ``stride`` words apart (the
+// workers' payloads of an allgather) are summed in order.  A corrupt segment is reported by
+// mxgc_plan_take_error.
+int mxgc_plan_push_decode(void* plan, void* payload, int count, int64_t stride, void** outputs, void* token,
+                          int priority, char* error, int error_size) {
   const PlanRef& p = *static_cast<PlanRef*>(plan);
   const size_t n = p->segments.size();
-  auto job = new Job{p, false, data_of(payload), std::vector<float*>(n, nullptr), {}};
+  auto job = new Job{p, false, data_of(payload), std::vector<float*>(n, nullptr), {}, count, stride};
   std::vector<void*> writes(outputs, outputs + n);
   writes.push_back(token);
   for (size_t i = 0; i < n; ++i) job->values[i] = outputs[i] ? data_of(outputs[i]) : nullptr;

@@ -295,7 +295,7 @@ class DistSyncStore(StoreBase):
         if pull_keys:
             self._kv.pull(pull_keys, out=pull_outs, priority=priority)
         for plan, payload, outputs, token in decodes:
-            plan.push_decode(payload, outputs, token, priority)
+            plan.push_decode(payload, outputs, token, priority=priority)
             self._decoding.append(plan)
             self._pulled.append(token)
         return direct
@@ -355,8 +355,6 @@ class DistSyncStore(StoreBase):
                 m.buffers["send"] = mx.nd.zeros(m.size)
             if len(m.chunks) > 1 and "recv" not in m.buffers:
                 m.buffers["recv"] = mx.nd.zeros(m.size)
-            for c in m.chunks:
-                c.views = {name: self._segment(m, c, name) for name in m.buffers}
         if new_payload:
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:
@@ -366,19 +364,6 @@ class DistSyncStore(StoreBase):
             self._link.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
         self._link.synchronize()
-
-    @staticmethod
-    def _segment(message, chunk, name):
-        """The view of one of a message's buffers that belongs to ``chunk``."""
-        buffer = message.buffers[name]
-        if len(message.chunks) == 1:
-            return buffer
-        if name == "payload":
-            return buffer[chunk.payload_offset:chunk.payload_offset + chunk.payload_words]
-        if name == "pulled":
-            return buffer[chunk.pull_offset:chunk.pull_offset + chunk.pull_words]
-        view = buffer[chunk.offset:chunk.offset + chunk.size]
-        return view.reshape(chunk.shape) if name == "recv" else view
 
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:

@@ -42,6 +42,7 @@ class HorovodStore(StoreBase):
         self._hvd = hvd
         self._compression = Compression({"type": "none"})
         self._shapes, self._values = {}, {}
+        self._decoding = set()  # message plans of the last pull's decodes
         self._reduce_only = set()
         self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
 
@@ -97,16 +98,16 @@ class HorovodStore(StoreBase):
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
         grads = self._gradients(key, value)
+        for plan in self._decoding:  # a corrupt payload of the last pull, once its decode has run
+            plan.raise_engine_error()
+        self._decoding = set()
         lgc_phase, keys = self._lgc_push(list(grads))
         for m in self._layout.messages_of(keys):
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
                 raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
-            for c in m.chunks:
-                if m.coded:
-                    c.codec.encode(grads[c.key], c.residual, out=c.views["send"], validate=False)
-                else:
-                    grads[c.key].reshape(-1).copyto(c.views["send"])
+            m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks], m.buffers["send"],
+                               priority)
             name = "mxgc.%d" % m.value_key
             if m.coded:
                 m.buffers["result"] = self._hvd.allgather(m.buffers["send"], name=name, priority=priority)
@@ -122,24 +123,19 @@ class HorovodStore(StoreBase):
         lgc_step, keys = self._lgc_pull(list(targets))
         for m in self._layout.messages_of(keys):
             result = m.buffers.get("result")
+            outputs = [targets[c.key][0] if c.key in targets else None for c in m.chunks]
+            if result is None:
+                for c, dest in zip(m.chunks, outputs):
+                    if dest is not None:
+                        self._values[c.key].copyto(dest)
+            elif m.coded:  # the workers' payloads summed in rank order: the same sum on every worker
+                m.plan.push_decode(result, outputs, priority=priority, count=self.num_workers, stride=m.payload_words)
+                self._decoding.add(m.plan)
+            else:
+                m.values_plan.push_decode(result, outputs, priority=priority)
             for c in m.chunks:
-                if c.key not in targets:
-                    continue
-                dest = targets[c.key][0]
-                if result is None:
-                    self._values[c.key].copyto(dest)
-                elif m.coded:
-                    for w in range(self.num_workers):  # in rank order: the same sum on every worker
-                        begin = w * m.payload_words + c.payload_offset
-                        payload = result[begin:begin + c.payload_words]
-                        if w == 0:
-                            c.codec.decode(payload, dest)
-                        else:
-                            c.codec.decode_add(payload, dest)
-                else:
-                    result[c.offset:c.offset + c.size].reshape(c.shape).copyto(dest)
-                for extra in targets[c.key][1:]:
-                    dest.copyto(extra)
+                for extra in targets.get(c.key, [])[1:]:
+                    targets[c.key][0].copyto(extra)
         if lgc_step is not None:
             self._lgc_finish({k: t[0] for k, t in targets.items()})
             if lgc_step in ("train", "lgc"):
@@ -166,14 +162,11 @@ class HorovodStore(StoreBase):
     # ---- messages ----
 
     def _assign_codecs(self, messages):
-        """Codecs and states for the chunks of ``messages``, and each message's send buffer (its payload
-        words, or its values when dense), cut into the chunks' views."""
+        """Codecs, states and plans for the chunks of ``messages``, and each message's send buffer (its
+        payload words, or its values when dense)."""
         self._give_codecs(messages)
         for m in messages:
             m.buffers = {"send": mx.nd.zeros(m.payload_words if m.coded else m.size)}
-            for c in m.chunks:
-                begin, size = (c.payload_offset, c.payload_words) if m.coded else (c.offset, c.size)
-                c.views = {"send": m.buffers["send"][begin:begin + size]}
 
     def _check_same(self, what, config):
         """Raises ValueError on every worker unless all workers passed the same ``config``."""

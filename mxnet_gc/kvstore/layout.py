@@ -25,7 +25,6 @@ class Chunk:
         self.payload_offset = 0  # first payload word in the message
         self.payload_words = 0
         self.residual = None  # worker state, see DistSyncStore
-        self.views = {}
 
     @property
     def size(self):
