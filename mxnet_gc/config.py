@@ -8,7 +8,7 @@
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
 | OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count when MXNET_GC_NUM_THREADS is unset |
 | DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
-| MXNET_EXEC_BULK_EXEC_TRAIN, MXNET_CPU_TEMP_COPY | MXNet's (1, 4) | MXNet's; pipelined merging needs 0 and >= 64 (the trainer warns) |
+| MXNET_EXEC_BULK_EXEC_TRAIN | MXNet's (1) | MXNet's, read when it starts; pipelined merging overlaps more with 0 (the trainer warns) |
 
 mxnet_gc also sets one variable of MXNet's, MXNET_KVSTORE_BIGARRAY_BOUND, while the dist store creates
 MXNet's store (so that MXNet never splits a key itself; mxnet_gc places the parts).  Importing this
@@ -17,7 +17,6 @@ module imports nothing else, so it can run before MXNet starts.
 import dataclasses
 import os
 
-PIPELINE_TEMP_COPIES = 64  # MXNET_CPU_TEMP_COPY that lets encodes run beside backward
 ISAS = ("baseline", "x86-64-v3", "x86-64-v4")
 
 
@@ -46,7 +45,6 @@ class Settings:
     num_servers: int
     num_workers: int
     bulk_exec_train: str
-    cpu_temp_copy: str
 
     @classmethod
     def from_environ(cls, environ):
@@ -58,27 +56,20 @@ class Settings:
                    isa=isa, netns=environ.get("MXNET_GC_NETNS", "mxgc"), role=environ.get("DMLC_ROLE", ""),
                    num_servers=_int(environ, "DMLC_NUM_SERVER", 0, 0),
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
-                   bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
-                   cpu_temp_copy=environ.get("MXNET_CPU_TEMP_COPY", "4"))
+                   bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"))
 
     def pipelining_problems(self):
         """What in MXNet's settings keeps communication from overlapping backward (messages).
 
-        MXNet reads them when it starts, so they must be set before its first operation.
+        MXNet reads them when it starts, so they must be set before its first operation.  (mxnet_gc's own
+        engine operations need none of MXNet's temporary-space resources: MXNET_CPU_TEMP_COPY does not
+        matter.)
         """
         problems = []
         if self.bulk_exec_train != "0":
             problems.append("MXNet runs backward in bulks of operations, so gradients become ready together and "
                             "pipelining overlaps little: set MXNET_EXEC_BULK_EXEC_TRAIN=0 before the first MXNet "
                             "operation")
-        copies = self.cpu_temp_copy
-        if not copies.isdigit() or int(copies) < PIPELINE_TEMP_COPIES:
-            problems.append("every mxnet_gc operator holds one of MXNet's MXNET_CPU_TEMP_COPY temporary-space "
-                            "resources (%s), which operators take in turn and use in the order they were issued: "
-                            "an encode issued after backward then waits for a backward operator that holds the "
-                            "same one, and pipelining overlaps little: set MXNET_CPU_TEMP_COPY=%d (more than the "
-                            "operators of one step that use temporary space) before the first MXNet operation"
-                            % (copies, PIPELINE_TEMP_COPIES))
         return problems
 
 

@@ -7,7 +7,6 @@ import tempfile
 
 import jobfiles
 import netns_cluster
-from mxnet_gc.config import PIPELINE_TEMP_COPIES
 
 from .modes import RATES_BITS
 
@@ -38,9 +37,8 @@ def run(model, mode, rate, workers, args, tag, codec):
     # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
     # machine in every process would mostly spin against each other.
     env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if mode.horovod else 2))))
-    if mode.sparse:  # each gradient its own engine operation; a second engine thread to encode on
-        env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2",
-                   MXNET_CPU_TEMP_COPY=str(PIPELINE_TEMP_COPIES))
+    if mode.unbulked:  # each gradient its own engine operation; a second engine thread to encode on
+        env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
     with tempfile.TemporaryDirectory() as out:
         report = os.path.join(out, "launch.json")
         if mode.horovod:

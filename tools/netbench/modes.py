@@ -24,11 +24,17 @@ class Mode:
     groups: bool = False
     merge: object = None
     pipeline: bool = True
+    mxnet_defaults: bool = False  # a merge plan run with MXNet's default settings
 
     @property
     def sparse(self):
-        """Layer-wise top-k with a merge plan: run with backward unbulked, so that encodes overlap it."""
+        """Layer-wise top-k with a merge plan."""
         return self.merge is not None
+
+    @property
+    def unbulked(self):
+        """Run with backward unbulked and two engine threads, so that encodes overlap it."""
+        return self.sparse and not self.mxnet_defaults
 
     @property
     def horovod(self):
@@ -56,6 +62,8 @@ SPARSE_MODES = [
          pipeline=False),
     Mode("topk-pipelined", "the DP merge plan, each message sent as soon as its gradients are ready",
          compression=TOPK, merge="dp"),
+    Mode("topk-pipelined-defaults", "topk-pipelined with MXNet's default settings (backward in bulks of 15 "
+         "operations, one engine thread)", compression=TOPK, merge="dp", mxnet_defaults=True),
     Mode("topk-fixed", "consecutive layers filled into messages of at least --bucket-bytes payload bytes, each sent "
          "as soon as its gradients are ready", compression=TOPK, merge="fixed"),
 ]
