@@ -82,8 +82,24 @@ def test_layout_with_merge_groups():
     shapes = [(10,), (20, 2), (3000,), (5,), (7,)]
     messages = layout.add(keys, shapes, groups=[["d", "c", "big"], ["a", "b"]])
     as_keys = sorted(sorted(c.key for c in m.chunks) for m in messages)
-    assert as_keys == [["a", "b"], ["big"], ["big"], ["c", "d"]]
+    assert as_keys == [["a", "b"], ["big"], ["big"], ["big"], ["big"], ["c", "d"]]
     assert all(len({c.message.server for c in m.chunks}) == 1 for m in messages)
+
+
+def test_large_keys_are_cut_into_parts_of_at_most_the_bound():
+    """A key of at least the bound is cut into parts of at most the bound, as many on every server; on one
+    server too (its parts are messages that can come back while the next are being pushed)."""
+    from mxnet_gc.kvstore.layout import Layout
+
+    for servers, n, parts in ((1, 999, 1), (1, 1000, 1), (1, 4500, 5), (2, 1000, 2), (2, 3000, 4), (3, 7000, 9)):
+        layout = Layout(num_servers=servers, bound=1000, allocator=protocol.KeyAllocator(servers))
+        layout.add(["k"], [(n,)])
+        chunks = layout.chunks["k"]
+        assert len(chunks) == parts, (servers, n)
+        assert [c.begin for c in chunks[1:]] == [c.end for c in chunks[:-1]] and chunks[-1].end == n
+        assert max(c.size for c in chunks) <= max(1000, -(-n // servers))
+        per_server = [sum(c.size for c in chunks if c.message.server == s) for s in range(servers)]
+        assert max(per_server) - min(per_server) <= parts // servers
     with pytest.raises(ValueError, match="every key being initialized exactly once"):
         Layout(2, 1000, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])
 

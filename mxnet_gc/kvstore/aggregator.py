@@ -97,6 +97,7 @@ class Aggregator:
         self.pushes = 0
         self.bytes = 0
         self.lgc = LGCServer(num_workers)
+        self.asynchronous = False  # dist_async: every push is a round of its own
 
     # ---- pushes ----
 
@@ -137,7 +138,7 @@ class Aggregator:
                        % (key, message.keys, e))
             message.rejected = True
         message.count += 1
-        if message.count == self.num_workers:
+        if message.count == self.num_workers or self.asynchronous:
             self.finish_round(message)
 
     def _lgc_push(self, key, recv):
@@ -179,6 +180,8 @@ class Aggregator:
     def finish_round(self, message):
         try:
             if not message.rejected:
+                if self.asynchronous and self.optimizer is None and not message.reduce_only:
+                    raise ValueError("dist_async needs the optimizer on the servers (set_optimizer)")
                 if self.optimizer is None or message.reduce_only:
                     self.values_np[message.value_key][:] = message.acc_np
                     if message.pull_key is not None:
@@ -232,6 +235,10 @@ class Aggregator:
         except Exception as e:  # noqa: BLE001
             log.exception("command %d", cmd_id)
             self.error("command failed on server %d: %s: %s" % (self.server_rank, type(e).__name__, e))
+
+    def on_asynchronous(self):
+        """dist_async: each push is decoded and applied with the optimizer at once."""
+        self.asynchronous = True
 
     def on_hello(self, status_keys):
         self.status_key = status_keys[self.server_rank]

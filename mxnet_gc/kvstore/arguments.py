@@ -66,12 +66,6 @@ def check_arrays(what, key, arrays, shape):
             raise TypeError("%s: key %r: arrays must be float32, got %s" % (what, key, np.dtype(a.dtype).name))
 
 
-def local_sum(what, key, arrays, shape):
-    """The sum of one key's arrays (one per device), after ``check_arrays``."""
-    check_arrays(what, key, arrays, shape)
-    return arrays[0] if len(arrays) == 1 else mx.nd.add_n(*arrays)
-
-
 def initial_values(key, value):
     """[(key, array)] of an init call: each key once, with its first array (devices hold copies)."""
     pairs = key_arrays("init", key, value, unique=True)

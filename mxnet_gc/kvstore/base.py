@@ -21,6 +21,7 @@ class StoreBase(KVStoreBase):
         self._pull_each_message = False
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
+        self._checked = {}  # key -> the arrays last checked for it (see _check)
 
     @property
     def compression_config(self):
@@ -132,8 +133,8 @@ class StoreBase(KVStoreBase):
         non-finite values."""
         grads = {}
         for k, arrays in arguments.key_arrays("push", key, value):
-            self._check_initialized(k)
-            grads[k] = arguments.local_sum("push", k, arrays, self._shapes[k])
+            self._check("push", k, arrays)
+            grads[k] = arrays[0] if len(arrays) == 1 else mx.nd.add_n(*arrays)
         self._nonfinite.record(list(grads), list(grads.values()))
         return grads
 
@@ -141,9 +142,19 @@ class StoreBase(KVStoreBase):
         """{key: [output arrays]} of a pull, checked."""
         targets = dict(arguments.pull_targets(key, out))
         for k, t in targets.items():
-            self._check_initialized(k)
-            arguments.check_arrays("pull", k, t, self._shapes[k])
+            self._check("pull", k, t)
         return targets
+
+    def _check(self, what, key, arrays):
+        """Raises unless ``key`` is initialized and ``arrays`` have its shape and are float32.  The arrays
+        passed last for a key are remembered: the same objects again (a trainer's gradients, every step)
+        need no check."""
+        last = self._checked.get(key)
+        if last is not None and len(last) == len(arrays) and all(a is b for a, b in zip(last, arrays)):
+            return
+        self._check_initialized(key)
+        arguments.check_arrays(what, key, arrays, self._shapes[key])
+        self._checked[key] = list(arrays)
 
     def _check_initialized(self, key):
         if key not in self._shapes:

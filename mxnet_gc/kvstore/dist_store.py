@@ -22,6 +22,11 @@ from .layout import Layout
 from .lgc_ps import PSRounds
 from .server_link import ServerLink, wait_to_write
 
+# A pull waits for the values of at least this many bytes of pushed messages per barrier: a barrier costs
+# about a millisecond here, 4 MB take 0.3 s at 100 Mbit/s and a few milliseconds on loopback.
+PULL_STAGE_BYTES = 4 << 20
+
+
 def _exit_at_once_on_error():
     """Makes an uncaught exception end this worker at once.
 
@@ -82,6 +87,12 @@ class DistSyncStore(StoreBase):
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
         self._link = ServerLink(self._kv, self._num_servers, self._alloc)
+        if self.asynchronous:
+            self._link.count_rounds = False
+            self._link.command("asynchronous")
+            self._link.synchronize()
+
+    asynchronous = False  # DistAsyncStore: each push applied at once, no barrier
 
     # ---- the KVStoreBase interface ----
 
@@ -110,6 +121,9 @@ class DistSyncStore(StoreBase):
         worker when the workers' parameters differ.
         """
         compression = Compression(compression_params)
+        if self.asynchronous and (compression.compressed_pull or compression.lgc):
+            raise ValueError("dist_async sends weights back, not gradients: 'compressed_pull' and 'lgc' need "
+                             "dist_sync with the optimizer on the workers")
         if compression.compressed_pull and self._optimizer_on_servers:
             raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
         if compression.lgc and self._optimizer_on_servers:
@@ -181,6 +195,9 @@ class DistSyncStore(StoreBase):
 
     def push(self, key, value, priority=0):
         """Sends each key's gradient (summed over the list if several devices give one)."""
+        if self.asynchronous and not self._optimizer_on_servers:
+            raise ValueError("dist_async applies each push with the optimizer on the servers: call set_optimizer "
+                             "first (Gluon: update_on_kvstore=True)")
         grads = self._gradients(key, value)
         keys = list(grads)
         lgc_phase, keys = self._lgc_push(keys)
@@ -217,11 +234,10 @@ class DistSyncStore(StoreBase):
 
         After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
         push at once and a pull with what they hold, so a barrier tells when the round is complete.
-        By default one barrier follows this worker's last push, and every message is pulled after it.
-        With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) there is
-        one barrier per pushed message, in push order, and each message is pulled right after its own:
-        early messages come back while later ones are still being pushed, at one barrier per message.
-        Every worker must then pull the same keys.
+        The pushed messages are pulled in stages of at least PULL_STAGE_BYTES, a barrier each, in push
+        order (see ``_stages``): early messages come back while later ones are still being pushed.
+        With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) every
+        message is a stage.  Every worker must pull the same keys.  dist_async: no barrier.
         """
         targets = self._targets(key, out)
         keys = list(targets)
@@ -235,17 +251,13 @@ class DistSyncStore(StoreBase):
         staged = self._optimizer_on_servers or not (pushed or coded)
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
-        if self._pull_each_message and pushed:  # (payloads to wait for, messages then pulled)
-            stages = [([array], [m for m in messages if m is sent]) for sent, array in pushed]
-            stages.append(([], [m for m in messages if all(m is not sent for sent, _ in pushed)]))
-        else:
-            stages = [([array for _, array in pushed], messages)]
+        stages = self._stages(pushed, messages)
         direct = set()
         for i, (arrays, stage) in enumerate(stages):
             for array in arrays:
                 wait_to_write(array)
             last = i == len(stages) - 1
-            if arrays or (last and coded and not pushed):
+            if (arrays or (last and coded and not pushed)) and not self.asynchronous:
                 self._kv._barrier()
             # the servers' status comes with a round's last values
             direct |= self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
@@ -264,6 +276,29 @@ class DistSyncStore(StoreBase):
                 token = _private(self._tokens, k, (1,))
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
+
+    def _stages(self, pushed, messages):
+        """The pull in stages: [(payloads to wait for, messages then pulled)], each stage one barrier.
+
+        Pushed messages are pulled in push order, a stage once at least PULL_STAGE_BYTES of them have
+        been pushed (or each message, with ``set_pull_each_message(True)``): a stage's values come back
+        while later messages are still being pushed, so both directions of a link carry data at once.
+        Every worker pushes the same messages in a step (as Gluon's and Module's trainers do), so every
+        worker makes the same barriers.  dist_async: one stage, no barrier.
+        """
+        wanted = {id(m) for m in messages}
+        stages, arrays, batch, size = [], [], [], 0
+        for sent, array in pushed:
+            arrays.append(array)
+            if id(sent) in wanted:
+                batch.append(sent)
+            size += 4 * sent.size
+            if not self.asynchronous and (self._pull_each_message or size >= PULL_STAGE_BYTES):
+                stages.append((arrays, batch))
+                arrays, batch, size = [], [], 0
+        sent = {id(m) for m, _ in pushed}
+        stages.append((arrays, batch + [m for m in messages if id(m) not in sent]))
+        return stages
 
     def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
         """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
@@ -368,3 +403,16 @@ class DistSyncStore(StoreBase):
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:
             raise RuntimeError("no optimizer runs on the servers (call set_optimizer first)")
+
+
+class DistAsyncStore(DistSyncStore):
+    """MXNet's 'dist_async' with mxnet_gc's codecs: the servers decode each worker's push and apply the
+    optimizer to it as soon as it arrives; a pull returns the weights as they are then, with no
+    barrier (after this worker's own pushes have been applied).  Needs ``set_optimizer`` before the
+    first push (Gluon: update_on_kvstore=True)."""
+
+    asynchronous = True
+
+    @property
+    def type(self):
+        return "gc_dist_async"  # (Gluon looks for 'dist' and 'async' in it)

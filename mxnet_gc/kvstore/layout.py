@@ -1,7 +1,7 @@
 """Where each key's values travel: chunks (parts of keys) grouped into messages, placed on servers.
 
-- A key of at least ``bound`` values is split into one contiguous part per server; each part is a
-  message of its own.
+- A key of at least ``bound`` values is split into contiguous parts of about ``bound`` values or less,
+  as many on every server (at least one part per server); each part is a message of its own.
 - A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
   ``groups`` (the Gluon trainer's merge policy) in its group's message, whatever its size: one push
   and one pull per step for the group, instead of one per key (a key that is split stays in messages
@@ -108,6 +108,14 @@ class Layout:
         self.messages = []
         self._next_chunk = 0
 
+    def parts(self, n):
+        """How many parts a key of n values is cut into: 1 below the bound, else a multiple of the servers
+        with at most ``bound`` values each (rounded up to the servers), so that a large tensor is several
+        messages, whose pulls can start while the next parts are still being pushed."""
+        if n < self.bound:
+            return 1
+        return self.num_servers * max(1, -(-n // (self.bound * self.num_servers)))
+
     def _chunk(self, key, shape, begin, end):
         self._next_chunk += 1
         return Chunk(self._next_chunk, key, shape, begin, end)
@@ -132,10 +140,11 @@ class Layout:
             n = 1
             for d in shape:
                 n *= d
-            split = n >= self.bound and self.num_servers > 1
+            count = self.parts(n)
+            split = count > 1
             grouped = group_message.get(group_of.get(key))
             if split:
-                parts, servers = protocol.split_sizes(n, self.num_servers), range(self.num_servers)
+                parts, servers = protocol.split_sizes(n, count), [i % self.num_servers for i in range(count)]
             elif grouped is not None:
                 parts, servers = [n], [grouped.server]
             else:

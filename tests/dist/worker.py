@@ -1,6 +1,9 @@
 """A worker of a test job (see job.py): pushes deterministic gradients, saves everything it pulls.
 
-Spec fields: keys ([[key, shape], ...]), steps, scale, seed, compression (params or null),
+Spec fields: store ('dist_sync' or 'dist_async'), keys ([[key, shape], ...]), steps, scale, seed,
+compression (params or null), turns (each step the workers push and pull one after the other, in rank
+order), final_pull (after the steps, a barrier and a pull saved as <key>/final), zero_init (initial
+values zero instead of random),
 optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
 before any push), groups (init's: lists of keys, one message each).  Faults: bad_compression (params every worker first tries; the ValueError is
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
@@ -24,8 +27,9 @@ from job import gradient, initial_value  # noqa: E402
 
 def main():
     spec = json.load(open(sys.argv[1]))
-    kv = mx.kv.create("gc_dist_sync")  # the name mxnet_gc registers in MXNet
-    assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == "gc_dist_sync"
+    name = "gc_" + spec.get("store", "dist_sync")  # the name mxnet_gc registers in MXNet
+    kv = mx.kv.create(name)
+    assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == name
     rank = kv.rank
     keys = [k for k, _ in spec["keys"]]
     shapes = [tuple(s) for _, s in spec["keys"]]
@@ -35,14 +39,23 @@ def main():
             kv.set_gradient_compression(spec["bad_compression"])
         except ValueError as e:
             saved["bad_compression_error"] = np.array(str(e))
+    if spec.get("async_refusals"):  # what dist_async refuses, each with a ValueError
+        for what, call in (("compressed_pull", lambda: kv.set_gradient_compression(
+                                {"type": "4bit", "thresholds": "medium", "compressed_pull": True})),
+                           ("push_without_optimizer", lambda: (kv.init("probe", mx.nd.zeros(3)),
+                                                               kv.push("probe", mx.nd.ones(3))))):
+            try:
+                call()
+            except ValueError as e:
+                saved["%s_error" % what] = np.array(str(e))
     compression = spec.get("compression_by_rank", {}).get(str(rank), spec.get("compression"))
     if compression:
         kv.set_gradient_compression(compression)
     if spec.get("optimizer"):
         name, params = spec["optimizer"]
         kv.set_optimizer(mx.optimizer.create(name, **params))
-    kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, s)) for i, s in enumerate(shapes)],
-            groups=spec.get("groups"))
+    kv.init(keys, [mx.nd.zeros(s) if spec.get("zero_init") else mx.nd.array(initial_value(spec["seed"], i, s))
+                   for i, s in enumerate(shapes)], groups=spec.get("groups"))
     outs = [mx.nd.zeros(s) for s in shapes]
     if spec.get("partial_push"):  # with shared messages, one key alone cannot be pushed
         try:
@@ -63,7 +76,13 @@ def main():
             break
         if spec.get("optimizer"):
             to_mkldnn_layout(outs, saved, spec)
-        if spec.get("lists"):
+        if spec.get("turns"):  # one worker after the other, in rank order
+            for turn in range(kv.num_workers):
+                if turn == rank:
+                    kv.push(keys, grads)
+                    kv.pull(keys, out=outs)
+                kv.barrier()
+        elif spec.get("lists"):
             kv.push(keys, grads)
             kv.pull(keys, out=outs)
         else:
@@ -75,6 +94,11 @@ def main():
             kv.save_optimizer_states(os.path.join(spec["out"], "states"))
         if step == spec.get("load_states_at"):
             kv.load_optimizer_states(os.path.join(spec["out"], "states"))
+    if spec.get("final_pull"):  # the values once every worker's pushes are in
+        kv.barrier()
+        kv.pull(keys, out=outs)
+        for k, o in zip(keys, outs):
+            saved["%s/final" % k] = o.asnumpy()
     np.savez(os.path.join(spec["out"], "rank%d.npz" % rank), **saved)
     print("worker rank %d saved %d arrays" % (rank, len(saved)))
 
