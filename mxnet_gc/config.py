@@ -2,7 +2,7 @@
 
 | variable | default | meaning |
 |---|---|---|
-| MXNET_GC_BIGARRAY_BOUND | 1000000 | the dist store splits a tensor of at least this many values into one part per server |
+| MXNET_GC_BIGARRAY_BOUND | 1000000 | the dist store cuts a tensor of at least this many values into parts of at most that many |
 | MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels |
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |

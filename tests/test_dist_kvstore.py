@@ -79,7 +79,8 @@ def test_4bit_three_workers_two_servers_many_keys_lists(tmp_path, groups):
 
 
 def test_large_tensor_chunked_over_two_servers(tmp_path):
-    """A tensor above the split bound is cut in one part per server; each server gets half the bytes."""
+    """A tensor above the split bound is cut in parts of at most the bound, as many per server; each server
+    gets half the bytes."""
     spec = {"keys": [["big", [4000]], ["small", [10]]], "steps": 3, "scale": 1.0, "seed": 3,
             "compression": {"type": "4bit", "thresholds": POW2}}
     proc, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=1000"])

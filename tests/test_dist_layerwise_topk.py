@@ -19,7 +19,8 @@ def simulate(spec, workers, servers, bound):
     expected = {}
     for i, (key, shape) in enumerate(spec["keys"]):
         n = int(np.prod(shape))
-        sizes = protocol.split_sizes(n, servers) if n >= bound and servers > 1 else [n]
+        # a key of at least the bound: parts of at most the bound, as many on every server
+        sizes = protocol.split_sizes(n, servers * max(1, -(-n // (bound * servers)))) if n >= bound else [n]
         edges = np.cumsum([0] + sizes)
         states = [[ref.new_state(s) for s in sizes] for _ in range(workers)]
         for step in range(spec["steps"]):
@@ -45,9 +46,9 @@ def test_two_workers_two_servers_split_and_shared_messages(tmp_path, momentum):
     for rank, saved in results.items():
         for (key, step), want in expected.items():
             np.testing.assert_array_equal(saved["%s/%d" % (key, step)], want, err_msg="rank %d %s %d" % (rank, key, step))
-    # the small keys share messages: fewer pushes than keys x workers x steps
+    # one push per message and worker and step: 'big' in 4 parts, 2 shared messages
     pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout)]
-    assert len(pushes) == 2 and sum(pushes) < len(keys) * 2 * 6
+    assert len(pushes) == 2 and sum(pushes) == (4 + 2) * 2 * 6
 
 
 def test_sparse_pull_three_workers(tmp_path):
