@@ -8,9 +8,8 @@ tools/netbench/models.py (default: the 10M-parameter MLP) with 'layerwise_topk' 
 pulls) and a DP merge plan: one with ``pipeline=True``, one with ``pipeline=False``.  Rank 0 records one step
 after the plan is in place with MXNet's profiler (backward unbulked: MXNET_EXEC_BULK_EXEC_TRAIN=0,
 so each layer's gradient is its own engine operation; two engine worker threads, so that a message
-can be encoded while backward goes on; MXNET_CPU_TEMP_COPY=64 temporary-space resources, see
-mxnet_gc/gluon.py, or --temp-copies) and the script draws, per job, when the
-engine ran backward, the sparsifier (mxgc_topk_encode), the pushes, the workers' barriers (the
+can be encoded while backward goes on) and the script draws, per job, when the
+engine ran backward, the messages' encoding (mxgc_message_encode), the pushes, the workers' barriers (the
 store's wait for every worker's push of a message; rank 0's Python thread), the pulls and the decoding.
 It prints how much of the communication started before backward ended.  Needs root.
 """
@@ -24,13 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import jobfiles  # noqa: E402
 import netns_cluster  # noqa: E402
-from mxnet_gc.config import PIPELINE_TEMP_COPIES  # noqa: E402
 from netbench.models import model_and_batches  # noqa: E402
 
-LANES = [("backward", lambda n: n.startswith("_backward")), ("encode", lambda n: n == "mxgc_topk_encode"),
+LANES = [("backward", lambda n: n.startswith("_backward")), ("encode", lambda n: n == "mxgc_message_encode"),
          ("push", lambda n: n == "KVStoreDistDefaultPush"), ("barrier", lambda n: n == "barrier"),
          ("pull", lambda n: "Pull" in n),
-         ("decode", lambda n: n.startswith("mxgc_topk_decode"))]
+         ("decode", lambda n: n == "mxgc_message_decode")]
 
 
 def worker(args):
@@ -128,9 +126,6 @@ def main():
     parser.add_argument("--engine-threads", type=int, default=2,
                         help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default is 1: then the encoding "
                              "waits behind backward on the one engine thread)")
-    parser.add_argument("--temp-copies", type=int, default=PIPELINE_TEMP_COPIES,
-                        help="MXNET_CPU_TEMP_COPY of the workers (MXNet's default is 4: then an encode waits for "
-                             "a backward operator that holds the same temporary space)")
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "pipeline_timeline.png"))
     parser.add_argument("--pipeline", type=int, help=argparse.SUPPRESS)
     jobfiles.add_worker_arguments(parser)
@@ -144,15 +139,13 @@ def main():
             code, _ = netns_cluster.run_job(4, args.rate, [
                 "-n", "2", "-s", "1", "--timeout", "600", "--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0",
                 "--env", "MXNET_CPU_WORKER_NTHREADS=%d" % args.engine_threads,
-                "--env", "MXNET_CPU_TEMP_COPY=%d" % args.temp_copies,
                 *jobfiles.worker_command(__file__, pipeline=pipeline, out=trace, model=args.model)])
             if code != 0:
                 raise SystemExit("profile_pipeline.py: the job failed (exit %d)" % code)
             lanes = spans(trace)
             backward_end, first_push, encoded = summary(lanes)
-            title = ("%s, pipeline=%s, %s, %d engine thread(s), %d temp spaces: backward ends at %.1f ms, "
-                     "first push at %.1f ms" % (args.model, bool(pipeline), args.rate, args.engine_threads,
-                                                args.temp_copies, backward_end, first_push))
+            title = ("%s, pipeline=%s, %s, %d engine thread(s): backward ends at %.1f ms, first push at %.1f ms"
+                     % (args.model, bool(pipeline), args.rate, args.engine_threads, backward_end, first_push))
             print("%s; %.1f ms of sparsification done before backward ended" % (title, encoded))
             results.append((title, lanes))
     plot(results, args.plot)
