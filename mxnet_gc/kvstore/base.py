@@ -225,7 +225,7 @@ class StoreBase(KVStoreBase):
             m.values_plan = MessagePlan([(None, c.size, c.offset, c.begin, c.offset) for c in m.chunks]) \
                 if m.coded else m.plan
             m.pull_plan = MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks]) \
-                if m.coded else None
+                if m.coded and self._compression.compressed_pull else None
             if m.token is None:
                 m.token = mx.nd.zeros(1)
             for c in m.chunks:
