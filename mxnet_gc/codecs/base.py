@@ -39,12 +39,10 @@ class Codec:
         (src_cpp/message_plan.cc): kind 1 for top-k, else the bits per value."""
         raise NotImplementedError
 
-    def encode(self, grad, residual, out=None, validate=True):
+    def encode(self, grad, residual, out=None):
         """Compresses ``grad`` with error feedback, updating ``residual`` in place; returns the payload.
 
         ``out``, if given, is a float32 NDArray of ``payload_size(grad.size)`` words to write into.
-        ``validate=False`` skips the argument checks, for callers that checked the arrays once (the
-        dist store does, per key).
         """
         raise NotImplementedError
 

@@ -97,16 +97,15 @@ class LayerwiseTopkCodec(Codec):
     def kernel_params(self, n):
         return 1, [self.density, self.momentum, self.adapt_rate, self.tolerance, self.reset_every, self.capacity(n)]
 
-    def encode(self, grad, residual, out=None, validate=True):
-        if validate:
-            check_dense_float32("gradient", grad)
-            check_dense_float32("state", residual)
-            self._check_size(grad.size)
-            if residual.shape != (self.state_size(grad.size),):
-                raise ValueError("layerwise_topk: the state for %d values must have shape (%d,) (new_residual), "
-                                 "got %s" % (grad.size, self.state_size(grad.size), residual.shape))
-            if out is not None:
-                check_payload(self, out, grad.size)
+    def encode(self, grad, residual, out=None):
+        check_dense_float32("gradient", grad)
+        check_dense_float32("state", residual)
+        self._check_size(grad.size)
+        if residual.shape != (self.state_size(grad.size),):
+            raise ValueError("layerwise_topk: the state for %d values must have shape (%d,) (new_residual), "
+                             "got %s" % (grad.size, self.state_size(grad.size), residual.shape))
+        if out is not None:
+            check_payload(self, out, grad.size)
         kwargs = dict(self._attrs, capacity=str(self.capacity(grad.size)))
         if out is not None:
             kwargs["out"] = out

@@ -41,18 +41,17 @@ class ThresholdCodec(Codec):
     def kernel_params(self, n):
         return self.bits, [float(level) for level in self._levels_np]
 
-    def encode(self, grad, residual, out=None, validate=True):
-        if validate:
-            check_dense_float32("gradient", grad)
-            check_dense_float32("residual", residual)
-            if grad.shape != residual.shape:
-                raise ValueError("gradient shape %s and residual shape %s differ" % (grad.shape, residual.shape))
-            if grad is residual:
-                raise ValueError("the residual must be a separate array from the gradient")
-            if grad.size == 0:
-                raise ValueError("cannot encode an empty gradient")
-            if out is not None:
-                check_payload(self, out, grad.size)
+    def encode(self, grad, residual, out=None):
+        check_dense_float32("gradient", grad)
+        check_dense_float32("residual", residual)
+        if grad.shape != residual.shape:
+            raise ValueError("gradient shape %s and residual shape %s differ" % (grad.shape, residual.shape))
+        if grad is residual:
+            raise ValueError("the residual must be a separate array from the gradient")
+        if grad.size == 0:
+            raise ValueError("cannot encode an empty gradient")
+        if out is not None:
+            check_payload(self, out, grad.size)
         if out is None:
             return self._encode(grad, residual, levels=self._levels)
         return self._encode(grad, residual, levels=self._levels, out=out)

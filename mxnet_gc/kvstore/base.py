@@ -226,8 +226,6 @@ class StoreBase(KVStoreBase):
                 if m.coded else m.plan
             m.pull_plan = MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks]) \
                 if m.coded and self._compression.compressed_pull else None
-            if m.token is None:
-                m.token = mx.nd.zeros(1)
             for c in m.chunks:
                 if c.codec is not None:
                     shape = c.codec.state_shape(c.shape if c.whole_key else (c.size,))

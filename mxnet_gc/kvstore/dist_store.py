@@ -390,6 +390,8 @@ class DistSyncStore(StoreBase):
                 m.buffers["send"] = mx.nd.zeros(m.size)
             if len(m.chunks) > 1 and "recv" not in m.buffers:
                 m.buffers["recv"] = mx.nd.zeros(m.size)
+            if m.token is None:
+                m.token = mx.nd.zeros(1)
         if new_payload:
             self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:

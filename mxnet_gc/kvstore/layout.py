@@ -54,7 +54,7 @@ class Message:
         self.plan = None  # worker: the message's MessagePlan (message_plan.py) of its pushes,
         self.values_plan = None  # of pulled values (dense float32: the sum or the weights),
         self.pull_plan = None  # and of compressed pulls (None without)
-        self.token = None  # worker: a one-value array the decode of its pull writes
+        self.token = None  # dist store worker: a one-value array the decode of its pull writes
 
     def append(self, chunk):
         chunk.message, chunk.offset = self, self.size
