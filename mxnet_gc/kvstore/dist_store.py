@@ -22,9 +22,12 @@ from .layout import Layout
 from .lgc_ps import PSRounds
 from .server_link import ServerLink, wait_to_write
 
-# A pull waits for the values of at least this many bytes of pushed messages per barrier: a barrier costs
-# about a millisecond here, 4 MB take 0.3 s at 100 Mbit/s and a few milliseconds on loopback.
-PULL_STAGE_BYTES = 4 << 20
+# A pull brings a step's pushes back in stages, a barrier each (the servers answer a pull with what they
+# hold, so a barrier tells that every worker's push of a stage has been summed): about PULL_STAGES stages of
+# at least PULL_STAGE_MIN_BYTES of pushed payload.  A barrier costs about a millisecond here; 1 MB takes
+# 80 ms at 100 Mbit/s and a few milliseconds on loopback.
+PULL_STAGES = 8
+PULL_STAGE_MIN_BYTES = 1 << 20
 
 
 def _exit_at_once_on_error():
@@ -81,6 +84,8 @@ class DistSyncStore(StoreBase):
         self._compression = Compression({"type": "none"})
         self._round = 0
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
+        self._unsent = []  # (message, payload array, priority) encoded, not yet handed to MXNet (see _send)
+        self._sent_early = 0  # payload bytes handed to MXNet since the last pull
         self._pulled = []  # arrays whose pulls the next push waits for
         self._decoding = []  # message plans whose decodes the next push checks
         self._tokens = {}  # user key -> a one-value array written after its pull
@@ -140,6 +145,7 @@ class DistSyncStore(StoreBase):
 
     def agree(self, config):
         """Raises on every worker unless all workers call this with the same ``config`` (a collective)."""
+        self._send(everything=True)
         self._round += 1
         self._link.command("config", rank=self.rank, round=self._round, config=config, all_ranks=True)
         self._link.synchronize(config=config)
@@ -179,6 +185,7 @@ class DistSyncStore(StoreBase):
         """
         if self._optimizer_on_servers:
             raise ValueError("regroup needs the optimizer on the workers (update_on_kvstore=False)")
+        self._send(everything=True)
         for a in self._pulled:
             a.wait_to_read()
         gone, messages = self._relayout(groups)
@@ -208,6 +215,8 @@ class DistSyncStore(StoreBase):
                 raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
                                  "merge policy); push them in the same call"
                                  % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
+        if any(m is sent for sent, _, _ in self._unsent for m in messages):
+            self._send(everything=True)  # (its payload buffer is about to be written again)
         # A pull still in flight must read the value before this push can start a new round: the engine
         # cannot order them (they use different keys), so wait here.
         for a in self._pulled:
@@ -220,11 +229,8 @@ class DistSyncStore(StoreBase):
             m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks],
                                m.buffers["payload" if m.coded else "send"], priority)
         arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
-        if messages:
-            self._kv.push([m.push_key for m in messages], arrays, priority=priority)
-        for m in messages:
-            m.rounds += 1
-            self._link.rounds_pushed[m.server] += 1
+        self._unsent += [(m, a, priority) for m, a in zip(messages, arrays)]
+        self._send(everything=self.asynchronous)
         self._pushed += zip(messages, arrays)
         if lgc_phase in ("train", "lgc"):
             self._lgc.push(grads)
@@ -234,8 +240,8 @@ class DistSyncStore(StoreBase):
 
         After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
         push at once and a pull with what they hold, so a barrier tells when the round is complete.
-        The pushed messages are pulled in stages of at least PULL_STAGE_BYTES, a barrier each, in push
-        order (see ``_stages``): early messages come back while later ones are still being pushed.
+        The pushed messages are pulled in stages, a barrier each, in push order (see ``_stages``): early
+        messages come back while later ones are still being pushed.
         With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) every
         message is a stage.  Every worker must pull the same keys.  dist_async: no barrier.
         """
@@ -252,6 +258,7 @@ class DistSyncStore(StoreBase):
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
         stages = self._stages(pushed, messages)
+        self._send(through=stages[0][0])
         direct = set()
         for i, (arrays, stage) in enumerate(stages):
             for array in arrays:
@@ -261,6 +268,9 @@ class DistSyncStore(StoreBase):
                 self._kv._barrier()
             # the servers' status comes with a round's last values
             direct |= self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
+            if not last:  # the next stage's pushes go out behind this stage's pull requests
+                self._send(through=stages[i + 1][0])
+        self._sent_early = 0
         if pushed or coded:
             self._link.check()
         if lgc_step is not None:
@@ -277,27 +287,55 @@ class DistSyncStore(StoreBase):
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
 
+    def _send(self, through=(), everything=False):
+        """Hands encoded pushes to MXNet in push order: at least through the last one whose payload array is
+        in ``through`` (or all of them), and before a pull while fewer than PULL_STAGE_MIN_BYTES have gone.
+
+        ps-lite has one connection per worker and server, so a stage's pull request waits behind every push
+        handed over before it: the pull hands over the next stage's pushes only after each stage's pulls.
+        """
+        wanted = {id(a) for a in through}
+        last = len(self._unsent) - 1 if everything else \
+            max((i for i, (_, a, _) in enumerate(self._unsent) if id(a) in wanted), default=-1)
+        sent = 0
+        for i, (m, array, priority) in enumerate(self._unsent):
+            if i > last and self._sent_early >= PULL_STAGE_MIN_BYTES:
+                break
+            self._kv.push(m.push_key, array, priority=priority)
+            m.rounds += 1
+            self._link.rounds_pushed[m.server] += 1
+            self._sent_early += 4 * array.size
+            sent = i + 1
+        del self._unsent[:sent]
+
     def _stages(self, pushed, messages):
         """The pull in stages: [(payloads to wait for, messages then pulled)], each stage one barrier.
 
-        Pushed messages are pulled in push order, a stage once at least PULL_STAGE_BYTES of them have
-        been pushed (or each message, with ``set_pull_each_message(True)``): a stage's values come back
-        while later messages are still being pushed, so both directions of a link carry data at once.
-        Every worker pushes the same messages in a step (as Gluon's and Module's trainers do), so every
-        worker makes the same barriers.  dist_async: one stage, no barrier.
+        Pushed messages are pulled in push order, in about PULL_STAGES stages of at least PULL_STAGE_MIN_BYTES
+        of payload (a last stage of less than half that joins the one before), or each message a stage with
+        ``set_pull_each_message(True)``: a stage's values come back while later messages are still being
+        pushed, so both directions of a link carry data at once.  Every worker pushes the same messages in
+        a step (as Gluon's and Module's trainers do), so every worker makes the same barriers.
+        dist_async: one stage, no barrier.
         """
         wanted = {id(m) for m in messages}
+        total = sum(4 * array.size for _, array in pushed)
+        each = max(PULL_STAGE_MIN_BYTES, total / PULL_STAGES)
         stages, arrays, batch, size = [], [], [], 0
         for sent, array in pushed:
             arrays.append(array)
             if id(sent) in wanted:
                 batch.append(sent)
-            size += 4 * sent.size
-            if not self.asynchronous and (self._pull_each_message or size >= PULL_STAGE_BYTES):
+            size += 4 * array.size
+            if not self.asynchronous and (self._pull_each_message or size >= each):
                 stages.append((arrays, batch))
                 arrays, batch, size = [], [], 0
-        sent = {id(m) for m, _ in pushed}
-        stages.append((arrays, batch + [m for m in messages if id(m) not in sent]))
+        batch += [m for m in messages if id(m) not in {id(s) for s, _ in pushed}]
+        if stages and size < each / 2 and not self._pull_each_message:
+            stages[-1][0].extend(arrays)
+            stages[-1][1].extend(batch)
+        else:
+            stages.append((arrays, batch))
         return stages
 
     def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
@@ -340,6 +378,7 @@ class DistSyncStore(StoreBase):
         if self._compression.compressed_pull or self._lgc is not None:
             raise ValueError("'%s' needs the optimizer on the workers (update_on_kvstore=False)"
                              % ("lgc" if self._lgc is not None else "compressed_pull"))
+        self._send(everything=True)
         if self.rank == 0:
             blob = base64.b64encode(pickle.dumps(optimizer)).decode()
             self._link.command("optimizer", blob=blob)
@@ -348,6 +387,7 @@ class DistSyncStore(StoreBase):
 
     def barrier(self):
         """Returns when every worker has called it."""
+        self._send(everything=True)
         self._kv._barrier()
 
     def optimizer_state_files(self, fname):
@@ -357,6 +397,7 @@ class DistSyncStore(StoreBase):
     def save_optimizer_states(self, fname, dump_optimizer=False):
         """Each server writes its optimizer states to ``fname.server<rank>`` (a shared file system)."""
         self._require_server_optimizer()
+        self._send(everything=True)
         if self.rank == 0:
             self._link.command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
         self._link.synchronize()
@@ -364,6 +405,7 @@ class DistSyncStore(StoreBase):
     def load_optimizer_states(self, fname):
         """Each server reads its states back from ``fname.server<rank>``."""
         self._require_server_optimizer()
+        self._send(everything=True)
         if self.rank == 0:
             self._link.command("load_states", path=os.path.abspath(fname))
         self._link.synchronize()
