@@ -118,25 +118,26 @@ def run_fault(tmp_path, fault):
     return run(tmp_path, PARAMS, 2, 1, extra={"fault": fault}, expect_success=False)
 
 
-@pytest.mark.parametrize("save_at, phase, options", [
-    (1, "dense", {}), (2, "sparse-1", {}), (3, "sparse-2", {}), (5, "train", {}), (8, "lgc", {}),
-    (8, "lgc", {"fine_tune_every": 2})])  # after a fine-tuning step
-def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase, options):
-    # one job runs all the steps and saves after step save_at; a second job resumes from that checkpoint
-    # and runs the rest: every later pulled update and the final weights are the same, bit for bit
-    # (the servers' autoencoders, their Adam states and replay buffers, and the workers' accumulators
-    # are in the checkpoint)
+@pytest.mark.parametrize("options, points", [
+    ({}, [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")]),
+    ({"fine_tune_every": 2}, [(8, "lgc")])])  # after a fine-tuning step
+def test_checkpoints_resume_to_the_uninterrupted_run(tmp_path, options, points):
+    # one job runs all the steps and saves after each step of ``points``; a job per checkpoint resumes
+    # from it and runs the rest: every later pulled update and the final weights are the same, bit for
+    # bit (the servers' autoencoders, their Adam states and replay buffers, and the workers'
+    # accumulators are in the checkpoint)
     params = dict(PARAMS, **options)
-    run(tmp_path, params, 2, 1, extra={"save_at": save_at})
-    run(tmp_path, params, 2, 1, extra={"resume": True})
-    check_resumed(tmp_path, save_at, phase)
+    run(tmp_path, params, 2, 1, extra={"save_at": [s for s, _ in points]})
+    for save_at, phase in points:
+        run(tmp_path, params, 2, 1, extra={"resume": save_at})
+        check_resumed(tmp_path, save_at, phase)
 
 
 def check_resumed(tmp_path, save_at, phase):
     """The resumed job's (2 workers) updates, autoencoders and final weights equal the whole job's."""
     for r in range(2):
         whole = np.load(tmp_path / ("rank%d.npz" % r))
-        resumed = np.load(tmp_path / ("rank%d.resumed.npz" % r))
+        resumed = np.load(tmp_path / ("rank%d.resumed-%d.npz" % (r, save_at)))
         assert list(whole["phases"])[save_at] == phase and len(resumed["phases"]) == STEPS - save_at - 1
         for name in resumed.files:
             if name.startswith(("pulled/", "weight/", "autoencoder/")):

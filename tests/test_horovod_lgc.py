@@ -31,13 +31,14 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, options):
     check_every_phase(tmp_path, proc.stdout, params, workers, 1, ring=True)
 
 
-@pytest.mark.parametrize("save_at, phase", [(1, "dense"), (3, "sparse-2"), (5, "train"), (8, "lgc")])
-def test_a_checkpoint_resumes_to_the_uninterrupted_run(tmp_path, save_at, phase):
-    # as on the parameter server: the resumed job's later updates, autoencoders and final weights equal
+def test_checkpoints_resume_to_the_uninterrupted_run(tmp_path):
+    # as on the parameter server: each resumed job's later updates, autoencoders and final weights equal
     # the uninterrupted job's, bit for bit (rank 0's autoencoder state is in the checkpoint)
-    run(tmp_path, PARAMS, extra={"save_at": save_at})
-    run(tmp_path, PARAMS, extra={"resume": True})
-    check_resumed(tmp_path, save_at, phase)
+    points = [(1, "dense"), (3, "sparse-2"), (5, "train"), (8, "lgc")]
+    run(tmp_path, PARAMS, extra={"save_at": [s for s, _ in points]})
+    for save_at, phase in points:
+        run(tmp_path, PARAMS, extra={"resume": save_at})
+        check_resumed(tmp_path, save_at, phase)
 
 
 @pytest.mark.parametrize("direction", ["ps-to-ring", "ring-to-ps"])
@@ -46,13 +47,13 @@ def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(tmp_path, 
     # accumulators carry over, and the next step's update is the resuming method's reference from them
     save_at = 8
     if direction == "ps-to-ring":
-        run_ps(tmp_path, PARAMS, 2, 1, extra={"save_at": save_at})
-        run(tmp_path, PARAMS, extra={"resume": True})
+        run_ps(tmp_path, PARAMS, 2, 1, extra={"save_at": [save_at]})
+        run(tmp_path, PARAMS, extra={"resume": save_at})
     else:
-        run(tmp_path, PARAMS, extra={"save_at": save_at})
-        run_ps(tmp_path, PARAMS, 2, 1, extra={"resume": True})
+        run(tmp_path, PARAMS, extra={"save_at": [save_at]})
+        run_ps(tmp_path, PARAMS, 2, 1, extra={"resume": save_at})
     saved = [np.load(tmp_path / ("rank%d.npz" % r)) for r in range(2)]
-    resumed = [np.load(tmp_path / ("rank%d.resumed.npz" % r)) for r in range(2)]
+    resumed = [np.load(tmp_path / ("rank%d.resumed-%d.npz" % (r, save_at))) for r in range(2)]
     step = save_at + 1
     for r in range(2):
         np.testing.assert_array_equal(resumed[r]["autoencoder/%d/0" % step], saved[r]["autoencoder/%d/0" % save_at])
@@ -60,7 +61,7 @@ def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(tmp_path, 
     coded = json.loads(str(saved[0]["groups"]))[0]
     accumulators = []
     for r in range(2):
-        with np.load(tmp_path / ("ckpt.%d.rank%d.residuals" % (step, r))) as f:
+        with np.load(tmp_path / ("ckpt-%d.%d.rank%d.residuals" % (save_at, step, r))) as f:
             accumulators.append([f["lgc/0/v/%d" % c] for c in range(len(coded))])
     group = ref.GroupReference(dict(DEFAULTS, **PARAMS), 2, coded, lambda s: saved[0]["autoencoder/%d/0" % save_at],
                                ring=direction == "ps-to-ring")

@@ -67,6 +67,8 @@ def parse_args():
     parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=list(MODES))
     parser.add_argument("--rates", nargs="+", default=list(RATES_BITS), choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--servers", type=int, nargs="+", default=[1],
+                        help="parameter servers per job (Horovod modes: the first value only, they have none)")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
     parser.add_argument("--bucket-bytes", type=int, default=1 << 20, help="payload bytes per message of topk-fixed")
@@ -74,6 +76,7 @@ def parse_args():
     parser.add_argument("--job-timeout", type=int, default=1800, help="seconds before a job is ended")
     parser.add_argument("--csv", help="write the rows here")
     parser.add_argument("--plot", help="write the plot here (.png)")
+    parser.add_argument("--scaling-plot", help="write step time against workers, per servers, here (.png)")
     parser.add_argument("--markdown", help="put the tables between the benchmark's markers in this file")
     parser.add_argument("--section", default="", help="with --markdown: the markers <!-- bench_network:SECTION:begin "
                                                       "--> and :end (default: <!-- bench_network:begin -->)")
@@ -92,14 +95,15 @@ def run_all(args, tag):
         gradients = models.local_gradients(model)
         for mode in args.modes:
             codec[model, mode] = models.codec_times(MODES[mode], gradients)
-    jobs_list = [(model, mode, rate, workers) for model in args.models for workers in args.workers
-                 for rate in args.rates for mode in args.modes]
+    jobs_list = [(model, mode, rate, workers, servers) for model in args.models for workers in args.workers
+                 for servers in args.servers for rate in args.rates for mode in args.modes
+                 if servers == args.servers[0] or not MODES[mode].horovod]
     runs = []
     try:
         for _ in range(args.repeats):
             runs.append([])
-            for model, mode, rate, workers in jobs_list:
-                runs[-1].append(jobs.run(model, MODES[mode], rate, workers, args, tag, codec[model, mode]))
+            for model, mode, rate, workers, servers in jobs_list:
+                runs[-1].append(jobs.run(model, MODES[mode], rate, workers, servers, args, tag, codec[model, mode]))
                 print(report.table(runs[-1][-1:]).splitlines()[-1], flush=True)
     finally:
         left = launch.processes_with_env(tag)
@@ -157,6 +161,9 @@ def main():
     if args.plot:
         report.plot(rows, args.plot)
         text += ["", "![step times](%s)" % os.path.basename(args.plot)]
+    if args.scaling_plot:
+        report.plot_scaling(rows, args.scaling_plot)
+        text += ["", "![step time against workers](%s)" % os.path.basename(args.scaling_plot)]
     if args.markdown:
         report.write_markdown(args.markdown, "\n".join(text), args.section)
     return 1 if left else 0

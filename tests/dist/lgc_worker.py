@@ -5,8 +5,8 @@ autoencoder's weights it holds after the step, and at the end its final weights.
     lgc_worker.py OUT PARAMS_JSON STEPS [RUN_JSON]
 
 RUN_JSON: {"store": "horovod"} runs on the horovod store (started by horovodrun; default: the
-parameter server, started by tools/launch.py); {"save_at": S} saves a checkpoint (prefix OUT/ckpt)
-after step S; {"resume": true} starts from it; {"fault": F} makes one worker misbehave: F = {"rank": r,
+parameter server, started by tools/launch.py); {"save_at": [S, ...]} saves a checkpoint (prefix
+OUT/ckpt-S) after each step S; {"resume": S} starts from that one; {"fault": F} makes one worker misbehave: F = {"rank": r,
 "options": {...}} (other 'lgc' options on rank r), {"rank": r, "corrupt": KIND} (the magic of rank r's
 messages of KIND, LEAD, INNOV, INDEX or VECTOR, is damaged, as in a corrupt payload) or {"rank": r,
 "die_at": S} (rank r is killed in step S, after its backward).  Each step's data depends on (rank,
@@ -53,8 +53,8 @@ def main():
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=kv,
                                      compression_params=params, update_on_kvstore=False)
     params_list = [p for p in net.collect_params().values() if p.grad_req != "null"]
-    prefix = os.path.join(out, "ckpt")
-    first = trainer.load_checkpoint(prefix)["step"] if run.get("resume") else 0
+    resume = run.get("resume")
+    first = trainer.load_checkpoint(os.path.join(out, "ckpt-%d" % resume))["step"] if resume is not None else 0
     saved, phases = {}, []
     for step in range(first, steps):
         rng = np.random.default_rng([kv.rank, step])
@@ -74,12 +74,12 @@ def main():
         for g, weights in enumerate(kv.lgc.autoencoder_weights()):
             if weights is not None:
                 saved["autoencoder/%d/%d" % (step, g)] = weights
-        if run.get("save_at") == step:
-            trainer.save_checkpoint(prefix, extra={"step": step + 1})
+        if step in run.get("save_at", ()):
+            trainer.save_checkpoint(os.path.join(out, "ckpt-%d" % step), extra={"step": step + 1})
     for i, p in enumerate(params_list):
         saved["weight/%d" % i] = p.data().asnumpy()
     names = {trainer._param2idx[p.name]: p.name for p in params_list}
-    np.savez(os.path.join(out, "rank%d%s.npz" % (kv.rank, ".resumed" if run.get("resume") else "")), phases=np.array(phases),
+    np.savez(os.path.join(out, "rank%d%s.npz" % (kv.rank, "" if resume is None else ".resumed-%d" % resume)), phases=np.array(phases),
              names=np.array([p.name for p in params_list]), coded=np.array([names[k] for k in kv.lgc.coded]),
              groups=np.array(json.dumps([[names[k] for k in g] for g in kv.lgc.group_keys()])),
              **saved)

@@ -29,14 +29,15 @@ def codec_seconds(mode, workers, encode, decode):
     return seconds
 
 
-def run(model, mode, rate, workers, args, tag, codec):
-    """One job; returns its row.  ``codec``: (encode, decode) seconds of the model's gradients."""
+def run(model, mode, rate, workers, servers, args, tag, codec):
+    """One job (``servers`` parameter servers; none for Horovod); returns its row.  ``codec``: (encode,
+    decode) seconds of the model's gradients."""
     worker_argv = jobfiles.worker_command(BENCH, model=model, mode=mode.name, steps=args.steps, warmup=args.warmup,
                                           bucket_bytes=args.bucket_bytes)
     env = {tag.split("=")[0]: tag.split("=")[1]}
     # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
     # machine in every process would mostly spin against each other.
-    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if mode.horovod else 2))))
+    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if mode.horovod else 1 + servers))))
     if mode.unbulked:  # each gradient its own engine operation; a second engine thread to encode on
         env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
     with tempfile.TemporaryDirectory() as out:
@@ -48,28 +49,30 @@ def run(model, mode, rate, workers, args, tag, codec):
             code, traffic = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
                                                       timeout=args.job_timeout)
         else:
-            launch = ["-n", str(workers), "-s", "1", "--timeout", str(args.job_timeout), "--report", report]
+            launch = ["-n", str(workers), "-s", str(servers), "--timeout", str(args.job_timeout), "--report", report]
             launch += ["--mxnet-servers"] if mode.store == "mxnet" else []
             for item in env.items():
                 launch += ["--env", "%s=%s" % item]
-            code, traffic = netns_cluster.run_job(2 + workers, rate, launch + worker_argv + ["--out", out])
+            code, traffic = netns_cluster.run_job(1 + servers + workers, rate, launch + worker_argv + ["--out", out])
         if code != 0:
-            raise SystemExit("bench_network.py: job %s %s %s %d workers failed (exit %d)" % (model, mode.name, rate,
-                                                                                         workers, code))
+            raise SystemExit("bench_network.py: job %s %s %s %d workers %d servers failed (exit %d)" % (
+            model, mode.name, rate, workers, servers, code))
         ranks = jobfiles.load(out, workers)
         processes = [] if mode.horovod else jobfiles.load_json(report)
-    return row(model, mode, rate, workers, ranks, processes, traffic, codec)
+    return row(model, mode, rate, workers, 0 if mode.horovod else servers, ranks, processes, traffic, codec)
 
 
-def row(model, mode, rate, workers, ranks, processes, traffic, codec):
+def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec):
     """The table row of a job from its workers' results, the launcher's report and the hosts' traffic."""
     r0 = ranks[0]
+    worker_link = (max(r["received_per_step"] for r in ranks), max(r["sent_per_step"] for r in ranks))
     if mode.horovod:  # no server: the busiest link is a worker's
-        server_in = max(r["received_per_step"] for r in ranks)
-        server_out = max(r["sent_per_step"] for r in ranks)
-    else:  # the server's link carries every worker's traffic
-        server_in = sum(r["sent_per_step"] for r in ranks)
-        server_out = sum(r["received_per_step"] for r in ranks)
+        server_in, server_out = worker_link
+    else:  # the servers' links carry every worker's traffic, a server's share each (the mean server's
+        # here), unless a worker's own link is busier (more servers than workers)
+        server_link = (sum(r["sent_per_step"] for r in ranks) / servers,
+                       sum(r["received_per_step"] for r in ranks) / servers)
+        server_in, server_out = max(server_link, worker_link, key=max)
     bits = RATES_BITS[rate]
     wire = 8 * max(server_in, server_out) / bits if bits else 0.0
     seconds = codec_seconds(mode, workers, *codec)
@@ -83,7 +86,8 @@ def row(model, mode, rate, workers, ranks, processes, traffic, codec):
             values = [traffic[p["host"]][i] for p in processes if p["role"] == role]
         return statistics.mean(values) / 1e6 if values else None
 
-    return {"model": model, "mode": mode.name, "rate": rate, "workers": workers, "parameters": r0["parameters"],
+    return {"model": model, "mode": mode.name, "rate": rate, "workers": workers, "servers": servers,
+            "parameters": r0["parameters"],
             "step_ms": 1e3 * statistics.median(r0["step_s"]), "step_ms_min": 1e3 * min(r0["step_s"]),
             "step_ms_max": 1e3 * max(r0["step_s"]), "timed_steps": len(r0["step_s"]), "runs": 1,
             "steps_ms": [1e3 * s for s in r0["step_s"]],

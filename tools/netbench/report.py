@@ -24,12 +24,12 @@ def busy(row):
 
 
 def table(rows):
-    lines = ["| model | W | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
+    lines = ["| model | W | S | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
              "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) | machine CPU busy |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %d | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
-            r["model"], r["workers"], r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
+        lines.append("| %s | %d | %s | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
+            r["model"], r["workers"], r["servers"] or "–", r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
             fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
             r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
             fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1),
@@ -47,9 +47,16 @@ def _check(name, ratio):
     return "> %g" % target["above"], ratio > target["above"]
 
 
+def _first_servers(rows):
+    """The rows of the first number of servers in ``rows`` (and the Horovod rows, which have none)."""
+    first = next((r["servers"] for r in rows if r["servers"]), 0)
+    return [r for r in rows if r["servers"] in (first, 0)]
+
+
 def targets(rows):
-    """The target ratios, each from two rows of this run: (text, ratio, target, met)."""
-    step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in rows}
+    """The target ratios, each from two rows of this run (with the first number of servers): (text, ratio,
+    target, met)."""
+    step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in _first_servers(rows)}
     found = []
 
     def add(name, text, ratio):
@@ -90,6 +97,7 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = _first_servers(rows)
     panels = sorted({(r["model"], r["workers"]) for r in rows})
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, (model, workers) in zip(axes[0], panels):
@@ -113,6 +121,38 @@ def plot(rows, path):
         ax.set_title("%s, %d workers" % (model, workers))
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Step time per compression (bars), wire bound (black), compute (white); tools/bench_network.py",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def plot_scaling(rows, path):
+    """Step time against workers, one panel per model and rate, one line per mode and number of servers,
+    with each job's wire bound dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["model"], r["rate"]) for r in rows}, key=lambda p: (p[0], list(RATES_BITS).index(p[1])))
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(7.0, 5.5 * len(panels)), 4.2), squeeze=False)
+    for ax, (model, rate) in zip(axes[0], panels):
+        mine = [r for r in rows if (r["model"], r["rate"]) == (model, rate)]
+        lines = sorted({(r["mode"], r["servers"]) for r in mine}, key=lambda l: (list(MODES).index(l[0]), l[1]))
+        for j, (mode, servers) in enumerate(lines):
+            line = sorted((r for r in mine if (r["mode"], r["servers"]) == (mode, servers)), key=lambda r: r["workers"])
+            workers = [r["workers"] for r in line]
+            label = "%s, %d server%s" % (mode, servers, "s" if servers > 1 else "") if servers else mode
+            ax.plot(workers, [r["step_ms"] for r in line], "o-", color="C%d" % j, label=label)
+            if rate != "unlimited":
+                ax.plot(workers, [r["wire_bound_ms"] for r in line], ":", color="C%d" % j)
+        ax.set_xticks(sorted({r["workers"] for r in mine}))
+        ax.set_yscale("log")
+        ax.set_xlabel("workers")
+        ax.set_ylabel("step time, ms (log)")
+        ax.set_title("%s, %s" % (model, rate))
+        ax.legend(fontsize=7)
+    fig.suptitle("Step time (solid) and the busiest link's wire bound (dotted); tools/bench_network.py",
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
