@@ -100,21 +100,22 @@ def test_repeated_runs_are_pooled():
 
 def test_summary_has_a_targets_table_only_when_a_target_applies():
     """A run whose rows define a target ratio gets its table (pooled ratio, each round's, met or not);
-    a run without one gets none (no empty table)."""
+    a run without one gets none (no empty table).  Ratios compare rows of the first number of servers."""
     import argparse
     import time
 
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import bench_network
 
-    def row(mode, ms):
-        return {"model": "fmnist-cnn", "workers": 2, "rate": "1gbit", "mode": mode, "step_ms": ms, "step_ms_min": ms,
+    def row(mode, ms, servers=1):
+        return {"model": "fmnist-cnn", "workers": 2, "servers": servers, "rate": "1gbit", "mode": mode, "step_ms": ms, "step_ms_min": ms,
                 "step_ms_max": ms, "steps_ms": [ms], "compute_ms": 1.0, "comm_ms": 1.0, "server_in_mb_per_step": 0.5,
                 "server_out_mb_per_step": 0.5, "wire_bound_ms": 1.0, "codec_ms": None, "worker_cpu_ms_per_step": 1.0,
                 "cpu_s_server": 1.0, "machine_cpu_busy": 0.5, "machine_cpu_kernel": None}
 
     args = argparse.Namespace(repeats=2)
-    rounds = [[row("mxnet-2bit", 10.0), row("gc_2bit", 8.0)], [row("mxnet-2bit", 10.0), row("gc_2bit", 12.0)]]
+    rounds = [[row("mxnet-2bit", 10.0), row("gc_2bit", 8.0), row("gc_2bit", 100.0, servers=2)],
+              [row("mxnet-2bit", 10.0), row("gc_2bit", 12.0), row("gc_2bit", 100.0, servers=2)]]
     _, text = bench_network.summary(args, rounds, time.time())
     text = "\n".join(text)
     assert "Targets, each a ratio of two rows above" in text

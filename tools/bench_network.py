@@ -5,7 +5,7 @@
     .venv/bin/python tools/bench_network.py --models fmnist-cnn --modes none 4bit --rates 1gbit --workers 2
     .venv/bin/python tools/bench_network.py ... --repeats 3   # every job 3 times, in rounds, pooled
 
-Every job runs on its own hosts made by tools/netns_cluster.py (scheduler, 1 server and W workers,
+Every job runs on its own hosts made by tools/netns_cluster.py (scheduler, --servers S and W workers,
 each a network namespace whose link is shaped to the rate in both directions), started through
 tools/launch.py's ssh launcher.  Each worker trains one model with Gluon and its kvstore:
 
@@ -28,17 +28,20 @@ Measured per job: rank 0's step time (median, min, max over the timed steps afte
 forward pass until the new parameters are ready, with trainer.step called right after backward as in a
 training script (so that communication can overlap backward); compute, the median of 3 forward +
 backward passes alone after the timed steps, and comm, the rest of the step time; the bytes each
-worker's interface sent and received during the timed steps (the server's link carries their sum); each
+worker's interface sent and received during the timed steps (the servers' links carry their sum, a
+1/S share each: the table's "busiest link" is that mean server link); each
 process's CPU time (tools/launch.py --report) and each worker's CPU time per timed step; the encode and
 decode time of the mode's codec on this model's gradients (our codecs only; measured by this script
 before the first job, outside the cluster); the whole machine's CPU busy fraction during rank 0's timed
 steps (every host shares this machine's cores: near 100%, a job is CPU-bound, and overlapping
 communication with backward cannot shorten it), and the part of it spent in the kernel, where the
-emulated links move and shape the packets (on real hosts, work of the network cards and the switches). Beside each row, the wire bound: the server link's
-busier direction at the link rate, the least time a step's traffic needs on average (the other workers'
+emulated links move and shape the packets (on real hosts, work of the network cards and the switches).
+Beside each row, the wire bound: the busier direction of the busier of the server link and the busiest
+worker's link, at the link rate, the least time a step's traffic needs on average (the other workers'
 traffic may spill over into rank 0's next step, so one step can be shorter).
 
-Writes the rows to --csv, a plot to --plot and the tables to --markdown (replacing the part between
+Writes the rows to --csv, a plot to --plot, step time against workers (one line per mode and number
+of servers) to --scaling-plot, and the tables to --markdown (replacing the part between
 the benchmark's markers in docs/performance.md).  Checks at the end that no namespace and no process
 of the benchmark is left.  Needs root (network namespaces, tc).
 """

@@ -68,13 +68,12 @@ def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec):
     worker_link = (max(r["received_per_step"] for r in ranks), max(r["sent_per_step"] for r in ranks))
     if mode.horovod:  # no server: the busiest link is a worker's
         server_in, server_out = worker_link
-    else:  # the servers' links carry every worker's traffic, a server's share each (the mean server's
-        # here), unless a worker's own link is busier (more servers than workers)
-        server_link = (sum(r["sent_per_step"] for r in ranks) / servers,
-                       sum(r["received_per_step"] for r in ranks) / servers)
-        server_in, server_out = max(server_link, worker_link, key=max)
+    else:  # the servers' links carry every worker's traffic, a server's share each (the mean server's here)
+        server_in = sum(r["sent_per_step"] for r in ranks) / servers
+        server_out = sum(r["received_per_step"] for r in ranks) / servers
     bits = RATES_BITS[rate]
-    wire = 8 * max(server_in, server_out) / bits if bits else 0.0
+    # (with more servers than workers a worker's own link is the busiest)
+    wire = 8 * max(server_in, server_out, *worker_link) / bits if bits else 0.0
     seconds = codec_seconds(mode, workers, *codec)
     cpu = {(p["role"], p["rank"]): p["cpu_seconds"] for p in processes}
 
