@@ -63,6 +63,8 @@ class DistSyncStore(StoreBase):
     Start the processes with ``tools/launch.py``.  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
     (mxnet_gc/config.py) is split into one part per server.  Keys initialized with ``groups`` share
     one message per group (the Gluon trainer's merge policy); they must then be pushed together.
+    Pushes beyond the first megabyte of a step go out with the pull (see ``_send``), or at the latest
+    with the next barrier or other collective call (DistAsyncStore sends each push at once).
     """
 
     def __init__(self):
@@ -215,7 +217,8 @@ class DistSyncStore(StoreBase):
                 raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
                                  "merge policy); push them in the same call"
                                  % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
-        if any(m is sent for sent, _, _ in self._unsent for m in messages):
+        held = {id(m) for m, _, _ in self._unsent}
+        if any(id(m) in held for m in messages):
             self._send(everything=True)  # (its payload buffer is about to be written again)
         # A pull still in flight must read the value before this push can start a new round: the engine
         # cannot order them (they use different keys), so wait here.
@@ -330,7 +333,8 @@ class DistSyncStore(StoreBase):
             if not self.asynchronous and (self._pull_each_message or size >= each):
                 stages.append((arrays, batch))
                 arrays, batch, size = [], [], 0
-        batch += [m for m in messages if id(m) not in {id(s) for s, _ in pushed}]
+        pushed_ids = {id(m) for m, _ in pushed}
+        batch += [m for m in messages if id(m) not in pushed_ids]
         if stages and size < each / 2 and not self._pull_each_message:
             stages[-1][0].extend(arrays)
             stages[-1][1].extend(batch)
