@@ -61,7 +61,7 @@ class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
     Start the processes with ``tools/launch.py``.  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
-    (mxnet_gc/config.py) is split into one part per server.  Keys initialized with ``groups`` share
+    (mxnet_gc/config.py) is cut into parts of at most that many values, as many on every server.  Keys initialized with ``groups`` share
     one message per group (the Gluon trainer's merge policy); they must then be pushed together.
     Pushes beyond the first megabyte of a step go out with the pull (see ``_send``), or at the latest
     with the next barrier or other collective call (DistAsyncStore sends each push at once).
