@@ -39,8 +39,8 @@ def load():
                           % (settings.isa, handle.mxgc_kernel_isa().decode(), ", ".join(config.ISAS)))
     handle.mxgc_set_num_threads(settings.num_threads)
     handle.mxgc_plan_new.restype = ctypes.c_void_p
-    handle.mxgc_engine_bind(ctypes.cast(_LIB.MXEnginePushSyncND, ctypes.c_void_p),
-                            ctypes.cast(_LIB.MXNDArrayGetData, ctypes.c_void_p))
+    handle.mxgc_engine_bind(*[ctypes.cast(getattr(_LIB, name), ctypes.c_void_p) for name in
+                              ("MXEnginePushSyncND", "MXNDArrayGetData", "MXNDArrayDetach", "MXNDArrayFree")])
     mx.library.load(LIBRARY_PATH, verbose=False)
     _handle = handle
     return handle

@@ -54,8 +54,12 @@ using PlanRef = std::shared_ptr<Plan>;
 using PushSyncND = int (*)(void (*)(void*, void*), void*, void (*)(void*), void*, void**, int, void**, int,
                            void*, int, const char*);
 using GetData = int (*)(void*, void**);
+using Detach = int (*)(void*, void**);
+using Free = int (*)(void*);
 PushSyncND g_push_sync = nullptr;
 GetData g_get_data = nullptr;
+Detach g_detach = nullptr;
+Free g_free = nullptr;
 struct CpuContext {  // mxnet::Context: device type (1: CPU), device id
   int32_t dev_type = 1;
   int32_t dev_id = 0;
@@ -111,36 +115,70 @@ std::vector<void*> distinct(const std::vector<void*>& handles, const std::vector
   return out;
 }
 
+// An array's memory, asked for when the operation runs: MXNet allocates an array lazily, on the engine
+// thread of the first operation that writes it, and asked at push time it may answer from a racing
+// allocation of its own whose memory the array then does not keep.
 float* data_of(void* handle) {
   void* p = nullptr;
   if (!handle || g_get_data(handle, &p) != 0) return nullptr;
   return static_cast<float*>(p);
 }
 
-// One engine operation's work: the plan, and per segment its two arrays' data (null: skipped).
+// A handle of the operation's own on the array behind ``handle`` (null stays null): the caller's handle
+// may be freed before the operation runs.
+void* own(void* handle) {
+  void* copy = nullptr;
+  if (handle && g_detach(handle, &copy) != 0) return nullptr;
+  return copy;
+}
+
+// One engine operation's work: the plan, and the arrays it reads and writes (its own handles; per
+// segment two, null: none or skipped).
 struct Job {
   PlanRef plan;
   bool encode;
-  float* payload;
-  std::vector<float*> values, states;  // encode: gradients and states; decode: outputs
-  int count = 1;                       // decode: payloads summed, in order, ``stride`` words apart
+  void* payload;
+  std::vector<void*> values, states;  // encode: gradients and states; decode: outputs
+  int count = 1;                      // decode: payloads summed, in order, ``stride`` words apart
   int64_t stride = 0;
+
+  Job(PlanRef p, bool e, void* payload_handle, int c = 1, int64_t s = 0)
+      : plan(std::move(p)), encode(e), payload(own(payload_handle)), values(plan->segments.size(), nullptr),
+        states(plan->segments.size(), nullptr), count(c), stride(s) {}
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  ~Job() {
+    for (void* h : values) if (h) g_free(h);
+    for (void* h : states) if (h) g_free(h);
+    if (payload) g_free(payload);
+  }
 };
 
 void run_job(void*, void* param) {
   Job* job = static_cast<Job*>(param);
   const auto& segments = job->plan->segments;
+  float* payload = data_of(job->payload);
+  if (!payload) {
+    job->plan->fail("the payload array has no data");
+    return;
+  }
   for (size_t i = 0; i < segments.size(); ++i) {
     const Segment& s = segments[i];
     if (!job->values[i]) continue;
-    float* values = job->values[i] + s.key_offset;
+    float* values = data_of(job->values[i]);
+    float* state = data_of(job->states[i]);
+    if (!values || (job->encode && s.kind != kDense && !state)) {
+      job->plan->fail("segment " + std::to_string(i) + ": an array without data");
+      continue;
+    }
+    values += s.key_offset;
     if (job->encode) {
-      encode_segment(s, values, job->states[i], job->payload + s.payload_offset);
+      encode_segment(s, values, state, payload + s.payload_offset);
       continue;
     }
     for (int k = 0; k < job->count; ++k) {
       std::string error;
-      if (!decode_segment(s, job->payload + k * job->stride + s.payload_offset, values, k > 0, &error)) {
+      if (!decode_segment(s, payload + k * job->stride + s.payload_offset, values, k > 0, &error)) {
         job->plan->fail("segment " + std::to_string(i) + ": " + error);
         break;
       }
@@ -157,6 +195,7 @@ int push(Job* job, const std::vector<void*>& reads, const std::vector<void*>& wr
   std::vector<void*> const_nds = distinct(reads, mutable_nds);
   if (g_push_sync(run_job, job, delete_job, &g_cpu, const_nds.data(), static_cast<int>(const_nds.size()),
                   mutable_nds.data(), static_cast<int>(mutable_nds.size()), nullptr, priority, name) != 0) {
+    delete job;
     report(error, error_size, "MXEnginePushSyncND failed");
     return -1;
   }
@@ -167,10 +206,13 @@ int push(Job* job, const std::vector<void*>& reads, const std::vector<void*>& wr
 
 extern "C" {
 
-// Gives the library MXNet's MXEnginePushSyncND and MXNDArrayGetData (Python passes their addresses).
-void mxgc_engine_bind(void* push_sync_nd, void* get_data) {
+// Gives the library MXNet's MXEnginePushSyncND, MXNDArrayGetData, MXNDArrayDetach and MXNDArrayFree
+// (Python passes their addresses).
+void mxgc_engine_bind(void* push_sync_nd, void* get_data, void* detach, void* free) {
   g_push_sync = reinterpret_cast<PushSyncND>(push_sync_nd);
   g_get_data = reinterpret_cast<GetData>(get_data);
+  g_detach = reinterpret_cast<Detach>(detach);
+  g_free = reinterpret_cast<Free>(free);
 }
 
 // A new plan of ``num_segments`` segments; per segment its kind, values, offsets and ``num_params[i]``
@@ -223,21 +265,21 @@ int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payloa
                           int error_size) {
   const PlanRef& p = *static_cast<PlanRef*>(plan);
   const size_t n = p->segments.size();
-  auto job = new Job{p, true, data_of(payload), std::vector<float*>(n), std::vector<float*>(n, nullptr)};
+  auto job = new Job(p, true, payload);
   std::vector<void*> reads(values, values + n), writes(states, states + n);
   writes.push_back(payload);
   for (size_t i = 0; i < n; ++i) {
-    job->values[i] = data_of(values[i]);
-    if (states[i]) job->states[i] = data_of(states[i]);
+    job->values[i] = own(values[i]);
+    job->states[i] = own(states[i]);
     if (!job->values[i] || (p->segments[i].kind != kDense && !job->states[i])) {
       delete job;
-      report(error, error_size, "segment " + std::to_string(i) + ": an array without data");
+      report(error, error_size, "segment " + std::to_string(i) + ": no array");
       return -1;
     }
   }
   if (!job->payload) {
     delete job;
-    report(error, error_size, "the payload array has no data");
+    report(error, error_size, "no payload array");
     return -1;
   }
   return push(job, reads, writes, priority, "mxgc_message_encode", error, error_size);
@@ -252,13 +294,13 @@ int mxgc_plan_push_decode(void* plan, void* payload, int count, int64_t stride, 
                           int priority, char* error, int error_size) {
   const PlanRef& p = *static_cast<PlanRef*>(plan);
   const size_t n = p->segments.size();
-  auto job = new Job{p, false, data_of(payload), std::vector<float*>(n, nullptr), {}, count, stride};
+  auto job = new Job(p, false, payload, count, stride);
   std::vector<void*> writes(outputs, outputs + n);
   writes.push_back(token);
-  for (size_t i = 0; i < n; ++i) job->values[i] = outputs[i] ? data_of(outputs[i]) : nullptr;
-  if (!job->payload || (token && !data_of(token))) {
+  for (size_t i = 0; i < n; ++i) job->values[i] = own(outputs[i]);
+  if (!job->payload) {
     delete job;
-    report(error, error_size, "the payload or token array has no data");
+    report(error, error_size, "no payload array");
     return -1;
   }
   return push(job, {payload}, writes, priority, "mxgc_message_decode", error, error_size);

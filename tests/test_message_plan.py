@@ -138,3 +138,15 @@ def test_views_of_one_array_as_outputs_do_not_deadlock():
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr
+
+
+def test_fresh_arrays_get_their_values():
+    """Arrays made just before an operation (MXNet allocates them lazily, on its engine) receive what the
+    operation writes: a plan finds the arrays' memory when it runs, not when it is pushed (MXNet can then
+    still be allocating them on another thread, and the memory found first may not be theirs)."""
+    plan = MessagePlan(layout(None, [1280, 7])[0])
+    send = mx.nd.array(np.arange(1287, dtype=np.float32))
+    for _ in range(10000):
+        outputs = [mx.nd.zeros(1280), mx.nd.zeros(7)]
+        plan.push_decode(send, outputs)
+        np.testing.assert_array_equal(np.concatenate([o.asnumpy() for o in outputs]), send.asnumpy())
