@@ -80,4 +80,5 @@ setup(
     cmdclass={"build_ext": BuildMXNetLibrary},
     python_requires=">=3.8",
     install_requires=["mxnet==1.9.1", "numpy<1.24"],
+    entry_points={"console_scripts": ["mxnet-gc-launch = mxnet_gc.launch:main"]},
 )

@@ -6,6 +6,7 @@
 | MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels |
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
+| MXNET_GC_RANK_LINE | (set by the launcher) | 1: the dist store prints its rank in a line when it starts (mxnet_gc/launch.py's RANK_LINE) (the launcher then labels the worker's output by rank) |
 | OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count when MXNET_GC_NUM_THREADS is unset |
 | DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
 | MXNET_EXEC_BULK_EXEC_TRAIN | MXNet's (1) | MXNet's, read when it starts; pipelined merging overlaps more with 0 (the trainer warns) |
@@ -45,6 +46,7 @@ class Settings:
     num_servers: int
     num_workers: int
     bulk_exec_train: str
+    rank_line: bool
 
     @classmethod
     def from_environ(cls, environ):
@@ -56,7 +58,8 @@ class Settings:
                    isa=isa, netns=environ.get("MXNET_GC_NETNS", "mxgc"), role=environ.get("DMLC_ROLE", ""),
                    num_servers=_int(environ, "DMLC_NUM_SERVER", 0, 0),
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
-                   bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"))
+                   bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
+                   rank_line=environ.get("MXNET_GC_RANK_LINE", "") == "1")
 
     def pipelining_problems(self):
         """What in MXNet's settings keeps communication from overlapping backward (messages).

@@ -62,6 +62,20 @@ def test_commands_round_trip():
     assert protocol.read_message(status) == "rejected a push ✓"
 
 
+def test_hello_is_an_optimizer_to_mxnet_own_server():
+    """The first command: mxnet_gc's server reads it as ``hello``; MXNet's own server unpickles it as an
+    optimizer and makes an updater of it (so that it survives the first pushes; see ServerLink)."""
+    import pickle
+
+    body = protocol.encode_hello(status_keys=[3, 4])
+    assert "\0" not in body and body.isascii()  # (ps-lite commands are NUL-free text)
+    assert protocol.decode_command(body) == ("hello", {"status_keys": [3, 4]})
+    assert protocol.decode_command(body.encode()) == ("hello", {"status_keys": [3, 4]})
+    mx.optimizer.get_updater(pickle.loads(body.encode()))  # what MXNet's server does with command 0
+    # a pickle of anything else is not an mxnet_gc command, and is never loaded by mxnet_gc's server
+    assert protocol.decode_command(pickle.dumps(mx.optimizer.SGD(), 0)) is None
+
+
 def test_store_names_in_mxnet_registry():
     assert mx.kv.KVStoreBase.kv_registry["gc_dist_sync"] is mxnet_gc.kvstore.DistSyncStore
     assert mxnet_gc.kvstore.create("local").type == "local"  # other names are MXNet's own stores

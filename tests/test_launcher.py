@@ -15,8 +15,7 @@ LAUNCH = [sys.executable, os.path.join(ROOT, "tools", "launch.py")]
 STORE = "import mxnet_gc; kv = mxnet_gc.kvstore.create('dist_sync'); "
 
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from launch import processes_with_env as processes_with  # noqa: E402
+from mxnet_gc.launch import processes_with_env as processes_with  # noqa: E402
 
 
 @pytest.fixture
@@ -38,8 +37,10 @@ def test_successful_job_exits_zero(tag):
     proc = launch(tag, "-n", "2", "-s", "2", "--timeout", "60", sys.executable, "-c",
                   STORE + "print('worker', kv.rank, 'of', kv.num_workers)")
     assert proc.returncode == 0, proc.stderr
-    assert sorted(line.split("] ")[1] for line in proc.stdout.splitlines() if "worker " in line) == \
-        ["worker 0 of 2", "worker 1 of 2"]
+    # each worker's lines are labelled by its rank, once its store has said it
+    said = [line for line in proc.stdout.splitlines() if "] worker " in line]
+    assert sorted(said) == ["[worker 0] worker 0 of 2", "[worker 1] worker 1 of 2"]
+    assert len([line for line in proc.stdout.splitlines() if "this worker's rank is" in line]) == 2
     assert processes_with(tag) == []
 
 
@@ -79,6 +80,20 @@ def test_timeout_ends_everything(tag):
     assert proc.returncode == 124
     assert "ran past --timeout 5 s" in proc.stderr
     assert time.time() - start < 30
+
+
+def test_mxnet_own_servers_are_found_out_at_once(tag):
+    """Servers that are MXNet's own (as when MXNet's launcher runs the training script on every host):
+    the workers' first contact fails with what to do, and the job ends in order within seconds (MXNet's
+    server used to abort at the first push, and the scheduler and workers then waited forever)."""
+    start = time.time()
+    proc = launch(tag, "--mxnet-servers", "-n", "2", "-s", "2", "--timeout", "100", sys.executable, "-c",
+                  STORE + "print('not reached')")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert time.time() - start < 60
+    assert "run MXNet's own parameter server, not mxnet_gc's" in proc.stderr
+    assert "python -m mxnet_gc.launch" in proc.stderr
+    assert "not reached" not in proc.stdout and "Updater needs to be set" not in proc.stdout + proc.stderr
 
 
 def test_ctrl_c_ends_everything(tag):

@@ -56,10 +56,10 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import jobfiles  # noqa: E402
-import launch  # noqa: E402
 import netns_cluster  # noqa: E402
 from netbench import jobs, models, report, worker  # noqa: E402
 from netbench.modes import DEFAULT_MODES, MODES, RATES_BITS  # noqa: E402
+from mxnet_gc import launch  # noqa: E402
 
 
 def parse_args():

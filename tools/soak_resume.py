@@ -23,8 +23,7 @@ import uuid
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from launch import processes_with_env  # noqa: E402
+from mxnet_gc.launch import processes_with_env  # noqa: E402
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
 

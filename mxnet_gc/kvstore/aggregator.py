@@ -91,6 +91,7 @@ class Aggregator:
         self.messages = {}  # push key -> MessageState
         self.status_key = None
         self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
+        self.status[protocol.ST_MARK] = protocol.SERVER_MARK
         self.configs = {}  # config round -> {worker rank: config}
         self.optimizer = None
         self.opt_states = {}

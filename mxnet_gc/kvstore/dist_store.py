@@ -15,6 +15,7 @@ import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from .. import config
+from ..launch import RANK_LINE
 from . import arguments, protocol
 from .base import StoreBase
 from .compression import Compression
@@ -77,6 +78,8 @@ class DistSyncStore(StoreBase):
         if self._kv.type != "dist_async":
             raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
         _exit_at_once_on_error()
+        if settings.rank_line:
+            print("%s %d" % (RANK_LINE, self._kv.rank), flush=True)
         self._num_servers = settings.num_servers
         self._alloc = protocol.KeyAllocator(self._num_servers)
         self._layout = Layout(self._num_servers, settings.bigarray_bound, self._alloc)

@@ -9,12 +9,16 @@ sees every worker's push separately.  On top of it (docs/kvstore.md has the whol
   and, for mxnet_gc's codecs, a *payload key* that receives the compressed pushes.  Both live on the
   same server; chunks are placed to balance the bytes per server.
 - Workers send JSON commands (``encode_command``) through ps-lite's command channel: their
-  compression config, the key layout, the optimizer.
+  compression config, the key layout, the optimizer.  The first, ``hello``, is wrapped so that MXNet's
+  own server survives it (``encode_hello``): a worker then finds that server out by its status.
 - Every server has a *status key* whose value (``STATUS_WORDS`` float32) reports the configuration it
   agreed on and the last error it saw; workers pull it after each synchronisation round and raise
   on an error.
 """
+import io
 import json
+import pickle
+import types
 import zlib
 
 import numpy as np
@@ -24,8 +28,11 @@ STATUS_WORDS = 512
 # status layout (float32 words): exact small integers, then the last error message as character codes.
 # ST_ROUNDS_DONE: rounds of messages this server has completed, modulo ROUNDS_MODULUS (float32-exact);
 # after a barrier it equals the rounds every worker pushed to it, unless a push was lost.
-ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MESSAGE_LEN, ST_MESSAGE = range(8)
+# ST_MARK: SERVER_MARK, set by every mxnet_gc server (MXNet's own server leaves the status at zero).
+ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MARK, ST_MESSAGE_LEN, ST_MESSAGE = \
+    range(9)
 MAX_MESSAGE = STATUS_WORDS - ST_MESSAGE
+SERVER_MARK = 0x6D7867  # float32-exact
 ROUNDS_MODULUS = 2 ** 24
 
 # MXNet places a key below its big-array bound on server (key * 9973) % num_servers
@@ -87,13 +94,34 @@ def encode_command(op, **fields):
     return COMMAND_PREFIX + json.dumps(dict(op=op, **fields), sort_keys=True)
 
 
+def encode_hello(**fields):
+    """The first command's body: the ``hello`` command inside an object MXNet's own server takes for an
+    optimizer (a text pickle, as MXNet sends optimizers).  MXNet's server unpickles every command as an
+    optimizer and aborts at the first push while it has none; given this one it lives on, so that the
+    worker can read its status, see that it is not mxnet_gc's server and end the job in order."""
+    hello = types.SimpleNamespace(aggregate_num=0, mxnet_gc=encode_command("hello", **fields))
+    return pickle.dumps(hello, 0).decode("ascii")
+
+
+class _HelloUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) == ("types", "SimpleNamespace"):
+            return types.SimpleNamespace
+        raise pickle.UnpicklingError("not an mxnet_gc hello")
+
+
 def decode_command(body):
     """(op, fields) of a command body, or None for a body that is not an mxnet_gc command."""
-    if isinstance(body, bytes):
-        body = body.decode()
-    if not body.startswith(COMMAND_PREFIX):
-        return None
-    fields = json.loads(body[len(COMMAND_PREFIX):])
+    if isinstance(body, str):
+        body = body.encode()
+    if not body.startswith(COMMAND_PREFIX.encode()):
+        try:
+            hello = _HelloUnpickler(io.BytesIO(body)).load()
+        except Exception:  # noqa: BLE001  (any other body, such as a stock MXNet worker's optimizer)
+            return None
+        inner = getattr(hello, "mxnet_gc", None)
+        return decode_command(inner) if isinstance(inner, str) and inner.startswith(COMMAND_PREFIX) else None
+    fields = json.loads(body[len(COMMAND_PREFIX):].decode())
     return fields.pop("op"), fields
 
 

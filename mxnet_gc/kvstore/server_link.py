@@ -27,9 +27,26 @@ class ServerLink:
         self.errors_seen = [0] * num_servers
         self.rounds_pushed = [0] * num_servers  # rounds of messages this worker pushed to each server
         self.count_rounds = True  # (dist_async: a round is one worker's push, of any worker)
-        self.command("hello", status_keys=self.status_keys)
+        if self.rank == 0:
+            kv._send_command_to_servers(0, protocol.encode_hello(status_keys=self.status_keys))
         kv.init(self.status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers)
         self.register(self.status_keys, [protocol.STATUS_WORDS] * num_servers)
+        kv.pull(self.status_keys, out=self.status)
+        stock = [s for s, status in enumerate(self.status) if status[protocol.ST_MARK].asscalar() != protocol.SERVER_MARK]
+        if stock:
+            self.end_job()
+            raise RuntimeError(
+                "mxnet_gc: server(s) %s run MXNet's own parameter server, not mxnet_gc's (`python -m "
+                "mxnet_gc.kvstore.server`).  Start the job with mxnet_gc's launcher (`python -m mxnet_gc.launch "
+                "-n W -s S python train.py ...`, or tools/launch.py), which runs mxnet_gc's server on the server "
+                "hosts; MXNet's launcher runs the training script there, and `import mxnet` starts MXNet's server."
+                % stock)
+
+    def end_job(self):
+        """Ends this worker's part of the job in order (as MXNet does when its store is freed: a barrier,
+        rank 0 stops the servers, ps-lite shuts down), so that no process of the job waits for it."""
+        check_call(_LIB.MXKVStoreFree(self.kv.handle))
+        self.kv.handle = None
 
     def command(self, op, all_ranks=False, **fields):
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""

@@ -1,0 +1,352 @@
+#!/usr/bin/env python
+"""Starts a distributed MXNet job: one scheduler, S servers (mxnet_gc's server) and W workers.
+
+    python -m mxnet_gc.launch -n WORKERS -s SERVERS [--launcher local|ssh] [-H HOSTFILE] COMMAND [ARGS...]
+
+(also installed as the command ``mxnet-gc-launch``; ``python tools/launch.py`` in a source tree).
+
+Every process gets the DMLC_* environment of ps-lite.  The launcher prints each process's output
+with a [role rank] prefix, and exits 0 only if every worker exited 0.  If any process dies (or
+--timeout passes, or Ctrl-C), it ends all the others within a few seconds, says which one failed and
+shows its last lines of output.  No process outlives it, even when it is killed with SIGKILL: a
+watchdog process ends the job then.  (This file imports no MXNet: tools/launch.py and the watchdog start fast.)
+
+--launcher ssh starts each process with ``ssh HOST 'cd CWD && env VARS COMMAND'`` on the hosts of
+the hostfile (one host per line; the scheduler on the first, then servers and workers round-robin).
+The hosts must share the code at the same path and reach each other's addresses.
+"""
+import argparse
+import collections
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+# A worker's mxnet_gc store prints this and its rank (ps-lite's, known once the store exists) when the
+# launcher asks with MXNET_GC_RANK_LINE=1: the launcher then labels that worker's output by rank.
+RANK_LINE = "mxnet_gc: this worker's rank is"
+TAIL_LINES = 20  # lines of output kept per process for the failure report
+KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
+SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
+EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the scheduler did
+
+
+class Process:
+    """One started process, its output streamed with a prefix and its last lines kept."""
+
+    def __init__(self, role, rank, host, argv, env, echo):
+        self.role, self.rank = role, rank
+        # a worker's rank is ps-lite's choice: until its store says it, "#i" is the launch order
+        self.name = "scheduler" if role == "scheduler" else "%s %s%d" % (role, "#" if role == "worker" else "", rank)
+        self.tail = collections.deque(maxlen=TAIL_LINES)
+        self.host = host
+        self.started = time.time()
+        self.cpu_seconds = self.wall_seconds = None  # user + system CPU time of it and its children, at exit
+        self.popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self.reader = threading.Thread(target=self._read, args=(echo,), daemon=True)
+        self.reader.start()
+
+    def _read(self, echo):
+        for raw in self.popen.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if self.role == "worker" and line.startswith(RANK_LINE) and line[len(RANK_LINE):].strip().isdigit():
+                self.rank = int(line[len(RANK_LINE):])
+                line = "%s (launched as %s)" % (line, self.name)
+                self.name = "worker %d" % self.rank
+            self.tail.append(line)
+            if echo:
+                sys.stdout.write("[%s] %s\n" % (self.name, line))
+                sys.stdout.flush()
+
+    def poll(self, block=False):
+        """The exit code, or None while it runs; reaps it with wait4 to keep its CPU time."""
+        if self.popen.returncode is None:
+            try:
+                pid, status, usage = os.wait4(self.popen.pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return self.popen.poll()
+            if pid:
+                self.popen.returncode = os.waitstatus_to_exitcode(status)
+                self.cpu_seconds = usage.ru_utime + usage.ru_stime
+                self.wall_seconds = time.time() - self.started
+        return self.popen.returncode
+
+    def signal(self, sig):
+        """Signals the process's whole session (it and everything it started)."""
+        try:
+            os.killpg(self.popen.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def report(self):
+        code = self.popen.returncode
+        how = "was killed by signal %d" % -code if code is not None and code < 0 else "exited with code %s" % code
+        lines = "\n".join("    " + line for line in self.tail) or "    (no output)"
+        return "%s (pid %d) %s; its last lines:\n%s" % (self.name, self.popen.pid, how, lines)
+
+
+def processes_with_env(entry):
+    """PIDs of live processes whose environment holds ``entry`` (KEY=VALUE), such as a job's --env tag."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if entry.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def reap(stream):
+    """The watchdog's loop (``launch.py --reap``, run as a file): reads process-group ids, one per line, from ``stream``.
+
+    The launcher writes each process's group as it starts it and ``done`` once it has ended them all.
+    If the stream closes without ``done`` (the launcher was killed, even by SIGKILL), the watchdog ends
+    every group itself: SIGTERM, then SIGKILL after KILL_GRACE seconds.
+    """
+    groups = []
+    for line in stream:
+        line = line.strip()
+        if line == "done":
+            return 0
+        if line.isdigit():
+            groups.append(int(line))
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for group in groups:
+            try:
+                os.killpg(group, sig)
+                alive.append(group)
+            except (ProcessLookupError, PermissionError):
+                pass
+        groups = alive
+        end = time.time() + KILL_GRACE
+        while sig == signal.SIGTERM and groups and time.time() < end:
+            time.sleep(0.1)
+            groups = [g for g in groups if _group_alive(g)]
+    return 0
+
+
+def _group_alive(group):
+    try:
+        os.killpg(group, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class Watchdog:
+    """A separate process that ends the job's processes if the launcher dies without ending them."""
+
+    def __init__(self):
+        self.popen = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reap"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def watch(self, pid):
+        self.popen.stdin.write(b"%d\n" % pid)
+        self.popen.stdin.flush()
+
+    def release(self):
+        """The launcher has ended every process itself: the watchdog exits without killing."""
+        try:
+            self.popen.stdin.write(b"done\n")
+            self.popen.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass
+        self.popen.wait()
+
+
+def free_port(host):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def read_hostfile(path):
+    hosts = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                hosts.append(line.split()[0])
+    if not hosts:
+        raise SystemExit("mxnet_gc.launch: hostfile %s names no host" % path)
+    return hosts
+
+
+class Job:
+    """A scheduler, servers and workers; ended as a whole."""
+
+    def __init__(self, args):
+        self.args = args
+        self.processes = []
+        self.watchdog = Watchdog()
+        self.python = args.python or sys.executable
+        if args.launcher == "ssh":
+            self.hosts = read_hostfile(args.hostfile)
+            self.root = self.hosts[0]
+            self.port = args.port or free_port("127.0.0.1")
+        else:
+            self.hosts = [args.host]
+            self.root = args.host
+            self.port = args.port or free_port(args.host)
+
+    def env(self, role, host):
+        env = {
+            "DMLC_ROLE": role,
+            "DMLC_PS_ROOT_URI": self.root,
+            "DMLC_PS_ROOT_PORT": str(self.port),
+            "DMLC_NUM_SERVER": str(self.args.num_servers),
+            "DMLC_NUM_WORKER": str(self.args.num_workers),
+            "DMLC_NODE_HOST": host,
+        }
+        if role == "worker":
+            env["MXNET_GC_RANK_LINE"] = "1"
+        for item in self.args.env:
+            key, _, value = item.partition("=")
+            env[key] = value
+        return env
+
+    def start(self, role, rank, host, command):
+        env = self.env(role, host)
+        if self.args.launcher == "ssh":
+            remote = "cd %s && env %s %s" % (shlex.quote(os.getcwd()),
+                                             " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in env.items()),
+                                             " ".join(shlex.quote(c) for c in command))
+            argv = shlex.split(self.args.ssh) + ["-tt", "-o", "StrictHostKeyChecking=no", host, remote]
+            full_env = dict(os.environ)
+        else:
+            argv = command
+            full_env = dict(os.environ, **env)
+        echo = role == "worker" or self.args.verbose
+        self.processes.append(Process(role, rank, host, argv, full_env, echo))
+        self.watchdog.watch(self.processes[-1].popen.pid)  # its session: the group of it and its children
+
+    def start_all(self):
+        if self.args.mxnet_servers:  # MXNet runs its stock server (and the scheduler) inside `import mxnet`
+            server = [self.python, "-c", "import mxnet"]
+        else:
+            server = [self.python, "-m", "mxnet_gc.kvstore.server"]
+        self.start("scheduler", 0, self.root, server)
+        hosts = self.hosts
+        for r in range(self.args.num_servers):
+            self.start("server", r, hosts[(1 + r) % len(hosts)], server)
+        for r in range(self.args.num_workers):
+            self.start("worker", r, hosts[(1 + self.args.num_servers + r) % len(hosts)], self.args.command)
+
+    def watch(self):
+        """Waits for the workers; returns the exit code of the job."""
+        deadline = time.time() + self.args.timeout if self.args.timeout else None
+        workers = [p for p in self.processes if p.role == "worker"]
+        early_since = None  # when a server or the scheduler exited while workers still ran
+        while True:
+            failed = next((p for p in self.processes if p.poll() not in (None, 0)), None)
+            if failed is not None:
+                self.fail("%s" % failed.report())
+                return 1
+            if all(p.poll() == 0 for p in workers):
+                break
+            early = next((p for p in self.processes if p.role != "worker" and p.poll() == 0), None)
+            if early is not None:  # normal at the very end of a job, while the workers exit
+                early_since = early_since or time.time()
+                if time.time() - early_since > EARLY_EXIT_GRACE:
+                    self.fail("%s while workers were still running" % early.report())
+                    return 1
+            if deadline and time.time() > deadline:
+                self.fail("the job ran past --timeout %g s" % self.args.timeout)
+                return 124
+            time.sleep(0.05)
+        end = time.time() + SERVER_EXIT_GRACE
+        while time.time() < end and any(p.poll() is None for p in self.processes):
+            time.sleep(0.05)
+        lingering = [p.name for p in self.processes if p.poll() is None]
+        if lingering:
+            print("mxnet_gc.launch: %s did not exit after the workers finished; ending them" % ", ".join(lingering),
+                  file=sys.stderr)
+        self.stop()
+        return 0
+
+    def fail(self, message):
+        print("mxnet_gc.launch: job failed: %s" % message, file=sys.stderr)
+        self.stop()
+        print("mxnet_gc.launch: ended all %d processes" % len(self.processes), file=sys.stderr)
+
+    def stop(self):
+        """SIGTERM to every process group, then SIGKILL to what is left after KILL_GRACE seconds."""
+        for p in self.processes:
+            p.signal(signal.SIGTERM)
+        end = time.time() + KILL_GRACE
+        while time.time() < end and any(p.poll() is None for p in self.processes):
+            time.sleep(0.05)
+        for p in self.processes:
+            p.signal(signal.SIGKILL)  # also reaches children left in the session
+            p.poll(block=True)
+            p.reader.join(timeout=1.0)
+        self.watchdog.release()
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m mxnet_gc.launch", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", "--num-workers", type=int, required=True)
+    parser.add_argument("-s", "--num-servers", type=int, default=1)
+    parser.add_argument("--launcher", choices=["local", "ssh"], default="local")
+    parser.add_argument("-H", "--hostfile", help="hosts for --launcher ssh, one per line")
+    parser.add_argument("--host", default="127.0.0.1", help="address of every process with --launcher local")
+    parser.add_argument("--port", type=int, help="scheduler port (default: a free one)")
+    parser.add_argument("--ssh", default="ssh", help="ssh command for --launcher ssh (default: ssh)")
+    parser.add_argument("--python", help="Python for the scheduler and servers (default: this one)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for every process")
+    parser.add_argument("--timeout", type=float, default=0, help="end the job after this many seconds")
+    parser.add_argument("--mxnet-servers", action="store_true",
+                        help="run MXNet's stock parameter server instead of mxnet_gc's (to compare with MXNet's "
+                             "own dist kvstore; mxnet_gc's stores need mxnet_gc's server)")
+    parser.add_argument("--report", metavar="FILE",
+                        help="write a JSON list of the processes: role, rank, host, exit code, wall and CPU seconds")
+    parser.add_argument("-v", "--verbose", action="store_true", help="also show server and scheduler output")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.error("no worker command given")
+    if args.num_workers < 1 or args.num_servers < 1:
+        parser.error("needs at least one worker and one server")
+    if args.launcher == "ssh" and not args.hostfile:
+        parser.error("--launcher ssh needs -H HOSTFILE")
+    return args
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--reap"]:
+        return reap(sys.stdin)
+    args = parse_args(argv)
+    job = Job(args)
+
+    def interrupted(signum, _frame):
+        job.fail("interrupted by signal %d" % signum)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        job.start_all()
+        code = job.watch()
+    except BaseException:
+        job.stop()
+        raise
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump([{"role": p.role, "rank": p.rank, "host": p.host, "exit_code": p.popen.returncode,
+                        "wall_seconds": p.wall_seconds, "cpu_seconds": p.cpu_seconds} for p in job.processes], f)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
