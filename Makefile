@@ -7,10 +7,10 @@ PIP := $(PY) -m pip
 .PHONY: install horovod data test demo bench bench-network bench-sparse study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
-$(VENV)/.installed: requirements.txt constraints.txt setup.py $(wildcard src_cpp/*)
+$(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip setuptools wheel
-	$(PIP) install --quiet -c constraints.txt -r requirements.txt
+	$(PIP) install --quiet -c constraints.txt -r requirements-test.txt
 	$(PIP) install --quiet --no-build-isolation -c constraints.txt -e .
 	$(MAKE) horovod
 	touch $@

@@ -80,5 +80,9 @@ setup(
     cmdclass={"build_ext": BuildMXNetLibrary},
     python_requires=">=3.8",
     install_requires=["mxnet==1.9.1", "numpy<1.24"],
+    # horovod: the second transport; its build needs HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 and
+    # --no-build-isolation (see the Makefile's horovod target)
+    extras_require={"horovod": ["horovod==0.28.1"], "examples": ["gluoncv==0.10.5.post0"],
+                    "test": ["pytest", "hypothesis", "gluoncv==0.10.5.post0"]},
     entry_points={"console_scripts": ["mxnet-gc-launch = mxnet_gc.launch:main"]},
 )

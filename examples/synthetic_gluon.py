@@ -37,8 +37,10 @@ def main():
     parser.add_argument("--update-on-kvstore", type=int, choices=[0, 1], default=1,
                         help="1: the optimizer runs on the servers; 0: on each worker")
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--dense-warmup-steps", type=int, default=0,
-                        help="mxnet_gc.gluon.Trainer: dense pushes for this many steps, then the compression")
+    parser.add_argument("--dense-warmup-steps", type=int, default=None,
+                        help="mxnet_gc.gluon.Trainer: dense pushes for this many steps, then the compression "
+                             "(default: the codec's own warm-up; with gluon.Trainer give 'warmup_steps' in "
+                             "--compression)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", help="save losses and weights here")
     args = parser.parse_args()
@@ -51,6 +53,8 @@ def main():
     kv = mxnet_gc.kvstore.create("dist_sync")
     params = net.collect_params()
     options = {"dense_warmup_steps": args.dense_warmup_steps} if args.trainer == "gc" else {}
+    if args.trainer == "gluon" and args.dense_warmup_steps is not None:
+        parser.error("--dense-warmup-steps is an option of mxnet_gc.gluon.Trainer")
     make = mxnet_gc.gluon.Trainer if args.trainer == "gc" else gluon.Trainer
     trainer = make(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9}, kvstore=kv,
                    compression_params=json.loads(args.compression), update_on_kvstore=bool(args.update_on_kvstore),
@@ -65,8 +69,9 @@ def main():
         trainer.step(args.batch_size)
         losses.append(loss.mean().asscalar())
         if step % 10 == 0 or step == args.steps - 1:
-            print("worker %d step %d loss %.4f, pushing %s" % (kv.rank, step, losses[-1],
-                                                                 kv.compression_config["type"]), flush=True)
+            warming_up = kv.warmup is not None and kv.warmup.current.sends == "dense"  # (the store's own)
+            print("worker %d step %d loss %.4f, pushing %s" % (kv.rank, step, losses[-1], "none" if warming_up
+                                                                 else kv.compression_config["type"]), flush=True)
     if args.out:
         weights = {name: p.data().asnumpy() for name, p in params.items()}
         np.savez(os.path.join(args.out, "rank%d.npz" % kv.rank), losses=np.array(losses), **weights)

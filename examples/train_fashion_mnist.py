@@ -85,6 +85,16 @@ def evaluate(net, images, labels, batch=1000):
     return correct / len(images)
 
 
+def stuck_at_chance(train_loss, classes=10):
+    """A warning when an epoch's mean training loss is a uniform guess's, ln(classes): the network gives
+    every image the same output, as one whose units died early does (too coarse gradients from the
+    first step: warm up dense longer)."""
+    if abs(train_loss - np.log(classes)) < 0.01:
+        return ("warning: the training loss %.4f is ln(%d), a uniform guess's: the network is not learning "
+                "(try a longer --dense-warmup-steps)" % (train_loss, classes))
+    return None
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn")
@@ -110,8 +120,9 @@ def parse_args(argv=None):
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
     p.add_argument("--calibration-steps", type=int, default=50,
                    help="with --groups: dense steps measured before the groups are chosen")
-    p.add_argument("--dense-warmup-steps", type=int, default=0,
-                   help="without --groups: dense steps before the compression starts")
+    p.add_argument("--dense-warmup-steps", type=int, default=None,
+                   help="dense steps before the compression starts (default: the codec's warm-up, 50 steps for "
+                        "mxnet_gc's codecs, counting --groups' calibration; 0: compress from the first step)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
@@ -174,7 +185,7 @@ def main(argv=None):
     first_epoch = trainer.load_checkpoint(args.resume)["epoch"] if args.resume else 0
     for epoch in range(first_epoch, args.epochs):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
-        sent0, received0 = socket_bytes()
+        sent0, received0 = socket_bytes() or (0, 0)
         first_step = schedule().step if kv.lgc is not None or not lgc else 0
         start, losses, ends = time.time(), [], []
         for step in range(steps_per_epoch):
@@ -191,22 +202,28 @@ def main(argv=None):
                 say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
                                                           losses[-1].asscalar()), flush=True)
         train_loss = float(np.mean([l.asscalar() for l in losses]))
+        stuck = stuck_at_chance(train_loss)
+        if stuck:
+            say(stuck, flush=True)
         elapsed = time.time() - start
-        sent, received = (b - a for a, b in zip((sent0, received0), socket_bytes()))
+        now = socket_bytes()
+        sent, received = (None, None) if now is None else (now[0] - sent0, now[1] - received0)
         phases = schedule().spans(first_step, schedule().step)
         seconds = np.diff([start] + ends)  # each step's, from the end of the one before
         for p in phases:
             p["ms_per_step"] = 1e3 * float(np.mean(seconds[p["steps"][0] - first_step:p["steps"][1] - first_step + 1]))
         accuracy = evaluate(net, test_x, test_y) if rank == 0 else None
         record = {"epoch": epoch + 1, "train_loss": train_loss, "test_accuracy": accuracy, "seconds": elapsed,
+                  "warning": stuck,
                   "images_per_second": steps_per_epoch * args.batch_size * workers / elapsed,
                   "bytes_sent": sent, "bytes_received": received,
                   "dense_push_bytes": 4 * values * steps_per_epoch,
                   "phases": phases}
         log["epochs"].append(record)
-        say("epoch %d: %.0f images/s, train loss %.4f, test accuracy %.4f, sent %.1f MB (dense would be %.1f MB), "
-            "received %.1f MB" % (epoch + 1, record["images_per_second"], train_loss, accuracy or 0, sent / 1e6,
-                                  record["dense_push_bytes"] / 1e6, received / 1e6), flush=True)
+        traffic = "traffic not measured" if sent is None else "sent %.1f MB (dense would be %.1f MB), received %.1f MB" % (
+            sent / 1e6, record["dense_push_bytes"] / 1e6, received / 1e6)
+        say("epoch %d: %.0f images/s, train loss %.4f, test accuracy %.4f, %s" % (
+            epoch + 1, record["images_per_second"], train_loss, accuracy or 0, traffic), flush=True)
         if rank == 0 and args.log:
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)
@@ -229,7 +246,8 @@ def report(log):
     """The closing summary: accuracy, the phases each epoch ran in, and measured push traffic against
     uncompressed pushes (or, when the compression never started, that it did not)."""
     epochs = log["epochs"]
-    sent = sum(e["bytes_sent"] for e in epochs)
+    measured = all(e["bytes_sent"] is not None for e in epochs)
+    sent = sum(e["bytes_sent"] for e in epochs) if measured else None
     dense = sum(e["dense_push_bytes"] for e in epochs)
     lines = ["== report ==", "final test accuracy: %.4f after %d epochs (%s, %d workers)"
              % (epochs[-1]["test_accuracy"], epochs[-1]["epoch"], log["args"]["compression"], log["workers"])]
@@ -237,12 +255,16 @@ def report(log):
         lines.append("epoch %d ran in: %s" % (e["epoch"], ", ".join(
             "%s (steps %d-%d, %.1f ms per step)" % (p["phase"], *p["steps"], p["ms_per_step"]) for p in e["phases"])))
     compressed = any(p["sends"] == "compressed" for e in epochs for p in e["phases"])
-    lines.append("bytes sent by rank 0: %.1f MB; uncompressed pushes alone would be %.1f MB" % (sent / 1e6, dense / 1e6))
     if log["compression"]["type"] != "none" and not compressed:
         lines.append("compression never started: every step pushed dense gradients (schedule: %s)" % log["schedule"])
+    if not measured:
+        lines.append("traffic not measured (`ss` of iproute2 is not installed)")
     else:
+        lines.append("bytes sent by rank 0: %.1f MB; uncompressed pushes alone would be %.1f MB" % (sent / 1e6, dense / 1e6))
+    if measured and compressed:
         lines.append("compression ratio of the sent traffic: %.1fx (%.1f%% of the uncompressed push traffic saved)"
                      % (dense / sent, 100 * (1 - sent / dense)))
+    lines += ["epoch %d: %s" % (e["epoch"], e["warning"]) for e in epochs if e.get("warning")]
     if "autoencoder_bytes" in log:
         lines.append("autoencoder weights through rank 0's link: %.1f kB" % (log["autoencoder_bytes"] / 1e3))
     return "\n".join(lines)

@@ -7,7 +7,9 @@ bulk: one init for all parameters and one push and one pull per step (one synchr
 workers per step, where Gluon's own trainer synchronises once per parameter).
 
 What a step sends is decided by the trainer's schedule (``trainer.schedule``, mxnet_gc/schedule.py),
-built from the options: ``dense_warmup_steps`` dense steps; with ``threshold_groups``, ``calibration_steps``
+built from the options: ``dense_warmup_steps`` dense steps (by default the compression's own warm-up,
+its ``'warmup_steps'``, 50 for mxnet_gc's codecs, less the calibration's dense steps; the trainer runs it
+and gives the store 0); with ``threshold_groups``, ``calibration_steps``
 dense steps whose gradients measure each 4bit group's error per parameter (groups.py); with ``merge``,
 ``profile_steps`` compressed steps with each parameter alone, measuring what the merge planner needs
 (profiling.py); then the compression to the end.  Rank 0 prints every phase switch with its step.
@@ -46,7 +48,7 @@ class Trainer(gluon.Trainer):
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, threshold_groups=None, calibration_steps=50, group_overrides=None,
-                 dense_warmup_steps=0, merge=None, pipeline=True, profile_steps=3, nonfinite="warn"):
+                 dense_warmup_steps=None, merge=None, pipeline=True, profile_steps=3, nonfinite="warn"):
         if isinstance(kvstore, str) and kvstore in gc_kvstore.NAMES:
             kvstore = gc_kvstore.create(kvstore)
         self._merge_policy = MergePolicy(merge)
@@ -59,6 +61,10 @@ class Trainer(gluon.Trainer):
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
             update_on_kvstore = False
+        defaulted = dense_warmup_steps is None
+        dense_warmup_steps = self._warmup_steps(compression_params, dense_warmup_steps)
+        if defaulted and threshold_groups is not None:  # the calibration's dense steps are part of the warm-up
+            dense_warmup_steps = max(0, dense_warmup_steps - calibration_steps)
         for name, value, low in (("profile_steps", profile_steps, 1), ("dense_warmup_steps", dense_warmup_steps, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError("%s must be an int >= %d, got %r" % (name, low, value))
@@ -78,7 +84,7 @@ class Trainer(gluon.Trainer):
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
         self.schedule = self._build_schedule(compression_params, dense_warmup_steps, calibration_steps, profile_steps)
-        self._compression = compression_params
+        self._compression = self._without_warmup(compression_params)
         # gluon.Trainer sorts a dict of parameters by name; backward's order is the reverse of the order
         # they were given in (a network's collect_params() lists them as the layers were defined).
         given = list(params.values()) if isinstance(params, (dict, gluon.ParameterDict)) else list(params)
@@ -86,7 +92,27 @@ class Trainer(gluon.Trainer):
         first_sends_dense = self.schedule.current.sends == "dense"
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params={"type": "none"} if compression_params and first_sends_dense
-                         else compression_params, update_on_kvstore=update_on_kvstore)
+                         else self._compression, update_on_kvstore=update_on_kvstore)
+
+    @staticmethod
+    def _warmup_steps(compression, asked):
+        """The dense warm-up: ``dense_warmup_steps``, else the compression's 'warmup_steps' (or its default)."""
+        if not compression:
+            return asked or 0
+        own = gc_kvstore.Compression(compression).warmup_steps
+        if asked is None:
+            return own
+        if "warmup_steps" in compression and compression["warmup_steps"] != asked:
+            raise ValueError("dense_warmup_steps=%r and the compression's 'warmup_steps' %r differ; give one"
+                             % (asked, compression["warmup_steps"]))
+        return asked
+
+    @staticmethod
+    def _without_warmup(compression):
+        """The compression as the store gets it: the trainer's schedule runs the warm-up."""
+        if compression and gc_kvstore.Compression(compression).codec_type is not None:
+            return dict(compression, warmup_steps=0)
+        return compression
 
     def _build_schedule(self, compression, warmup, calibration_steps, profile_steps):
         if not compression or compression.get("type") == "none":

@@ -4,11 +4,19 @@ Used by the benchmarks and the examples to report measured traffic (not payload 
 (iproute2) lists every TCP connection with its owner and its bytes_acked / bytes_received.
 """
 import os
+import shutil
 import subprocess
+import warnings
 
 
 def socket_bytes(pid=None):
-    """(bytes sent and acknowledged, bytes received) over all TCP connections of process ``pid``."""
+    """(bytes sent and acknowledged, bytes received) over all TCP connections of process ``pid``; None
+    (with one warning) where ``ss`` is not installed."""
+    if shutil.which("ss") is None:
+        if not _warned:
+            _warned.append(True)
+            warnings.warn("mxnet_gc: `ss` (iproute2) is not installed: traffic is not measured", stacklevel=2)
+        return None
     pid = os.getpid() if pid is None else pid
     out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=True).stdout
     sent = received = 0
@@ -22,3 +30,6 @@ def socket_bytes(pid=None):
             sent += int(fields.get("bytes_acked", 0))
             received += int(fields.get("bytes_received", 0))
     return sent, received
+
+
+_warned = []  # (socket_bytes warns once per process)

@@ -12,7 +12,8 @@ import pytest
 from dist.job import LAUNCH, ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FOUR_BIT = {"type": "4bit", "thresholds": [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]}
+FOUR_BIT = {"type": "4bit", "thresholds": [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]}  # (warms up 50 steps)
+FROM_THE_FIRST_STEP = dict(FOUR_BIT, warmup_steps=0)
 
 
 def train(tmp_path, trainer, update_on_kvstore, compression, *extra):
@@ -27,14 +28,20 @@ def train(tmp_path, trainer, update_on_kvstore, compression, *extra):
 @pytest.mark.parametrize("trainer,update_on_kvstore", [("gc", True), ("gc", False), ("gluon", True),
                                                        ("gluon", False)])
 def test_two_worker_training_with_4bit(tmp_path, trainer, update_on_kvstore):
-    _, results = train(tmp_path, trainer, update_on_kvstore, FOUR_BIT)
+    proc, results = train(tmp_path, trainer, update_on_kvstore, FROM_THE_FIRST_STEP)
+    assert re.search(r"step 0 loss [-\d.]+, pushing 4bit", proc.stdout), proc.stdout
     check_trained_and_equal(results)
 
 
-def test_dense_warmup_then_4bit(tmp_path):
-    proc, results = train(tmp_path, "gc", True, FOUR_BIT, "--dense-warmup-steps", "15")
+@pytest.mark.parametrize("trainer, compression, options", [
+    ("gc", FOUR_BIT, ["--dense-warmup-steps", "15"]),  # the trainer's schedule
+    ("gluon", dict(FOUR_BIT, warmup_steps=15), []),  # gluon.Trainer: the store's own warm-up
+    ("gc", FOUR_BIT, [])], ids=["trainer", "store", "default"])  # 50 steps by default: longer than the run
+def test_dense_warmup_then_4bit(tmp_path, trainer, compression, options):
+    proc, results = train(tmp_path, trainer, True, compression, *options)
     assert re.search(r"step 10 loss [-\d.]+, pushing none", proc.stdout)  # within the warm-up: dense
-    assert re.search(r"step 20 loss [-\d.]+, pushing 4bit", proc.stdout), proc.stdout
+    assert re.search(r"step 20 loss [-\d.]+, pushing %s" % ("none" if not options and trainer == "gc" else "4bit"),
+                     proc.stdout), proc.stdout
     check_trained_and_equal(results)
 
 

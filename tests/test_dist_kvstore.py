@@ -20,6 +20,7 @@ POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 def simulate(spec, workers, levels_for_key=None):
     """{(key, step): expected pulled value} without an optimizer: the sum of dequantized gradients."""
     comp = spec.get("compression") or {"type": "none"}
+    warmup = comp.get("warmup_steps", 0)  # (the test workers' default: see dist/job.py)
     expected, server_residuals = {}, {}
     for i, (key, shape) in enumerate(spec["keys"]):
         residuals = [np.zeros(shape, np.float32) for _ in range(workers)]
@@ -31,12 +32,12 @@ def simulate(spec, workers, levels_for_key=None):
             total = np.zeros(shape, np.float32)
             for rank in range(workers):
                 g = gradient(spec["seed"], rank, step, i, shape, spec["scale"])
-                if comp["type"] == "none":
+                if comp["type"] == "none" or step < warmup:  # dense; the residual waits for the codec
                     q = g
                 else:
                     q, residuals[rank] = reference.quantize_array(g, residuals[rank], levels)
                 total += q
-            if comp.get("compressed_pull"):  # the servers re-encode the sum with their own residual
+            if comp.get("compressed_pull") and step >= warmup:  # the servers re-encode the sum, own residual
                 server_residual = server_residuals.setdefault(key, np.zeros(shape, np.float32))
                 total, server_residuals[key] = reference.quantize_array(total, server_residual, levels)
             expected[key, step] = total
@@ -61,6 +62,21 @@ def test_4bit_steps_two_workers_one_server(tmp_path):
     _, results = run_job(tmp_path, spec, workers=2, servers=1)
     expected = simulate(spec, 2)
     assert any(np.count_nonzero(v) for v in expected.values())
+    check(results, expected, 2, spec)
+
+
+@pytest.mark.parametrize("lists", [False, True], ids=["a-call-per-key", "one-call-per-step"])
+def test_the_store_warms_up_dense_then_starts_the_codec(tmp_path, lists):
+    """'warmup_steps': the first steps push exact float32 gradients, then the codec starts with a fresh
+    residual, whether the pushes come a key at a time (as gluon.Trainer's) or all keys in one call."""
+    spec = {"keys": [[3, [5, 7]], ["fc_weight", [130]], ["b", [9]]], "steps": 5, "scale": 0.7, "seed": 4,
+            "compression": {"type": "4bit", "thresholds": POW2, "warmup_steps": 2}, "lists": lists}
+    _, results = run_job(tmp_path, spec, workers=2, servers=2)
+    expected = simulate(spec, 2)
+    dense = simulate(dict(spec, compression=None), 2)
+    for key, _ in spec["keys"]:  # (what the reference says: dense sums first, then something else)
+        assert all(np.array_equal(expected[key, s], dense[key, s]) for s in (0, 1))
+        assert not any(np.array_equal(expected[key, s], dense[key, s]) for s in (2, 3, 4))
     check(results, expected, 2, spec)
 
 

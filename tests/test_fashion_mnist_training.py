@@ -12,7 +12,7 @@ import mxnet as mx
 from dist.job import LAUNCH, ROOT
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
-QUICK = ["--limit", "1280", "--batch-size", "64"]
+QUICK = ["--limit", "1280", "--batch-size", "64", "--dense-warmup-steps", "0"]  # (10 steps an epoch: no warm-up)
 GROUPS = ["--groups", "--calibration-steps", "5"]
 
 
@@ -178,3 +178,19 @@ def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
         assert line in proc.stdout
     assert [p["phase"] for p in epochs[1]["phases"]] == ["lgc"]
     assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.lgc0"))
+
+
+def test_a_loss_stuck_at_a_uniform_guess_is_reported():
+    """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
+    units died in the first coarse 4bit steps does), and stays quiet otherwise."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_fashion_mnist", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert "not learning" in example.stuck_at_chance(2.3026)
+    assert example.stuck_at_chance(2.28) is None and example.stuck_at_chance(0.45) is None
+    log = {"args": {"compression": "4bit"}, "workers": 2, "compression": {"type": "4bit"}, "schedule": "",
+           "epochs": [{"epoch": 1, "test_accuracy": 0.1, "phases": [], "bytes_sent": 10, "dense_push_bytes": 80,
+                       "warning": example.stuck_at_chance(2.3026)}]}
+    assert "epoch 1: warning: the training loss 2.3026 is ln(10)" in example.report(log)

@@ -31,6 +31,9 @@ def test_supported_types_and_names():
     ({"type": "4bit", "per_key": [1]}, "'per_key' must be a dict"),
     ({"type": "4bit", "compressed_pull": 1}, "'compressed_pull' must be True or False"),
     ({"type": "2bit", "compressed_pull": True}, "'per_key' and 'compressed_pull' need an mxnet_gc codec"),
+    ({"type": "4bit", "warmup_steps": -1}, "'warmup_steps' must be an int >= 0, got -1"),
+    ({"type": "gc_2bit", "warmup_steps": 2.5}, "'warmup_steps' must be an int >= 0, got 2.5"),
+    ({"type": "2bit", "warmup_steps": 5}, "2bit: unknown parameter(s) 'warmup_steps'"),  # (MXNet's: none)
 ])
 def test_bad_compression_params(params, message):
     with pytest.raises(ValueError) as err:
@@ -60,6 +63,13 @@ def test_commands_round_trip():
     status = np.zeros(protocol.STATUS_WORDS, np.float32)
     protocol.write_message(status, "rejected a push ✓")
     assert protocol.read_message(status) == "rejected a push ✓"
+
+
+def test_mxnet_gc_codecs_warm_up_by_default():
+    assert Compression({"type": "4bit"}).warmup_steps == 50 == Compression({"type": "layerwise_topk"}).warmup_steps
+    assert Compression({"type": "4bit", "warmup_steps": 0}).config["warmup_steps"] == 0
+    assert Compression({"type": "2bit"}).warmup_steps == 0 == Compression({"type": "none"}).warmup_steps
+    assert Compression({"type": "lgc"}).warmup_steps == 0  # (its own phases)
 
 
 def test_hello_is_an_optimizer_to_mxnet_own_server():

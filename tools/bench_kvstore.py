@@ -35,8 +35,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import jobfiles  # noqa: E402
 MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit", "4bit-cpull"]
 COMPRESSION = {"mxnet-2bit": {"type": "2bit", "threshold": 0.01}, "gc-mx2bit": {"type": "2bit", "threshold": 0.01},
-               "gc_2bit": {"type": "gc_2bit", "threshold": 0.01}, "4bit": {"type": "4bit", "thresholds": "medium"},
-               "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True},
+               "gc_2bit": {"type": "gc_2bit", "threshold": 0.01, "warmup_steps": 0},
+               "4bit": {"type": "4bit", "thresholds": "medium", "warmup_steps": 0},
+               "4bit-cpull": {"type": "4bit", "thresholds": "medium", "compressed_pull": True, "warmup_steps": 0},
                "gc-none": {"type": "none"}}
 
 
@@ -92,7 +93,10 @@ def worker(args):
     for _ in range(args.warmup):
         step()
     times = []
-    sent0, recv0 = socket_bytes()
+    before = socket_bytes()
+    if before is None:
+        raise SystemExit("bench_kvstore.py measures traffic with `ss`: install iproute2")
+    sent0, recv0 = before
     for _ in range(args.steps):
         t0 = time.perf_counter()
         step()

@@ -52,7 +52,8 @@ def worker(args):
     trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01}, kvstore=kv,
                                      compression_params={"type": "layerwise_topk", "density": 0.01,
                                                          "compressed_pull": True},
-                                     update_on_kvstore=False, merge="dp", pipeline=args.pipeline == 1)
+                                     update_on_kvstore=False, merge="dp", pipeline=args.pipeline == 1,
+                                     dense_warmup_steps=0)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
     def step(i):

@@ -28,7 +28,8 @@ CONFIGS = {
     "MXNet 2bit (threshold 2)": ["--compression", "2bit", "--threshold", "2", "--dense-warmup-steps", WARMUP],
     "4bit, one group (medium)": ["--compression", "4bit", "--thresholds", "medium", "--dense-warmup-steps", WARMUP],
     "4bit, per-layer groups": ["--compression", "4bit", "--groups", "--calibration-steps", WARMUP],
-    "layer-wise top-k 1%, DP-merged": ["--compression", "layerwise_topk", "--density", "0.01", "--merge", "dp"],
+    "layer-wise top-k 1%, DP-merged": ["--compression", "layerwise_topk", "--density", "0.01", "--merge", "dp",
+                                       "--dense-warmup-steps", "0"],
     # DGC's momentum correction: the momentum is applied before sparsification, in the codec, and the
     # optimizer on the workers is plain SGD; dense steps first, as for the other codecs
     "layer-wise top-k 1%, DGC momentum, warm-up": ["--compression", "layerwise_topk", "--density", "0.01",

@@ -8,6 +8,7 @@ import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files
+from ..schedule import Phase, Schedule
 from . import arguments
 from .message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
@@ -22,6 +23,8 @@ class StoreBase(KVStoreBase):
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._checked = {}  # key -> the arrays last checked for it (see _check)
+        self._warmup = None  # the compression's warm-up: Schedule of dense steps, then the codec
+        self._step_keys = set()  # keys pushed in the current step (a key pushed again starts the next)
 
     @property
     def compression_config(self):
@@ -81,9 +84,34 @@ class StoreBase(KVStoreBase):
         else:
             self._lgc.end_step()
 
+    # ---- the compression's warm-up: dense steps before the codec starts ----
+
+    @property
+    def warmup(self):
+        """The warm-up's schedule (a dense phase, then 'compressed'; mxnet_gc/schedule.py), or None."""
+        return self._warmup
+
+    def _set_warmup(self, compression):
+        self._warmup = Schedule([Phase("dense", compression.warmup_steps, "dense"), Phase("compressed", None, "compressed")]) \
+            if compression.warmup_steps else None
+        self._step_keys = set()
+
+    def _count_step(self, keys):
+        """Before a push: a key pushed again starts the next step (so per-key calls, as gluon.Trainer makes,
+        and one call per step count alike); at the end of the warm-up the codecs start (a collective call,
+        at the same push on every worker, which push the same keys)."""
+        if self._warmup is None:
+            return
+        keys = [k for k in keys if k not in self._reduce_only]
+        if self._step_keys.intersection(keys):
+            self._step_keys.clear()
+            if self._warmup.advance() is not None:
+                self._assign_codecs(self._layout.messages)
+        self._step_keys.update(keys)
+
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        if key in self._reduce_only:
+        if key in self._reduce_only or (self._warmup is not None and self._warmup.current.sends == "dense"):
             return None
         return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
 

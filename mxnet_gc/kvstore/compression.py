@@ -14,13 +14,17 @@
 
 With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
 re-encode the sum with their own residual (only without an optimizer on the servers, since weights
-are not gradients).
+are not gradients), and ``'warmup_steps': n`` (default DEFAULT_WARMUP_STEPS) pushes dense float32
+gradients for the first n steps before the codec starts: from a random initialization the first
+gradients are large and their quantization error can stop a network from learning at all (0: the
+codec from the first step, as MXNet's own 2bit).
 """
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
 from ..lgc.options import LGCOptions
 
 MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
+DEFAULT_WARMUP_STEPS = 50
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
 
 
@@ -55,6 +59,7 @@ class Compression:
         kind = params.pop("type")
         self.type = kind
         self.lgc = kind == "lgc"
+        self.warmup_steps = 0
         if self.lgc:  # a method with phases, not one codec: the store runs it (codec_for gives None)
             self.codec_type, self.compressed_pull, self._default, self._per_key = None, False, None, {}
             self.config = LGCOptions(params).config
@@ -74,10 +79,14 @@ class Compression:
             return
         if not isinstance(per_key, dict):
             raise ValueError("'per_key' must be a dict from key to codec parameters, got %r" % (per_key,))
+        self.warmup_steps = params.pop("warmup_steps", DEFAULT_WARMUP_STEPS)
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError("'warmup_steps' must be an int >= 0, got %r" % (self.warmup_steps,))
         self._default = codecs.create(dict(params, type=self.codec_type))
         self._per_key = {str(k): self._key_codec(params, k, v) for k, v in per_key.items()}
         self.config = {"type": kind, "default": self._default.config(), "compressed_pull": self.compressed_pull,
-                       "per_key": {k: c.config() for k, c in sorted(self._per_key.items())}}
+                       "per_key": {k: c.config() for k, c in sorted(self._per_key.items())},
+                       "warmup_steps": self.warmup_steps}
 
     def _key_codec(self, params, key, value):
         if self.codec_type == "4bit":

@@ -145,6 +145,7 @@ class DistSyncStore(StoreBase):
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
+        self._set_warmup(compression)
         self._set_lgc(compression, PSRounds)
         self._assign_codecs(self._layout.messages)
 
@@ -212,6 +213,7 @@ class DistSyncStore(StoreBase):
                              "first (Gluon: update_on_kvstore=True)")
         grads = self._gradients(key, value)
         keys = list(grads)
+        self._count_step(keys)
         lgc_phase, keys = self._lgc_push(keys)
         messages = self._layout.messages_of(keys)
         for m in messages:
@@ -420,7 +422,9 @@ class DistSyncStore(StoreBase):
     # ---- key layout ----
 
     def _assign_codecs(self, messages, dropped=()):
-        """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need."""
+        """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need (a
+        collective call)."""
+        self._send(everything=True)
         new_payload, new_pull = [], []
         changed = self._give_codecs(messages)
         for m in messages:

@@ -75,6 +75,7 @@ class HorovodStore(StoreBase):
         self._check_compression_replaceable()
         self._check_same("compression", compression.config)
         self._compression = compression
+        self._set_warmup(compression)
         self._set_lgc(compression, RingRounds)
         self._assign_codecs(self._layout.messages)
 
@@ -101,6 +102,7 @@ class HorovodStore(StoreBase):
         for plan in self._decoding:  # a corrupt payload of the last pull, once its decode has run
             plan.raise_engine_error()
         self._decoding = set()
+        self._count_step(list(grads))
         lgc_phase, keys = self._lgc_push(list(grads))
         for m in self._layout.messages_of(keys):
             missing = [c.key for c in m.chunks if c.key not in grads]

@@ -9,14 +9,14 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import mxnet_gc  # noqa: E402
-from dist.job import gradient, initial_value  # noqa: E402
+from dist.job import from_the_first_step, gradient, initial_value  # noqa: E402
 
 
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     kv = mxnet_gc.kvstore.create("horovod")
-    compression = dict(spec["compression"])
+    compression = from_the_first_step(dict(spec["compression"]))
     if spec.get("differ") and kv.rank == 1:
         compression["density"] = 0.5
     kv.set_gradient_compression(compression)

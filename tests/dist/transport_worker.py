@@ -15,7 +15,7 @@ import mxnet_gc  # noqa: E402
 from dist.job import gradient  # noqa: E402
 
 KEYS = [["w", (5, 7)], [3, (130,)]]
-COMPRESSION = {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]}
+COMPRESSION = {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0}
 SEED, SCALE, SAVED_STEPS = 21, 0.9, 3
 
 

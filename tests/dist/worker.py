@@ -1,7 +1,7 @@
 """A worker of a test job (see job.py): pushes deterministic gradients, saves everything it pulls.
 
 Spec fields: store ('dist_sync' or 'dist_async'), keys ([[key, shape], ...]), steps, scale, seed,
-compression (params or null), turns (each step the workers push and pull one after the other, in rank
+compression (params or null; the codec from the first step unless they give 'warmup_steps'), turns (each step the workers push and pull one after the other, in rank
 order), final_pull (after the steps, a barrier and a pull saved as <key>/final), zero_init (initial
 values zero instead of random),
 optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
@@ -22,7 +22,7 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mxnet_gc  # noqa: E402
-from job import gradient, initial_value  # noqa: E402
+from job import from_the_first_step, gradient, initial_value  # noqa: E402
 
 
 def main():
@@ -48,7 +48,7 @@ def main():
                 call()
             except ValueError as e:
                 saved["%s_error" % what] = np.array(str(e))
-    compression = spec.get("compression_by_rank", {}).get(str(rank), spec.get("compression"))
+    compression = from_the_first_step(spec.get("compression_by_rank", {}).get(str(rank), spec.get("compression")))
     if compression:
         kv.set_gradient_compression(compression)
     if spec.get("optimizer"):

@@ -20,7 +20,10 @@ def interface_bytes():
         return tuple(values)
     from mxnet_gc.traffic import socket_bytes
 
-    return socket_bytes()
+    counts = socket_bytes()
+    if counts is None:
+        raise SystemExit("bench_network.py measures traffic with `ss` where a host has no eth0: install iproute2")
+    return counts
 
 
 def make_trainer(mode, kv, params, bucket_bytes):
