@@ -34,6 +34,7 @@ TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
 EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the scheduler did
+FAILURE_GRACE = 2.0  # seconds the other workers get to exit (and print why) after a worker failed
 
 
 class Process:
@@ -249,6 +250,10 @@ class Job:
         while True:
             failed = next((p for p in self.processes if p.poll() not in (None, 0)), None)
             if failed is not None:
+                # the other workers often meet the same failure a moment later: let them say so first
+                end = time.time() + FAILURE_GRACE
+                while failed.role == "worker" and time.time() < end and any(p.poll() is None for p in workers):
+                    time.sleep(0.05)
                 self.fail("%s" % failed.report())
                 return 1
             if all(p.poll() == 0 for p in workers):

@@ -258,12 +258,15 @@ def test_wrong_size_payload_rejected_value_untouched(tmp_path):
 
 def test_optimizer_the_servers_cannot_run_fails_on_every_worker(tmp_path):
     """An optimizer whose update raises (here a clip_gradient that is not a number) is tried when it
-    reaches the servers: set_optimizer raises on every worker, instead of the weights silently freezing."""
+    reaches the servers: the workers raise, instead of the weights silently freezing.  (A worker still in
+    the synchronisation before set_optimizer may meet the error there and stop; rank 0 then waits for it
+    in the next barrier until the launcher ends the job: one worker or two say it.)"""
     spec = {"keys": [[0, [8]]], "steps": 2, "scale": 1.0, "seed": 7,
             "compression": {"type": "4bit", "thresholds": POW2}, "optimizer": ["sgd", {"clip_gradient": "abc"}]}
     proc, _ = run_job(tmp_path, spec, workers=2, servers=1, expect_success=False, timeout=60)
     assert proc.returncode != 0
-    assert proc.stdout.count("RuntimeError: mxnet_gc server 0: command failed on server 0") == 2, proc.stdout[-3000:]
+    assert proc.stdout.count("RuntimeError: mxnet_gc server 0: command failed on server 0") >= 1, proc.stdout[-3000:]
+    assert not re.search(r"worker rank \d saved", proc.stdout)  # no worker went on
 
 
 def test_killed_worker_ends_the_job(tmp_path):
