@@ -3,7 +3,7 @@
 
 Run it under the launcher (2 workers, 1 server):
 
-    python tools/launch.py -n 2 -s 1 .venv/bin/python examples/synthetic_gluon.py --compression '{"type": "4bit"}'
+    python -m mxnet_gc.launch -n 2 -s 1 .venv/bin/python examples/synthetic_gluon.py --compression '{"type": "4bit"}'
 
 Each worker trains on its own shard and prints its loss; with ``--out DIR`` it saves the losses and
 final weights to DIR/rank<r>.npz (tests/test_dist_gluon.py uses that).

@@ -3,7 +3,7 @@
 
 Run under the launcher, W workers and S servers (each worker reads its own shard of the 60k images):
 
-    python tools/launch.py -n 2 -s 1 .venv/bin/python examples/train_fashion_mnist.py \\
+    python -m mxnet_gc.launch -n 2 -s 1 .venv/bin/python examples/train_fashion_mnist.py \\
         --model cnn --compression 4bit --groups --epochs 3
 
 The same script runs on Horovod (Gloo) with --kvstore horovod, started by horovodrun:
@@ -13,10 +13,13 @@ The same script runs on Horovod (Gloo) with --kvstore horovod, started by horovo
 
 Per epoch it shows a progress line every 10% of the epoch, then throughput, train loss, test accuracy
 (on the 10k test images) and the bytes this worker sent and received, measured on its sockets.
-Rank 0 writes every epoch to a JSON log (--log).
+Rank 0 logs with timestamps and writes every epoch to a JSON log (--log), and at the end the training
+curve next to it (the same name, .png).  MXNet's and gluoncv's argument names are accepted too:
+--num-epochs, --kv-store, --gc-type, --gc-threshold, --lr-step-epochs.
 """
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -78,11 +81,32 @@ def to_batch(images, labels):
 
 
 def evaluate(net, images, labels, batch=1000):
-    correct = 0
+    accuracy = mx.metric.Accuracy()
     for i in range(0, len(images), batch):
         x, y = to_batch(images[i:i + batch], labels[i:i + batch])
-        correct += (net(x).argmax(axis=1) == y).sum().asscalar()
-    return correct / len(images)
+        accuracy.update([y], [net(x)])
+    return accuracy.get()[1]
+
+
+def plot_curves(log, path):
+    """The training curve (train loss and test accuracy per epoch) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [e["epoch"] for e in log["epochs"]]
+    fig, loss_axis = plt.subplots(figsize=(6, 3.5))
+    loss_axis.plot(epochs, [e["train_loss"] for e in log["epochs"]], "o-", color="tab:blue", label="train loss")
+    loss_axis.set_xlabel("epoch")
+    loss_axis.set_ylabel("train loss", color="tab:blue")
+    accuracy_axis = loss_axis.twinx()
+    accuracy_axis.plot(epochs, [e["test_accuracy"] for e in log["epochs"]], "s-", color="tab:red")
+    accuracy_axis.set_ylabel("test accuracy", color="tab:red")
+    loss_axis.set_title("%s, %s, %d workers" % (log["args"]["model"], log["args"]["compression"], log["workers"]))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def stuck_at_chance(train_loss, classes=10):
@@ -98,9 +122,9 @@ def stuck_at_chance(train_loss, classes=10):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn")
-    p.add_argument("--kvstore", default="dist_sync",
+    p.add_argument("--kvstore", "--kv-store", default="dist_sync",
                    help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
-    p.add_argument("--compression", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk", "lgc"], default="4bit",
+    p.add_argument("--compression", "--gc-type", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk", "lgc"], default="4bit",
                    help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's")
     p.add_argument("--density", type=float, default=0.01,
                    help="layerwise_topk, lgc: fraction of each layer sent (lgc: in the leader's index set)")
@@ -115,7 +139,7 @@ def parse_args(argv=None):
                    help="layerwise_topk: DGC momentum correction factor (0: off)")
     p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")
     p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
-    p.add_argument("--threshold", type=float, default=0.5, help="2bit threshold")
+    p.add_argument("--threshold", "--gc-threshold", type=float, default=0.5, help="2bit threshold")
     p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
     p.add_argument("--calibration-steps", type=int, default=50,
@@ -123,10 +147,10 @@ def parse_args(argv=None):
     p.add_argument("--dense-warmup-steps", type=int, default=None,
                    help="dense steps before the compression starts (default: the codec's warm-up, 50 steps for "
                         "mxnet_gc's codecs, counting --groups' calibration; 0: compress from the first step)")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", "--num-epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--lr-steps", default="", help="epochs after which the learning rate is multiplied by "
+    p.add_argument("--lr-steps", "--lr-step-epochs", default="", help="epochs after which the learning rate is multiplied by "
                                                   "--lr-factor, comma-separated")
     p.add_argument("--lr-factor", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
@@ -172,7 +196,11 @@ def main(argv=None):
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     x_shard, y_shard = fashion_mnist.shard(train_x, train_y, rank, workers)
     values = sum(p.data().size for p in net.collect_params().values() if p.grad_req != "null")
-    say = print if rank == 0 else (lambda *a, **k: None)
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(asctime)s %(message)s",
+                        stream=sys.stdout, force=True)
+
+    def say(text, flush=True):  # rank 0 logs the job, with timestamps
+        logging.info(text)
     say("%d workers, model %s (%d parameters), compression %s%s, %d steps per epoch"
         % (workers, args.model, values, json.dumps(compression), " with per-layer groups" if args.groups else "",
            steps_per_epoch), flush=True)
@@ -187,7 +215,7 @@ def main(argv=None):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
         sent0, received0 = socket_bytes() or (0, 0)
         first_step = schedule().step if kv.lgc is not None or not lgc else 0
-        start, losses, ends = time.time(), [], []
+        start, losses, ends = time.time(), mx.metric.Loss(), []
         for step in range(steps_per_epoch):
             idx = order[step * args.batch_size:(step + 1) * args.batch_size]
             x, y = to_batch(x_shard[idx], y_shard[idx])
@@ -195,13 +223,13 @@ def main(argv=None):
                 loss = loss_fn(net(x), y)
             loss.backward()
             trainer.step(args.batch_size)
-            losses.append(loss.mean())
+            losses.update(None, [loss])
             ends.append(time.time())
             if (step + 1) % max(1, steps_per_epoch // 10) == 0:
                 done = (step + 1) / steps_per_epoch
                 say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
-                                                          losses[-1].asscalar()), flush=True)
-        train_loss = float(np.mean([l.asscalar() for l in losses]))
+                                                          loss.mean().asscalar()), flush=True)
+        train_loss = float(losses.get()[1])
         stuck = stuck_at_chance(train_loss)
         if stuck:
             say(stuck, flush=True)
@@ -239,6 +267,8 @@ def main(argv=None):
                 json.dump(log, f, indent=1)
     if rank == 0 and log["epochs"]:
         print(report(log), flush=True)
+        if args.log:
+            plot_curves(log, os.path.splitext(args.log)[0] + ".png")
     return log
 
 

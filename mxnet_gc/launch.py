@@ -12,13 +12,15 @@ shows its last lines of output.  No process outlives it, even when it is killed 
 watchdog process ends the job then.  (This file imports no MXNet: tools/launch.py and the watchdog start fast.)
 
 --launcher ssh starts each process with ``ssh HOST 'cd CWD && env VARS COMMAND'`` on the hosts of
-the hostfile (one host per line; the scheduler on the first, then servers and workers round-robin).
-The hosts must share the code at the same path and reach each other's addresses.
+the hostfile (one host per line, HOST or HOST:SSH_PORT; the scheduler on the first, then servers and
+workers round-robin).  The hosts must share the code at the same path and reach each other's addresses.
+MXNet's launcher command lines run unchanged or are refused with what to use instead (docs/launcher.md).
 """
 import argparse
 import collections
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -34,6 +36,11 @@ TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
 EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the scheduler did
+REFUSED_LAUNCHERS = {  # MXNet's (dmlc-tracker's) other launchers, and what to use instead
+    "mpi": "not supported; use ssh with a hostfile (-H), or Horovod (horovodrun) for the ring transport",
+    "sge": "not supported; start the job from an SGE script with --launcher ssh -H $PE_HOSTFILE-style hosts",
+    "yarn": "not supported; use --launcher ssh with a hostfile (-H)",
+}
 FAILURE_GRACE = 2.0  # seconds the other workers get to exit (and print why) after a worker failed
 
 
@@ -171,15 +178,46 @@ def free_port(host):
 
 
 def read_hostfile(path):
+    """[(host, ssh port or None)]: one host a line, ``host`` or dmlc's ``host:port`` (the port ssh uses)."""
     hosts = []
     with open(path) as f:
         for line in f:
             line = line.split("#", 1)[0].strip()
             if line:
-                hosts.append(line.split()[0])
+                host, _, port = line.split()[0].partition(":")
+                if port and not port.isdigit():
+                    raise SystemExit("mxnet_gc.launch: hostfile %s: %r is not HOST or HOST:PORT" % (path, line))
+                hosts.append((host, int(port) if port else None))
     if not hosts:
         raise SystemExit("mxnet_gc.launch: hostfile %s names no host" % path)
     return hosts
+
+
+def variables(items, role):
+    """{name: value} of --env items (KEY=VALUE, MXNet's KEY:VALUE, or MXNet's NAME: this environment's value)
+    and of --env-worker / --env-server items for ``role``."""
+    out = {}
+    for option, item in items:
+        if option not in ("env", "env_" + ("server" if role == "scheduler" else role)):
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            key, sep, value = item.partition(":")
+        if not sep:
+            if item not in os.environ:
+                raise ValueError("--%s %s: no such variable in this environment (give %s=VALUE)"
+                                 % (option.replace("_", "-"), item, item))
+            value = os.environ[item]
+        out[key] = value
+    return out
+
+
+def as_command(words):
+    """The worker command: as given, or through sh -c as MXNet's launcher runs it (which joins its words into
+    one shell line) when it is one string with spaces or starts with VAR=value."""
+    if (len(words) == 1 and " " in words[0].strip()) or re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        return ["/bin/sh", "-c", " ".join(words)]
+    return words
 
 
 class Job:
@@ -192,10 +230,10 @@ class Job:
         self.python = args.python or sys.executable
         if args.launcher == "ssh":
             self.hosts = read_hostfile(args.hostfile)
-            self.root = self.hosts[0]
+            self.root = self.hosts[0][0]
             self.port = args.port or free_port("127.0.0.1")
         else:
-            self.hosts = [args.host]
+            self.hosts = [(args.host, None)]
             self.root = args.host
             self.port = args.port or free_port(args.host)
 
@@ -210,18 +248,18 @@ class Job:
         }
         if role == "worker":
             env["MXNET_GC_RANK_LINE"] = "1"
-        for item in self.args.env:
-            key, _, value = item.partition("=")
-            env[key] = value
+        env.update(variables(self.args.env, role))
         return env
 
-    def start(self, role, rank, host, command):
+    def start(self, role, rank, where, command):
+        host, ssh_port = where
         env = self.env(role, host)
         if self.args.launcher == "ssh":
             remote = "cd %s && env %s %s" % (shlex.quote(os.getcwd()),
                                              " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in env.items()),
                                              " ".join(shlex.quote(c) for c in command))
-            argv = shlex.split(self.args.ssh) + ["-tt", "-o", "StrictHostKeyChecking=no", host, remote]
+            port = ["-p", str(ssh_port)] if ssh_port else []
+            argv = shlex.split(self.args.ssh) + ["-tt", "-o", "StrictHostKeyChecking=no"] + port + [host, remote]
             full_env = dict(os.environ)
         else:
             argv = command
@@ -235,12 +273,12 @@ class Job:
             server = [self.python, "-c", "import mxnet"]
         else:
             server = [self.python, "-m", "mxnet_gc.kvstore.server"]
-        self.start("scheduler", 0, self.root, server)
+        self.start("scheduler", 0, self.hosts[0], server)
         hosts = self.hosts
         for r in range(self.args.num_servers):
             self.start("server", r, hosts[(1 + r) % len(hosts)], server)
         for r in range(self.args.num_workers):
-            self.start("worker", r, hosts[(1 + self.args.num_servers + r) % len(hosts)], self.args.command)
+            self.start("worker", r, hosts[(1 + self.args.num_servers + r) % len(hosts)], as_command(self.args.command))
 
     def watch(self):
         """Waits for the workers; returns the exit code of the job."""
@@ -300,15 +338,21 @@ class Job:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m mxnet_gc.launch", description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--num-workers", type=int, required=True)
-    parser.add_argument("-s", "--num-servers", type=int, default=1)
-    parser.add_argument("--launcher", choices=["local", "ssh"], default="local")
-    parser.add_argument("-H", "--hostfile", help="hosts for --launcher ssh, one per line")
+    parser.add_argument("-s", "--num-servers", type=int, help="(default: as many as workers, as MXNet's launcher)")
+    parser.add_argument("--launcher", choices=["local", "ssh"] + list(REFUSED_LAUNCHERS),
+                        help="local (the default without -H) or ssh (with -H)")
+    parser.add_argument("-H", "--hostfile", help="hosts for --launcher ssh, one a line: HOST or HOST:SSH_PORT")
     parser.add_argument("--host", default="127.0.0.1", help="address of every process with --launcher local")
     parser.add_argument("--port", type=int, help="scheduler port (default: a free one)")
     parser.add_argument("--ssh", default="ssh", help="ssh command for --launcher ssh (default: ssh)")
     parser.add_argument("--python", help="Python for the scheduler and servers (default: this one)")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="an environment variable for every process")
+    for option, who in (("env", "every process"), ("env-worker", "the workers"), ("env-server", "the servers")):
+        parser.add_argument("--" + option, action="append", default=[], type=lambda v, o=option: (o.replace("-", "_"), v),
+                            dest="env", metavar="KEY=VALUE",
+                            help="an environment variable for %s (also MXNet's KEY:VALUE, or NAME for this "
+                                 "environment's value)" % who)
+    parser.add_argument("--sync-dst-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--p3", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=0, help="end the job after this many seconds")
     parser.add_argument("--mxnet-servers", action="store_true",
                         help="run MXNet's stock parameter server instead of mxnet_gc's (to compare with MXNet's "
@@ -318,8 +362,25 @@ def parse_args(argv):
     parser.add_argument("-v", "--verbose", action="store_true", help="also show server and scheduler output")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
     if not args.command:
         parser.error("no worker command given")
+    if args.launcher in REFUSED_LAUNCHERS:
+        parser.error("--launcher %s: %s" % (args.launcher, REFUSED_LAUNCHERS[args.launcher]))
+    if args.sync_dst_dir:
+        parser.error("--sync-dst-dir: mxnet_gc.launch copies nothing; every host runs the command in this directory's "
+                     "path, so put the code there first (a shared file system, or rsync)")
+    if args.p3:
+        parser.error("--p3: MXNet's P3 (priority-based parameter propagation) runs in MXNet's own server, not in "
+                     "mxnet_gc's")
+    try:
+        for role in ("worker", "server"):
+            variables(args.env, role)
+    except ValueError as e:
+        parser.error(str(e))
+    args.launcher = args.launcher or ("ssh" if args.hostfile else "local")
+    args.num_servers = args.num_workers if args.num_servers is None else args.num_servers
     if args.num_workers < 1 or args.num_servers < 1:
         parser.error("needs at least one worker and one server")
     if args.launcher == "ssh" and not args.hostfile:

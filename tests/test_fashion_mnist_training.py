@@ -2,6 +2,7 @@
 resumed from a checkpoint ends exactly where an uninterrupted run ends."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -128,6 +129,8 @@ def test_phases_in_the_log_and_the_report(tmp_path):
     assert ("epoch 1 ran in: dense (steps 0-3, %.1f ms per step), calibrate (steps 4-8, %.1f ms per step), "
             "compressed (steps 9-9, %.1f ms per step)" % tuple(times[0])) in proc.stdout
     assert "compression ratio of the sent traffic" in proc.stdout
+    assert re.search(r"^\[worker 0\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ epoch 2: ", proc.stdout, re.M)  # timestamps
+    assert (tmp_path / "log.png").stat().st_size > 1000  # the training curve, next to the log
     never = train(tmp_path, "--epochs", "1", "--groups", "--calibration-steps", "50")
     assert "compression never started: every step pushed dense gradients" in never.stdout
     assert "compression ratio" not in never.stdout
@@ -180,14 +183,26 @@ def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
     assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.lgc0"))
 
 
-def test_a_loss_stuck_at_a_uniform_guess_is_reported():
-    """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
-    units died in the first coarse 4bit steps does), and stays quiet otherwise."""
+def load_example():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("train_fashion_mnist", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
+    return example
+
+
+def test_mxnet_and_gluoncv_argument_names():
+    args = load_example().parse_args(["--num-epochs", "7", "--kv-store", "horovod", "--gc-type", "2bit",
+                                      "--gc-threshold", "0.25", "--lr-step-epochs", "4,6"])
+    assert (args.epochs, args.kvstore, args.compression, args.threshold, args.lr_steps) == \
+        (7, "horovod", "2bit", 0.25, "4,6")
+
+
+def test_a_loss_stuck_at_a_uniform_guess_is_reported():
+    """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
+    units died in the first coarse 4bit steps does), and stays quiet otherwise."""
+    example = load_example()
     assert "not learning" in example.stuck_at_chance(2.3026)
     assert example.stuck_at_chance(2.28) is None and example.stuck_at_chance(0.45) is None
     log = {"args": {"compression": "4bit"}, "workers": 2, "compression": {"type": "4bit"}, "schedule": "",

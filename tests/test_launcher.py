@@ -148,8 +148,62 @@ def test_sigkill_of_the_launcher_ends_every_process(tag, tmp_path, launcher):
 
 
 def test_bad_arguments():
+    """Bad arguments, and MXNet's launcher options that mean something mxnet_gc.launch does not do: each
+    refused with what to use instead."""
     for args, message in [([], "-n/--num-workers"), (["-n", "1"], "no worker command"),
                           (["-n", "0", "true"], "at least one worker"),
-                          (["-n", "1", "--launcher", "ssh", "true"], "needs -H HOSTFILE")]:
+                          (["-n", "1", "--launcher", "ssh", "true"], "needs -H HOSTFILE"),
+                          (["-n", "1", "--launcher", "mpi", "true"], "--launcher mpi: not supported; use ssh"),
+                          (["-n", "1", "--launcher", "yarn", "true"], "--launcher yarn: not supported"),
+                          (["-n", "1", "--sync-dst-dir", "/tmp/x", "true"], "--sync-dst-dir: mxnet_gc.launch copies nothing"),
+                          (["-n", "1", "--p3", "true"], "--p3: MXNet's P3"),
+                          (["-n", "1", "--env", "MXGC_SURELY_UNSET", "true"],
+                           "--env MXGC_SURELY_UNSET: no such variable in this environment (give MXGC_SURELY_UNSET=VALUE)")]:
         proc = subprocess.run(LAUNCH + args, capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+
+
+def test_mxnet_launcher_environment_options(tag, tmp_path):
+    """MXNet's --env NAME passes this environment's value (MXNet's local launcher copies every variable;
+    ours too), --env KEY:VALUE and KEY=VALUE set one, --env-worker / --env-server only for that role; -s
+    defaults to -n."""
+    show = ("import os; print('got', *[os.environ.get(k, '-') for k in ('MXGC_A', 'MXGC_B', 'MXGC_C', 'MXGC_W', "
+            "'MXGC_S', 'DMLC_NUM_SERVER')]); import time; time.sleep(4)")
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen(LAUNCH + ["--env", tag, "-n", "2", "--timeout", "60", "--report", str(report),
+                                      "--env", "MXGC_A", "--env", "MXGC_B:b", "--env", "MXGC_C=c=1",
+                                      "--env-worker", "MXGC_W:w", "--env-server", "MXGC_S=s", sys.executable, "-c", show],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MXGC_A="from here"))
+    deadline = time.time() + 30
+    while len(processes_with(tag)) < 5 and time.time() < deadline:  # scheduler, 2 servers, 2 workers
+        time.sleep(0.2)
+    by_role = {}
+    for pid in processes_with(tag):
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        by_role.setdefault(env[b"DMLC_ROLE"].decode(), []).append(env)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.count("got from here b c=1 w - 2") == 2, out
+    assert len(by_role["server"]) == 2 and all(e.get(b"MXGC_S") == b"s" and b"MXGC_W" not in e for e in by_role["server"])
+    assert len(by_role["worker"]) == 2 and all(b"MXGC_S" not in e for e in by_role["worker"])
+    assert sorted(r["role"] for r in json.loads(report.read_text())) == ["scheduler", "server", "server", "worker",
+                                                                         "worker"]
+
+
+def test_mxnet_launcher_command_forms_and_hostfile_ports(tag, tmp_path):
+    """A command given as one string, or after VAR=value, runs through the shell as MXNet's launcher runs it;
+    a dmlc hostfile's HOST:PORT is ssh's port, not part of the host (DMLC_PS_ROOT_URI is the host)."""
+    show = "import os; print('got', os.environ.get('MXGC_V', '-'), os.environ['DMLC_PS_ROOT_URI'], " \
+           "os.environ.get('FAKE_SSH_PORT', '-'))"
+    one_string = launch(tag, "-n", "1", "-s", "1", "--timeout", "60", '%s -c "%s"' % (sys.executable, show))
+    assert one_string.returncode == 0 and "got - 127.0.0.1 -" in one_string.stdout, one_string.stderr
+    prefixed = launch(tag, "-n", "1", "-s", "1", "--timeout", "60", "MXGC_V=7", sys.executable, "-c", '"%s"' % show)
+    assert prefixed.returncode == 0 and "got 7 127.0.0.1 -" in prefixed.stdout, prefixed.stderr
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("127.0.0.1:2222\n")
+    ssh = launch(tag, "-n", "1", "-s", "1", "-H", str(hostfile), "--ssh",  # (-H alone selects ssh, as in MXNet)
+                 "%s %s" % (sys.executable, os.path.join(HERE, "fake_ssh.py")), "--timeout", "60",
+                 sys.executable, "-c", show)
+    assert ssh.returncode == 0 and "got - 127.0.0.1 2222" in ssh.stdout, ssh.stderr

@@ -84,6 +84,9 @@ def targets(rows):
         if mode == prefix + "lgc" and dgc and rate == "100mbit":
             add("lgc_beats_dgc_100mbit", "%s, %d workers, 100 Mbit/s: top-k 1e-3 / %s step time"
                 % (model, workers, "LGC-RAR (Horovod)" if prefix else "LGC-PS"), dgc / ms)
+        if mode == "gc-none" and base:
+            add("uncompressed_vs_mxnet", "%s, %d workers, %s: mxnet_gc's uncompressed / MXNet's dist_sync step time"
+                % (model, workers, rate), ms / base)
         mxnet_2bit = step.get((model, workers, rate, "mxnet-2bit"))
         if mode == "gc_2bit" and mxnet_2bit:
             add("our_2bit_vs_mxnet", "%s, %d workers, %s: our 2bit / MXNet's 2bit step time" % (model, workers, rate),
