@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test demo bench bench-network bench-sparse study-lgc bench-lgc asan clean
+.PHONY: install horovod data test docs demo bench bench-network bench-sparse study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -34,6 +34,10 @@ data:
 
 test: install data
 	$(PY) -m pytest -q tests
+
+# The API reference from the docstrings (Sphinx, numpy style), into docs/_build/api; warnings fail it.
+docs: install
+	$(PY) -m sphinx -W -q -b html docs/api docs/_build/api
 
 # The main job: 2 workers and 1 server train a CNN on Fashion-MNIST with 4bit gradients and per-layer
 # threshold groups (about 5 minutes on 2 cores).

@@ -44,7 +44,45 @@ from .schedule import Phase, Schedule
 
 
 class Trainer(gluon.Trainer):
-    """gluon.Trainer with mxnet_gc's compressed stores: a schedule of phases and the components it drives."""
+    """gluon.Trainer with mxnet_gc's compressed stores: a schedule of phases and the components it drives.
+
+    Parameters
+    ----------
+    params : ParameterDict, dict or list of Parameter
+        The parameters to train, as for ``gluon.Trainer``.
+    optimizer : str or Optimizer
+        As for ``gluon.Trainer``.
+    optimizer_params : dict, optional
+        As for ``gluon.Trainer``.
+    kvstore : str or KVStoreBase, default 'dist_sync'
+        mxnet_gc's store (an instance, or 'dist_sync', 'dist_async', 'horovod' and their 'gc_' names), or
+        any store ``gluon.Trainer`` takes.
+    compression_params : dict, optional
+        What ``set_gradient_compression`` takes (``mxnet_gc.kvstore.Compression``): for example
+        ``{'type': '4bit', 'thresholds': 'medium'}``.
+    update_on_kvstore : bool, optional
+        As for ``gluon.Trainer``; False runs the optimizer on the workers (needed by ``merge``,
+        ``'compressed_pull'`` and ``'lgc'``).
+    threshold_groups : 'auto' or dict, optional
+        4bit only: give each parameter the threshold group with the smallest error on its gradients
+        ('auto': the groups small, medium and large; a dict maps names to groups).
+    calibration_steps : int, default 50
+        With ``threshold_groups``: dense steps whose gradients are measured before the groups are chosen.
+    group_overrides : dict, optional
+        Parameter-name patterns mapped to a group name or levels, overriding the choice.
+    dense_warmup_steps : int, optional
+        Dense steps before the compression starts; by default the compression's own ``'warmup_steps'``
+        (50 for mxnet_gc's codecs) less the calibration steps; 0 compresses from the first step.
+    merge : None, 'dp', 'layerwise', 'one' or int, optional
+        How parameters share messages: None fills messages of up to 1 MiB at init; the others plan them
+        after ``profile_steps`` measured steps (an int: a bucket of that many payload bytes).
+    pipeline : bool, default True
+        Push each message as soon as backward produced its gradients.
+    profile_steps : int, default 3
+        With a planned ``merge``: steps measured before planning.
+    nonfinite : {'warn', 'raise', 'ignore'}, default 'warn'
+        What a gradient holding NaN or inf values does.
+    """
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, threshold_groups=None, calibration_steps=50, group_overrides=None,
@@ -141,6 +179,7 @@ class Trainer(gluon.Trainer):
         return isinstance(self._kvstore, StoreBase)
 
     def step(self, batch_size, ignore_stale_grad=False):
+        """One training step, as ``gluon.Trainer.step``: pushes the gradients, pulls, updates."""
         self._profiler.start_step()
         super().step(batch_size, ignore_stale_grad)
 

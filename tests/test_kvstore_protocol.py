@@ -65,6 +65,16 @@ def test_commands_round_trip():
     assert protocol.read_message(status) == "rejected a push ✓"
 
 
+def test_sparse_arrays_are_refused():
+    from mxnet_gc.kvstore import arguments
+
+    sparse = mx.nd.zeros((4, 3)).tostype("row_sparse")
+    with pytest.raises(TypeError, match="take dense arrays, got a row_sparse one"):
+        arguments.initial_values("w", sparse)
+    with pytest.raises(TypeError, match="take dense arrays, got a csr one"):
+        arguments.check_arrays("push", "w", [mx.nd.zeros((4, 3)).tostype("csr")], (4, 3))
+
+
 def test_mxnet_gc_codecs_warm_up_by_default():
     assert Compression({"type": "4bit"}).warmup_steps == 50 == Compression({"type": "layerwise_topk"}).warmup_steps
     assert Compression({"type": "4bit", "warmup_steps": 0}).config["warmup_steps"] == 0

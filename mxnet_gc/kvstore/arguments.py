@@ -57,9 +57,16 @@ def pull_targets(key, out):
     return key_arrays("pull", key, out)
 
 
+def check_dense(what, key, array):
+    if array.stype != "default":
+        raise TypeError("%s: key %r: mxnet_gc's stores take dense arrays, got a %s one (use .tostype('default'))"
+                        % (what, key, array.stype))
+
+
 def check_arrays(what, key, arrays, shape):
-    """Raises unless every array of ``key`` has the key's ``shape`` and is float32."""
+    """Raises unless every array of ``key`` has the key's ``shape``, is float32 and dense."""
     for a in arrays:
+        check_dense(what, key, a)
         if a.shape != shape:
             raise ValueError("%s: key %r has shape %s, got an array of shape %s" % (what, key, shape, a.shape))
         if a.dtype != np.float32:
@@ -71,6 +78,7 @@ def initial_values(key, value):
     pairs = key_arrays("init", key, value, unique=True)
     for k, arrays in pairs:
         a = arrays[0]
+        check_dense("init", k, a)
         if a.size == 0:
             raise ValueError("init: key %r has an empty array (shape %s); mxnet_gc's stores need at least one "
                              "value per key" % (k, a.shape))
