@@ -29,6 +29,7 @@ dense steps whose gradients measure each 4bit group's error per parameter (group
 - ``save_checkpoint`` / ``load_checkpoint`` (checkpoint.py): weights, residuals, optimizer states and
   every component's state; a resumed job ends bit for bit where an uninterrupted one does.
 """
+import atexit
 import warnings
 
 import mxnet as mx
@@ -41,6 +42,13 @@ from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
 from .schedule import Phase, Schedule
+
+
+def _warn_if_never_compressed(schedule):
+    """At exit: a run that trained but never reached its compressed phase says so (all its pushes dense)."""
+    if 0 < schedule.step and schedule.current.sends == "dense":
+        warnings.warn("mxnet_gc: the compression never started: all %d steps pushed dense gradients (schedule: %s)"
+                      % (schedule.step, schedule.describe()), stacklevel=1)
 
 
 class Trainer(gluon.Trainer):
@@ -122,6 +130,8 @@ class Trainer(gluon.Trainer):
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
         self.schedule = self._build_schedule(compression_params, dense_warmup_steps, calibration_steps, profile_steps)
+        if self.schedule.has("compressed"):
+            atexit.register(_warn_if_never_compressed, self.schedule)
         self._compression = self._without_warmup(compression_params)
         # gluon.Trainer sorts a dict of parameters by name; backward's order is the reverse of the order
         # they were given in (a network's collect_params() lists them as the layers were defined).
