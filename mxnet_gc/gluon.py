@@ -63,7 +63,7 @@ class Trainer(gluon.Trainer):
     optimizer_params : dict, optional
         As for ``gluon.Trainer``.
     kvstore : str or KVStoreBase, default 'dist_sync'
-        mxnet_gc's store (an instance, or 'dist_sync', 'dist_async', 'horovod' and their 'gc_' names), or
+        mxnet_gc's store (an instance, or 'dist_sync', 'dist_async', 'horovod' and their ``gc_`` names), or
         any store ``gluon.Trainer`` takes.
     compression_params : dict, optional
         What ``set_gradient_compression`` takes (``mxnet_gc.kvstore.Compression``): for example

@@ -120,6 +120,10 @@ def test_summary_has_a_targets_table_only_when_a_target_applies():
     text = "\n".join(text)
     assert "Targets, each a ratio of two rows above" in text
     # pooled: the median of 8 and 12 against 10; each round: 0.80, then 1.20
-    assert "| fmnist-cnn, 2 workers, 1gbit: our 2bit / MXNet's 2bit step time | 1.00 | 0.80 1.20 | <= 1.2 | yes |" in text
+    assert "| fmnist-cnn, 2 workers, 1gbit: our 2bit / MXNet's 2bit step time | 1.00 | 0.80 1.20 | <= 1 | yes |" in text
+    _, text = bench_network.summary(args, [[row("none", 10.0), row("gc-none", 11.0)],
+                                           [row("none", 10.0), row("gc-none", 10.2)]], time.time())
+    assert ("| fmnist-cnn, 2 workers, 1gbit: mxnet_gc's uncompressed / MXNet's dist_sync step time | 1.06 | 1.10 1.02 "
+            "| <= 1.05 | **no** |") in "\n".join(text)
     _, text = bench_network.summary(args, [[row("gc-none", 10.0)], [row("gc-none", 11.0)]], time.time())
     assert "Targets" not in "\n".join(text)
