@@ -167,8 +167,8 @@ def test_mxnet_launcher_environment_options(tag, tmp_path):
     """MXNet's --env NAME passes this environment's value (MXNet's local launcher copies every variable;
     ours too), --env KEY:VALUE and KEY=VALUE set one, --env-worker / --env-server only for that role; -s
     defaults to -n."""
-    show = ("import os; print('got', *[os.environ.get(k, '-') for k in ('MXGC_A', 'MXGC_B', 'MXGC_C', 'MXGC_W', "
-            "'MXGC_S', 'DMLC_NUM_SERVER')]); import time; time.sleep(4)")
+    show = STORE + ("import os; print('got', *[os.environ.get(k, '-') for k in ('MXGC_A', 'MXGC_B', 'MXGC_C', 'MXGC_W', "
+                    "'MXGC_S', 'DMLC_NUM_SERVER')]); import time; time.sleep(4)")
     report = tmp_path / "report.json"
     proc = subprocess.Popen(LAUNCH + ["--env", tag, "-n", "2", "--timeout", "60", "--report", str(report),
                                       "--env", "MXGC_A", "--env", "MXGC_B:b", "--env", "MXGC_C=c=1",
@@ -195,8 +195,8 @@ def test_mxnet_launcher_environment_options(tag, tmp_path):
 def test_mxnet_launcher_command_forms_and_hostfile_ports(tag, tmp_path):
     """A command given as one string, or after VAR=value, runs through the shell as MXNet's launcher runs it;
     a dmlc hostfile's HOST:PORT is ssh's port, not part of the host (DMLC_PS_ROOT_URI is the host)."""
-    show = "import os; print('got', os.environ.get('MXGC_V', '-'), os.environ['DMLC_PS_ROOT_URI'], " \
-           "os.environ.get('FAKE_SSH_PORT', '-'))"
+    show = STORE + "import os; print('got', os.environ.get('MXGC_V', '-'), " \
+        "os.environ['DMLC_PS_ROOT_URI'], os.environ.get('FAKE_SSH_PORT', '-'))"
     one_string = launch(tag, "-n", "1", "-s", "1", "--timeout", "60", '%s -c "%s"' % (sys.executable, show))
     assert one_string.returncode == 0 and "got - 127.0.0.1 -" in one_string.stdout, one_string.stderr
     prefixed = launch(tag, "-n", "1", "-s", "1", "--timeout", "60", "MXGC_V=7", sys.executable, "-c", '"%s"' % show)
