@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test docs demo bench bench-network bench-sparse study-lgc bench-lgc asan clean
+.PHONY: install horovod data test docs demo bench bench-network bench-sparse study study-resnet20 study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -85,6 +85,18 @@ bench-sparse: install
 	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
 		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_mlp_horovod.csv \
 		--plot docs/bench_sparse_fixed_mlp_horovod.png
+
+# The accuracy study (docs/accuracy.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
+# one group on seed 1, then every configuration on 3 or 5 seeds (35 runs of 6 epochs, STUDY_MINUTES minutes
+# on 2 cores; keeps each run in docs/accuracy.json as it ends, so a second call resumes).
+# study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 4 configurations x 2 seeds x 5 epochs, with
+# the CNN study's tuned 2bit threshold (run study first).
+study: install data
+	$(PY) tools/study_accuracy.py
+study-resnet20: install data
+	$(PY) tools/study_accuracy.py --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
+		--tuned-by docs/accuracy.json --json docs/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
+		"4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
 # seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and

@@ -62,8 +62,12 @@ def build_model(name):
 def compression_params(args):
     if args.compression == "none":
         return {"type": "none"}
+    if args.compressed_pull and args.compression not in ("gc_2bit", "4bit"):
+        raise SystemExit("--compressed-pull needs --compression gc_2bit or 4bit (layerwise_topk always compresses "
+                         "its pulls), not %s" % args.compression)
+    pull = {"compressed_pull": True} if args.compressed_pull else {}
     if args.compression in ("2bit", "gc_2bit"):
-        return {"type": args.compression, "threshold": args.threshold}
+        return {"type": args.compression, "threshold": args.threshold, **pull}
     if args.compression == "layerwise_topk":  # servers send the summed sparse values back sparse
         return {"type": "layerwise_topk", "density": args.density, "momentum": args.topk_momentum,
                 "compressed_pull": True}
@@ -72,7 +76,7 @@ def compression_params(args):
                 "momentum": args.topk_momentum, "dense_steps": args.lgc_dense_steps, "ramp_steps": args.ramp_steps,
                 "ae_steps": args.ae_steps, "error_feedback": args.error_feedback, **json.loads(args.lgc_options)}
     thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
-    return {"type": "4bit", "thresholds": thresholds}
+    return {"type": "4bit", "thresholds": thresholds, **pull}
 
 
 def to_batch(images, labels):
@@ -141,6 +145,9 @@ def parse_args(argv=None):
     p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
     p.add_argument("--threshold", "--gc-threshold", type=float, default=0.5, help="2bit threshold")
     p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
+    p.add_argument("--compressed-pull", action="store_true",
+                   help="gc_2bit, 4bit: the servers send the summed update back compressed too (optimizer on the "
+                        "workers)")
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
     p.add_argument("--calibration-steps", type=int, default=50,
                    help="with --groups: dense steps measured before the groups are chosen")
@@ -158,7 +165,8 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="use only the first N training images (quick runs)")
     p.add_argument("--log", "--log-file", help="JSON log of every epoch (written by rank 0)")
-    p.add_argument("--checkpoint", help="save a checkpoint with this prefix after every epoch")
+    p.add_argument("--checkpoint", help="save a checkpoint with this prefix after every epoch ('{epoch}' in it: "
+                                        "one checkpoint per epoch, e.g. run-{epoch})")
     p.add_argument("--resume", help="continue from the checkpoint with this prefix")
     return p.parse_args(argv)
 
@@ -256,7 +264,7 @@ def main(argv=None):
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)
         if args.checkpoint:
-            trainer.save_checkpoint(args.checkpoint, extra={"epoch": epoch + 1})
+            trainer.save_checkpoint(args.checkpoint.replace("{epoch}", str(epoch + 1)), extra={"epoch": epoch + 1})
     if lgc:  # the autoencoder's weights, moved at the switch to the lgc phase and after each fine-tuning step
         log["autoencoder_bytes"] = kv.lgc.autoencoder_bytes
     if rank == 0 and trainer.group_table:

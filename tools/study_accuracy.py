@@ -1,18 +1,33 @@
 #!/usr/bin/env python
-"""Accuracy study: uncompressed, MXNet's 2bit, 4bit (one group, per-layer groups), layer-wise top-k.
+"""Accuracy study: uncompressed, a tuned MXNet 2bit, 4bit (one group, per-layer groups, compressed pulls), top-k.
 
-Each configuration trains the Fashion-MNIST example (examples/train_fashion_mnist.py) on a real job,
-2 workers and 1 server started by tools/launch.py, with the same model, epochs and hyperparameters,
-once per seed; every threshold-compressed configuration pushes dense gradients for its first 50 steps
-(the per-layer groups are calibrated on them); the top-k one sparsifies from the first step.  It prints the table and the verdict for docs/accuracy.md,
-and writes docs/accuracy_epochs.png (test accuracy against
-epoch) and docs/accuracy_bytes.png (against the bytes rank 0 sent), and every epoch's log to
-docs/accuracy.json.
+Every run trains the Fashion-MNIST example (examples/train_fashion_mnist.py) on a real job, 2 workers and
+1 server started by tools/launch.py, with the same model, epochs and hyperparameters; every
+threshold-compressed configuration pushes dense gradients for its first 50 steps (the per-layer groups
+are calibrated on them), and so does the top-k one.
 
-    .venv/bin/python tools/study_accuracy.py [--epochs 6] [--seeds 1 2] [--model cnn]
+1. Sweeps, on the first seed: MXNet's 2bit over thresholds spanning the batch-summed gradients' scale,
+   and 4bit with one group for all layers over the base of its geometric levels (base * 2**k, k < 7).
+2. The main configurations, 2bit and one-group 4bit at the sweep's best value: uncompressed, MXNet
+   2bit and 4bit with per-layer groups on every seed, the others on the first ``--few-seeds`` seeds.
+3. Statistics: per configuration the mean and standard deviation of the final test accuracy and the
+   95% t interval of its difference to uncompressed, paired by seed; each claim gets a verdict
+   (supported, refuted, or cannot tell at this number of seeds).
+
+Runs are kept in the JSON file (default docs/accuracy.json) as they finish, so an interrupted study
+resumes where it stopped; a run is identified by its full argument list and seed.  Writes the plots
+``<prefix>_epochs.png`` (test accuracy against epoch, mean and min-max band over seeds),
+``<prefix>_bytes.png`` (against rank 0's traffic) and, with sweeps, ``<prefix>_sweeps.png``; prints the
+tables and verdicts for docs/accuracy.md.
+
+    .venv/bin/python tools/study_accuracy.py                      # the CNN study (make study)
+    .venv/bin/python tools/study_accuracy.py --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 \\
+        --no-sweep --tuned-by docs/accuracy.json --configs uncompressed "MXNet 2bit" \\
+        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json docs/accuracy_resnet20.json
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -22,61 +37,196 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARMUP = "50"  # dense steps before the compression starts, for every compressed configuration
-CONFIGS = {
-    "uncompressed": ["--compression", "none"],
-    "MXNet 2bit (threshold 0.5)": ["--compression", "2bit", "--threshold", "0.5", "--dense-warmup-steps", WARMUP],
-    "MXNet 2bit (threshold 2)": ["--compression", "2bit", "--threshold", "2", "--dense-warmup-steps", WARMUP],
-    "4bit, one group (medium)": ["--compression", "4bit", "--thresholds", "medium", "--dense-warmup-steps", WARMUP],
-    "4bit, per-layer groups": ["--compression", "4bit", "--groups", "--calibration-steps", WARMUP],
-    "layer-wise top-k 1%, DP-merged": ["--compression", "layerwise_topk", "--density", "0.01", "--merge", "dp",
-                                       "--dense-warmup-steps", "0"],
-    # DGC's momentum correction: the momentum is applied before sparsification, in the codec, and the
-    # optimizer on the workers is plain SGD; dense steps first, as for the other codecs
-    "layer-wise top-k 1%, DGC momentum, warm-up": ["--compression", "layerwise_topk", "--density", "0.01",
-                                                   "--merge", "dp", "--topk-momentum", "0.9", "--momentum", "0",
-                                                   "--dense-warmup-steps", WARMUP],
-}
+SWEEP_2BIT = (0.001, 0.005, 0.02, 0.05, 0.2, 0.5, 1.0)  # MXNet 2bit thresholds
+SWEEP_4BIT = (2.0 ** -8, 2.0 ** -6, 2.0 ** -4, 2.0 ** -2)  # bases of one group's levels ('medium' is 2**-4)
+MARGIN = 0.002  # the targets' 0.2 points
 
 
-def run(config, seed, args, configs=CONFIGS, workers=2):
-    """The example's JSON log of one configuration (its arguments: ``configs[config]``) and seed."""
+def mxnet_2bit(threshold):
+    return ["--compression", "2bit", "--threshold", repr(threshold), "--dense-warmup-steps", WARMUP]
+
+
+def one_group(base):
+    levels = ",".join(repr(base * 2.0 ** k) for k in range(7))
+    return ["--compression", "4bit", "--thresholds", levels, "--dense-warmup-steps", WARMUP]
+
+
+GROUPS = ["--compression", "4bit", "--groups", "--calibration-steps", WARMUP]
+
+
+def configurations(threshold, base):
+    """Name -> (the example's arguments, 'all' or 'few' seeds); 2bit and one group at the given values."""
+    return {
+        "uncompressed": (["--compression", "none"], "all"),
+        "MXNet 2bit": (mxnet_2bit(threshold), "all"),
+        "4bit, per-layer groups": (GROUPS, "all"),
+        "mxnet_gc 2bit": (["--compression", "gc_2bit", "--threshold", repr(threshold), "--dense-warmup-steps",
+                           WARMUP], "few"),
+        "4bit, one group": (one_group(base), "few"),
+        "4bit, per-layer groups, compressed pull": (GROUPS + ["--compressed-pull"], "few"),
+        # DGC's momentum correction: the momentum is applied before sparsification, in the codec, and the
+        # optimizer on the workers is plain SGD
+        "layer-wise top-k 1%, DGC momentum": (["--compression", "layerwise_topk", "--density", "0.01", "--merge",
+                                              "dp", "--topk-momentum", "0.9", "--momentum", "0",
+                                              "--dense-warmup-steps", WARMUP], "few"),
+    }
+
+
+class Runs:
+    """The runs done so far, kept in a JSON file as each one finishes."""
+
+    def __init__(self, path, args):
+        self.path, self.args, self.runs = path, args, []
+        if os.path.exists(path):
+            with open(path) as f:
+                self.runs = json.load(f).get("runs", [])
+
+    def argv(self, example_args, seed):
+        a = self.args
+        return ["--model", a.model, "--epochs", str(a.epochs), "--lr-steps", a.lr_steps, "--seed", str(seed)] + \
+            list(example_args)
+
+    def get(self, example_args, seed):
+        """The epochs' log of this run, from the file or from a new job."""
+        argv = self.argv(example_args, seed)
+        for run in self.runs:
+            if run["argv"] == argv:
+                return run["log"]
+        log = train(argv)
+        self.runs.append({"argv": argv, "log": log})
+        with open(self.path, "w") as f:
+            json.dump({"runs": self.runs}, f, indent=1)
+        return log
+
+
+def train(argv, workers=2):
+    """One job of the example: its JSON log of every epoch."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        if "horovod" in configs[config]:  # --kvstore horovod: started by horovodrun, no servers
-            launcher = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H",
-                        "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
-        else:
-            launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                        "--timeout", "7200"]
-        # (--log-file: horovodrun would take --log for an abbreviation of its own options)
-        argv = launcher + [sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--model",
-                           args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps, "--seed", str(seed),
-                           "--log-file", log]
-        proc = subprocess.run(argv + configs[config], cwd=ROOT, capture_output=True, text=True)
+        launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
+                    "--timeout", "7200"]
+        example = [sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--log-file", log]
+        proc = subprocess.run(launcher + example + argv, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
-            sys.exit("run %s seed %d failed:\n%s\n%s" % (config, seed, proc.stdout[-3000:], proc.stderr[-3000:]))
+            sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))
         with open(log) as f:
             return json.load(f)
 
 
-def plot(results, path, x_of, xlabel):
+def final(log):
+    return log["epochs"][-1]["test_accuracy"]
+
+
+def t_interval(diffs, level=0.95):
+    """Mean and the two-sided t interval of the mean of paired differences (nan bounds for one value)."""
+    from scipy import stats
+
+    d = np.asarray(diffs, dtype=np.float64)
+    mean = float(d.mean())
+    if len(d) < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+    return mean, mean - half, mean + half
+
+
+def verdict(low, high, at_least):
+    """'supported' when the whole interval is >= at_least, 'refuted' when all of it is below, else 'cannot tell'."""
+    if math.isnan(low):
+        return "cannot tell"
+    if low >= at_least:
+        return "supported"
+    if high < at_least:
+        return "refuted"
+    return "cannot tell"
+
+
+def paired(a, b):
+    """Final accuracies of two configurations' runs on the seeds both have: (a's - b's) per seed."""
+    common = sorted(set(a) & set(b))
+    return [final(a[s]) - final(b[s]) for s in common]
+
+
+def table(results):
+    rows = ["| configuration | seeds | final test accuracy, mean | std | min | max | difference to uncompressed, "
+            "mean [95% interval] | MB sent / received per epoch (rank 0) |",
+            "|---|---:|---:|---:|---:|---:|---|---:|"]
+    for name, logs in results.items():
+        acc = np.array([final(log) for log in logs.values()])
+        std = "%.4f" % acc.std(ddof=1) if len(acc) > 1 else "-"
+        if name == "uncompressed":
+            diff = "-"
+        else:
+            mean, low, high = t_interval(paired(logs, results["uncompressed"]))
+            diff = "%+.2f [%+.2f, %+.2f] points" % (100 * mean, 100 * low, 100 * high)
+        sent = np.mean([e["bytes_sent"] for log in logs.values() for e in log["epochs"]]) / 1e6
+        received = np.mean([e["bytes_received"] for log in logs.values() for e in log["epochs"]]) / 1e6
+        rows.append("| %s | %s | %.4f | %s | %.4f | %.4f | %s | %.1f / %.1f |"
+                    % (name, ",".join(map(str, logs)), acc.mean(), std, acc.min(), acc.max(), diff, sent, received))
+    return "\n".join(rows)
+
+
+def claims(results):
+    """The study's claims: (text, mean, low, high, verdict), differences in accuracy (fractions)."""
+    out = []
+
+    def claim(text, a, b, at_least):
+        if a in results and b in results:
+            mean, low, high = t_interval(paired(results[a], results[b]))
+            out.append((text, mean, low, high, verdict(low, high, at_least)))
+
+    claim("4bit with per-layer groups within 0.2 points of uncompressed (difference >= -0.2)",
+          "4bit, per-layer groups", "uncompressed", -MARGIN)
+    claim("4bit with per-layer groups above the tuned MXNet 2bit (difference > 0)", "4bit, per-layer groups",
+          "MXNet 2bit", 1e-9)
+    claim("compressed pulls cost at most 0.2 points (difference to 4bit groups >= -0.2)",
+          "4bit, per-layer groups, compressed pull", "4bit, per-layer groups", -MARGIN)
+    claim("per-layer groups above one group (difference > 0)", "4bit, per-layer groups", "4bit, one group", 1e-9)
+    claim("layer-wise top-k with DGC within 0.2 points of uncompressed (difference >= -0.2)",
+          "layer-wise top-k 1%, DGC momentum", "uncompressed", -MARGIN)
+    if "mxnet_gc 2bit" in results and "MXNet 2bit" in results:
+        mean, low, high = t_interval(paired(results["mxnet_gc 2bit"], results["MXNet 2bit"]))
+        same = "cannot tell" if math.isnan(low) else "supported" if low <= 0 <= high else "refuted"
+        out.append(("mxnet_gc's 2bit matches MXNet's 2bit (the interval holds 0)", mean, low, high, same))
+    return out
+
+
+def plot_curves(results, path, x_of, xlabel):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for config, logs in results.items():
-        xs = np.mean([x_of(log) for log in logs], axis=0)
-        acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs])
-        ax.errorbar(xs, acc.mean(axis=0), yerr=[acc.mean(0) - acc.min(0), acc.max(0) - acc.mean(0)], marker="o",
-                    capsize=3, label=config)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for name, logs in results.items():
+        xs = np.mean([x_of(log) for log in logs.values()], axis=0)
+        acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs.values()])
+        line, = ax.plot(xs, acc.mean(axis=0), marker="o", label="%s (%d seeds)" % (name, len(logs)))
+        ax.fill_between(xs, acc.min(axis=0), acc.max(axis=0), color=line.get_color(), alpha=0.15)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("test accuracy (mean, min-max over seeds)")
+    ax.set_ylabel("test accuracy (mean; band: min-max over seeds)")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_sweeps(sweeps, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(5 * len(sweeps), 4))
+    for ax, (name, (xlabel, points)) in zip(np.atleast_1d(axes), sweeps.items()):
+        ax.semilogx([x for x, _ in points], [acc for _, acc in points], marker="o")
+        ax.set_title(name)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("final test accuracy (first seed)")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main():
@@ -84,49 +234,61 @@ def main():
     parser.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--lr-steps", default="4,5")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
-    parser.add_argument("--only", nargs="+", choices=list(CONFIGS), help="run only these configurations and "
-                        "keep the others' results from docs/accuracy.json")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
+    parser.add_argument("--json", default=os.path.join(ROOT, "docs", "accuracy.json"), help="the runs; plots "
+                        "are written next to it, named after it")
+    parser.add_argument("--no-sweep", action="store_true", help="take the tuned values from --tuned-by")
+    parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "
+                        "group's base (default: --json)")
+    parser.add_argument("--configs", nargs="+", help="run only these configurations")
     args = parser.parse_args()
-    results = {}
-    saved = os.path.join(args.docs, "accuracy.json")
-    if args.only and os.path.exists(saved):
-        with open(saved) as f:
-            results = {k: v for k, v in json.load(f)["results"].items() if k not in args.only}
-    for config in args.only or CONFIGS:
-        results[config] = []
-        for seed in args.seeds:
-            log = run(config, seed, args)
-            results[config].append(log)
-            print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
-                  flush=True)
-    results = {k: results[k] for k in CONFIGS if k in results}
-    with open(saved, "w") as f:
-        json.dump({"args": vars(args), "results": results}, f, indent=1)
-    plot(results, os.path.join(args.docs, "accuracy_epochs.png"),
-         lambda log: [e["epoch"] for e in log["epochs"]], "epoch")
-    plot(results, os.path.join(args.docs, "accuracy_bytes.png"),
-         lambda log: np.cumsum([e["bytes_sent"] for e in log["epochs"]]) / 1e6, "MB sent by rank 0 (cumulative)")
-    rows = ["| configuration | final test accuracy, mean | min | max | MB sent per epoch (rank 0) |",
-            "|---|---:|---:|---:|---:|"]
-    finals = {}
-    for config, logs in results.items():
-        acc = [log["epochs"][-1]["test_accuracy"] for log in logs]
-        finals[config] = float(np.mean(acc))
-        sent = np.mean([e["bytes_sent"] for log in logs for e in log["epochs"]]) / 1e6
-        rows.append("| %s | %.4f | %.4f | %.4f | %.1f |" % (config, np.mean(acc), min(acc), max(acc), sent))
-    table = "\n".join(rows)
-    print(table)
-    groups = finals["4bit, per-layer groups"]
-    best_2bit = max((v, k) for k, v in finals.items() if "2bit" in k)
-    verdict = ("4bit with per-layer groups: %+.2f points against uncompressed (claim: within 0.5), %+.2f points "
-               "against the better MXNet 2bit run, %s (claim: above)"
-               % (100 * (groups - finals["uncompressed"]), 100 * (groups - best_2bit[0]), best_2bit[1]))
-    print(verdict)
-    for topk in (k for k in finals if k.startswith("layer-wise top-k")):
-        print("%s: %+.2f points against uncompressed (claim: within 0.5)"
-              % (topk, 100 * (finals[topk] - finals["uncompressed"])))
+    runs = Runs(args.json, args)
+    first = args.seeds[0]
+    tuned = runs if not args.tuned_by else Runs(args.tuned_by, argparse.Namespace(**{**vars(args), **{
+        "model": "cnn", "epochs": 6, "lr_steps": "4,5"}}))
+    sweeps = {}
+    for name, xlabel, values, make in (("MXNet 2bit", "threshold", SWEEP_2BIT, mxnet_2bit),
+                                       ("4bit, one group", "base of the levels (base * 2**k)", SWEEP_4BIT,
+                                        one_group)):
+        points = []
+        for value in values:
+            if args.no_sweep:  # only what the tuning study has
+                argv = tuned.argv(make(value), tuned.args.seeds[0])
+                log = next((r["log"] for r in tuned.runs if r["argv"] == argv), None)
+            else:
+                log = tuned.get(make(value), first)
+            if log is not None:
+                points.append((value, final(log)))
+                print("sweep %s %g: final test accuracy %.4f" % (name, value, final(log)), flush=True)
+        if not points:
+            sys.exit("no %s sweep in %s: run it first, or drop --no-sweep" % (name, tuned.path))
+        sweeps[name] = (xlabel, points)
+    threshold = max(sweeps["MXNet 2bit"][1], key=lambda p: p[1])[0]
+    base = max(sweeps["4bit, one group"][1], key=lambda p: p[1])[0]
+    print("tuned: MXNet 2bit threshold %g, 4bit one group base %g" % (threshold, base), flush=True)
+
+    chosen = {name: c for name, c in configurations(threshold, base).items() if not args.configs or name in args.configs}
+    results = {name: {} for name in chosen}
+    for seed in args.seeds:  # a seed's every configuration first: an interrupted study has paired results
+        for name, (example_args, which) in chosen.items():
+            if which == "all" or seed in args.seeds[:args.few_seeds]:
+                results[name][seed] = runs.get(example_args, seed)
+                print("%s, seed %d: final test accuracy %.4f" % (name, seed, final(results[name][seed])), flush=True)
+
+    prefix = os.path.splitext(args.json)[0]
+    plot_curves(results, prefix + "_epochs.png", lambda log: [e["epoch"] for e in log["epochs"]], "epoch")
+    plot_curves(results, prefix + "_bytes.png",
+                lambda log: np.cumsum([e["bytes_sent"] + e["bytes_received"] for e in log["epochs"]]) / 1e6,
+                "MB sent + received by rank 0 (cumulative)")
+    if not args.no_sweep:
+        plot_sweeps(sweeps, prefix + "_sweeps.png")
+    print("\nMXNet 2bit threshold %g and one group's base %g (best final test accuracy of the sweeps, seed %d)\n"
+          % (threshold, base, tuned.args.seeds[0]))
+    print(table(results))
+    print("\n| claim | difference, mean [95% interval] | verdict |\n|---|---|---|")
+    for text, mean, low, high, says in claims(results):
+        print("| %s | %+.2f [%+.2f, %+.2f] points | %s |" % (text, 100 * mean, 100 * low, 100 * high, says))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""The accuracy study's statistics (tools/study_accuracy.py): paired differences, t intervals, verdicts,
+and its runs file (an interrupted study resumes without training again)."""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import study_accuracy as study  # noqa: E402
+
+
+def log(*accuracies):
+    return {"epochs": [{"epoch": i + 1, "test_accuracy": a, "bytes_sent": 1e6, "bytes_received": 2e6}
+                       for i, a in enumerate(accuracies)]}
+
+
+def test_t_interval_matches_the_textbook_formula():
+    """Mean 0.02, sample std 0.01, 3 values: half-width t(0.975, 2) * 0.01 / sqrt(3), t = 4.302653."""
+    mean, low, high = study.t_interval([0.01, 0.03, 0.02])
+    half = 4.302653 * 0.01 / math.sqrt(3)
+    assert mean == pytest.approx(0.02)
+    assert (low, high) == (pytest.approx(0.02 - half, abs=1e-6), pytest.approx(0.02 + half, abs=1e-6))
+    mean, low, high = study.t_interval([0.5])
+    assert mean == 0.5 and math.isnan(low) and math.isnan(high)
+
+
+def test_verdicts():
+    assert study.verdict(-0.001, 0.004, -0.002) == "supported"
+    assert study.verdict(-0.009, -0.003, -0.002) == "refuted"
+    assert study.verdict(-0.004, 0.001, -0.002) == "cannot tell"
+    assert study.verdict(math.nan, math.nan, 0.0) == "cannot tell"
+
+
+def test_differences_are_paired_by_seed_and_claims_follow_them():
+    """Only seeds both configurations ran count; 4bit groups 0.1 points below uncompressed on each of 3
+    seeds (no spread) is within 0.2 points; above a 2bit that is 5 points lower; compressed pulls with one
+    seed cannot be judged."""
+    results = {
+        "uncompressed": {1: log(0.5, 0.90), 2: log(0.5, 0.91), 3: log(0.5, 0.92), 4: log(0.5, 0.93)},
+        "MXNet 2bit": {1: log(0.5, 0.85), 2: log(0.5, 0.86), 3: log(0.5, 0.87)},
+        "4bit, per-layer groups": {1: log(0.5, 0.899), 2: log(0.5, 0.909), 3: log(0.5, 0.919)},
+        "4bit, per-layer groups, compressed pull": {2: log(0.5, 0.90)},
+    }
+    assert study.paired(results["MXNet 2bit"], results["uncompressed"]) == pytest.approx([-0.05] * 3)
+    said = {text.split(" (")[0]: (mean, says) for text, mean, _, _, says in study.claims(results)}
+    assert said["4bit with per-layer groups within 0.2 points of uncompressed"] == (pytest.approx(-0.001),
+                                                                                    "supported")
+    assert said["4bit with per-layer groups above the tuned MXNet 2bit"] == (pytest.approx(0.049), "supported")
+    assert said["compressed pulls cost at most 0.2 points"] == (pytest.approx(-0.009), "cannot tell")
+    assert "per-layer groups above one group" not in said  # no one-group runs: no claim
+    table = study.table(results).splitlines()
+    assert len(table) == 2 + len(results)
+    row = next(r for r in table if r.startswith("| MXNet 2bit |"))
+    assert "| 1,2,3 | 0.8600 | 0.0100 | 0.8500 | 0.8700 | -5.00 [-5.00, -5.00] points | 1.0 / 2.0 |" in row
+
+
+def test_runs_are_kept_and_found_again(tmp_path, monkeypatch):
+    """A run is trained once: the file keeps it under its full argument list, and a second study reads it."""
+    trained = []
+    monkeypatch.setattr(study, "train", lambda argv: trained.append(argv) or log(0.3, 0.7))
+    args = type("Args", (), {"model": "cnn", "epochs": 2, "lr_steps": "1", "seeds": [7]})()
+    path = str(tmp_path / "runs.json")
+    first = study.Runs(path, args).get(["--compression", "none"], 7)
+    again = study.Runs(path, args).get(["--compression", "none"], 7)
+    other = study.Runs(path, args).get(["--compression", "none"], 8)
+    assert first == again == other == log(0.3, 0.7)
+    assert [a[a.index("--seed") + 1] for a in trained] == ["7", "8"]
+    with open(path) as f:
+        assert len(json.load(f)["runs"]) == 2
+
+
+def test_one_group_levels_are_geometric():
+    argv = study.one_group(2.0 ** -6)
+    levels = [float(t) for t in argv[argv.index("--thresholds") + 1].split(",")]
+    assert np.allclose(levels, [2.0 ** (k - 6) for k in range(7)])
