@@ -68,6 +68,7 @@ def test_runs_are_kept_and_found_again(tmp_path, monkeypatch):
     again = study.Runs(path, args).get(["--compression", "none"], 7)
     other = study.Runs(path, args).get(["--compression", "none"], 8)
     assert first == again == other == log(0.3, 0.7)
+    assert study.Runs(path, args).get(["--compression", "4bit"], 7, train_missing=False) is None  # --report
     assert [a[a.index("--seed") + 1] for a in trained] == ["7", "8"]
     with open(path) as f:
         assert len(json.load(f)["runs"]) == 2

@@ -38,7 +38,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARMUP = "50"  # dense steps before the compression starts, for every compressed configuration
 SWEEP_2BIT = (0.001, 0.005, 0.02, 0.05, 0.2, 0.5, 1.0)  # MXNet 2bit thresholds
-SWEEP_4BIT = (2.0 ** -8, 2.0 ** -6, 2.0 ** -4, 2.0 ** -2)  # bases of one group's levels ('medium' is 2**-4)
+SWEEP_4BIT = (2.0 ** -8, 2.0 ** -6, 2.0 ** -4, 2.0 ** -2, 1.0)  # bases of one group's levels ('medium' is 2**-4)
 MARGIN = 0.002  # the targets' 0.2 points
 
 
@@ -86,12 +86,14 @@ class Runs:
         return ["--model", a.model, "--epochs", str(a.epochs), "--lr-steps", a.lr_steps, "--seed", str(seed)] + \
             list(example_args)
 
-    def get(self, example_args, seed):
-        """The epochs' log of this run, from the file or from a new job."""
+    def get(self, example_args, seed, train_missing=True):
+        """The epochs' log of this run, from the file or from a new job (None if missing and not to train)."""
         argv = self.argv(example_args, seed)
         for run in self.runs:
             if run["argv"] == argv:
                 return run["log"]
+        if not train_missing:
+            return None
         log = train(argv)
         self.runs.append({"argv": argv, "log": log})
         with open(self.path, "w") as f:
@@ -197,10 +199,11 @@ def plot_curves(results, path, x_of, xlabel):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for name, logs in results.items():
+    for k, (name, logs) in enumerate(results.items()):  # (line styles tell apart curves that coincide)
         xs = np.mean([x_of(log) for log in logs.values()], axis=0)
         acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs.values()])
-        line, = ax.plot(xs, acc.mean(axis=0), marker="o", label="%s (%d seeds)" % (name, len(logs)))
+        line, = ax.plot(xs, acc.mean(axis=0), marker="o^sv"[k % 4], linestyle=["-", "--", "-.", ":"][k % 4],
+                        label="%s (%d seeds)" % (name, len(logs)))
         ax.fill_between(xs, acc.min(axis=0), acc.max(axis=0), color=line.get_color(), alpha=0.15)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (mean; band: min-max over seeds)")
@@ -242,9 +245,10 @@ def main():
     parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "
                         "group's base (default: --json)")
     parser.add_argument("--configs", nargs="+", help="run only these configurations")
+    parser.add_argument("--report", action="store_true", help="train nothing: the tables and plots of the runs "
+                        "the file has")
     args = parser.parse_args()
     runs = Runs(args.json, args)
-    first = args.seeds[0]
     tuned = runs if not args.tuned_by else Runs(args.tuned_by, argparse.Namespace(**{**vars(args), **{
         "model": "cnn", "epochs": 6, "lr_steps": "4,5"}}))
     sweeps = {}
@@ -253,11 +257,7 @@ def main():
                                         one_group)):
         points = []
         for value in values:
-            if args.no_sweep:  # only what the tuning study has
-                argv = tuned.argv(make(value), tuned.args.seeds[0])
-                log = next((r["log"] for r in tuned.runs if r["argv"] == argv), None)
-            else:
-                log = tuned.get(make(value), first)
+            log = tuned.get(make(value), tuned.args.seeds[0], train_missing=not (args.no_sweep or args.report))
             if log is not None:
                 points.append((value, final(log)))
                 print("sweep %s %g: final test accuracy %.4f" % (name, value, final(log)), flush=True)
@@ -273,8 +273,11 @@ def main():
     for seed in args.seeds:  # a seed's every configuration first: an interrupted study has paired results
         for name, (example_args, which) in chosen.items():
             if which == "all" or seed in args.seeds[:args.few_seeds]:
-                results[name][seed] = runs.get(example_args, seed)
-                print("%s, seed %d: final test accuracy %.4f" % (name, seed, final(results[name][seed])), flush=True)
+                log = runs.get(example_args, seed, train_missing=not args.report)
+                if log is not None:
+                    results[name][seed] = log
+                    print("%s, seed %d: final test accuracy %.4f" % (name, seed, final(log)), flush=True)
+    results = {name: logs for name, logs in results.items() if logs}
 
     prefix = os.path.splitext(args.json)[0]
     plot_curves(results, prefix + "_epochs.png", lambda log: [e["epoch"] for e in log["epochs"]], "epoch")
@@ -285,6 +288,10 @@ def main():
         plot_sweeps(sweeps, prefix + "_sweeps.png")
     print("\nMXNet 2bit threshold %g and one group's base %g (best final test accuracy of the sweeps, seed %d)\n"
           % (threshold, base, tuned.args.seeds[0]))
+    for name, (xlabel, points) in sweeps.items():
+        print("| %s: %s | %s |\n|---|%s" % (name, xlabel, " | ".join("%g" % x for x, _ in points),
+                                           "---:|" * len(points)))
+        print("| final test accuracy | %s |\n" % " | ".join("%.4f" % acc for _, acc in points))
     print(table(results))
     print("\n| claim | difference, mean [95% interval] | verdict |\n|---|---|---|")
     for text, mean, low, high, says in claims(results):
