@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import mxnet as mx
+import pytest
 
 from dist.job import LAUNCH, ROOT
 
@@ -32,23 +33,22 @@ def checkpoint_file(prefix, suffix):
 
 
 def resume_and_compare(tmp_path, *args):
-    """Trains 2 epochs at once, and 1 epoch then 1 more resumed from its checkpoint; the weights and every
-    worker's residuals (codec state) must end equal.  Returns the uninterrupted run's output, checkpoint
-    prefix and epoch log."""
-    whole, first, resumed = (str(tmp_path / n) for n in ("whole", "first", "resumed"))
+    """Trains 2 epochs at once, saving a checkpoint after each, then epoch 2 again resumed from the first
+    epoch's checkpoint; the weights and every worker's residuals (codec state) must end equal.  Returns the
+    uninterrupted and the resumed run's output, the uninterrupted run's last checkpoint and its epoch log."""
+    whole, resumed = str(tmp_path / "whole-{epoch}"), str(tmp_path / "resumed")
     log = str(tmp_path / "log.json")
     proc = train(tmp_path, "--epochs", "2", "--checkpoint", whole, "--log", log, *args)
-    train(tmp_path, "--epochs", "1", "--checkpoint", first, *args)
-    train(tmp_path, "--epochs", "2", "--resume", first, "--checkpoint", resumed, *args)
-    same_state(whole, resumed)
+    again = train(tmp_path, "--epochs", "2", "--resume", whole.format(epoch=1), "--checkpoint", resumed, *args)
+    same_state(whole.format(epoch=2), resumed)
     with open(log) as f:
         epochs = json.load(f)["epochs"]
     assert len(epochs) == 2
-    return proc, whole, epochs
+    return proc, again, whole.format(epoch=2), epochs
 
 
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
-    proc, whole, epochs = resume_and_compare(tmp_path, *GROUPS)
+    proc, _, whole, epochs = resume_and_compare(tmp_path, *GROUPS)
     assert "threshold groups after 5 calibration steps" in proc.stdout
     assert all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
     with open(whole + ".trainer.json") as f:
@@ -58,14 +58,12 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
 
 def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
     """The merge plan is in the checkpoint: the resumed run sends the same messages without profiling."""
-    proc, whole, epochs = resume_and_compare(tmp_path, "--compression", "layerwise_topk", "--density", "0.05",
-                                             "--merge", "dp")
+    proc, resumed, whole, epochs = resume_and_compare(tmp_path, "--compression", "layerwise_topk", "--density",
+                                                      "0.05", "--merge", "dp")
     assert 0 < epochs[1]["bytes_sent"] < 0.5 * epochs[1]["dense_push_bytes"]  # (the first has the probes)
     with open(whole + ".trainer.json") as f:
         plan = json.load(f)["merge"]["plan"]
     assert plan["strategy"] == "dp" and plan["groups"] and "merge plan (dp)" in proc.stdout
-    resumed = train(tmp_path, "--epochs", "3", "--resume", whole, "--compression", "layerwise_topk",
-                    "--density", "0.05", "--merge", "dp")
     assert "merge plan" not in resumed.stdout  # no new profiling: the saved plan is used
 
 
@@ -156,9 +154,9 @@ def test_checkpoint_moves_between_transports(tmp_path):
     the moved runs must end bit for bit where the runs that stayed end."""
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     sparse = ["--compression", "layerwise_topk", "--density", "0.05"]
-    first, stay, moved, stay3, back3 = (str(tmp_path / n) for n in ("first", "stay", "moved", "stay3", "back3"))
-    train(tmp_path, "--epochs", "1", "--checkpoint", first, *sparse)
-    train(tmp_path, "--epochs", "2", "--resume", first, "--checkpoint", stay, *sparse)
+    each, moved, stay3, back3 = (str(tmp_path / n) for n in ("stay-{epoch}", "moved", "stay3", "back3"))
+    train(tmp_path, "--epochs", "2", "--checkpoint", each, *sparse)  # first: epoch 1's checkpoint, stay: epoch 2's
+    first, stay = each.format(epoch=1), each.format(epoch=2)
     proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", "--start-timeout", "60",
                            sys.executable, EXAMPLE, "--kvstore", "horovod"] + QUICK +
                           ["--epochs", "2", "--resume", first, "--checkpoint", moved] + sparse,
@@ -175,7 +173,7 @@ def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
     # checkpoint after epoch 1 is in the lgc phase (the servers' autoencoders are part of it)
     lgc = ["--compression", "lgc", "--density", "0.01", "--innovation-density", "0.001", "--lgc-dense-steps", "3",
            "--ramp-steps", "2", "--ae-steps", "3", "--lgc-options", json.dumps({"ramp_stages": 2})]
-    proc, whole, epochs = resume_and_compare(tmp_path, *lgc)
+    proc, _, whole, epochs = resume_and_compare(tmp_path, *lgc)
     for line in ("step 3: phase dense -> sparse-1", "step 5: phase sparse-2 -> train", "step 8: phase train -> lgc",
                  "autoencoder weights through rank 0's link"):
         assert line in proc.stdout
@@ -209,3 +207,15 @@ def test_a_loss_stuck_at_a_uniform_guess_is_reported():
            "epochs": [{"epoch": 1, "test_accuracy": 0.1, "phases": [], "bytes_sent": 10, "dense_push_bytes": 80,
                        "warning": example.stuck_at_chance(2.3026)}]}
     assert "epoch 1: warning: the training loss 2.3026 is ln(10)" in example.report(log)
+
+
+def test_compressed_pull_option():
+    """--compressed-pull adds 'compressed_pull' to mxnet_gc's threshold codecs and is refused elsewhere."""
+    example = load_example()
+    params = example.compression_params(example.parse_args(["--compression", "4bit", "--compressed-pull"]))
+    assert params == {"type": "4bit", "thresholds": "medium", "compressed_pull": True}
+    params = example.compression_params(example.parse_args(["--compression", "gc_2bit", "--compressed-pull"]))
+    assert params == {"type": "gc_2bit", "threshold": 0.5, "compressed_pull": True}
+    assert "compressed_pull" not in example.compression_params(example.parse_args(["--compression", "4bit"]))
+    with pytest.raises(SystemExit, match="--compressed-pull needs"):
+        example.compression_params(example.parse_args(["--compression", "2bit", "--compressed-pull"]))
