@@ -87,7 +87,7 @@ bench-sparse: install
 		--plot docs/bench_sparse_fixed_mlp_horovod.png
 
 # The accuracy study (docs/accuracy.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
-# one group on seed 1, then every configuration on 3 or 5 seeds (35 runs of 6 epochs, STUDY_MINUTES minutes
+# one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
 # on 2 cores; keeps each run in docs/accuracy.json as it ends, so a second call resumes).
 # study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 4 configurations x 2 seeds x 5 epochs, with
 # the CNN study's tuned 2bit threshold (run study first).
