@@ -192,12 +192,18 @@ def claims(results):
     return out
 
 
-def plot_curves(results, path, x_of, xlabel):
+def pyplot():
+    """matplotlib's pyplot, drawing to files only."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_curves(results, path, x_of, xlabel):
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     for k, (name, logs) in enumerate(results.items()):  # (line styles tell apart curves that coincide)
         xs = np.mean([x_of(log) for log in logs.values()], axis=0)
@@ -215,11 +221,7 @@ def plot_curves(results, path, x_of, xlabel):
 
 
 def plot_sweeps(sweeps, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(sweeps), figsize=(5 * len(sweeps), 4))
     for ax, (name, (xlabel, points)) in zip(np.atleast_1d(axes), sweeps.items()):
         ax.semilogx([x for x, _ in points], [acc for _, acc in points], marker="o")
