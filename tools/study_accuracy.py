@@ -94,6 +94,7 @@ class Runs:
                 return run["log"]
         if not train_missing:
             return None
+        print("training: %s" % " ".join(argv), flush=True)
         log = train(argv)
         self.runs.append({"argv": argv, "log": log})
         with open(self.path, "w") as f:
