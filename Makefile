@@ -90,8 +90,8 @@ bench-sparse: install
 # one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
 # on 2 cores; keeps each run in docs/accuracy.json as it ends, so a second call resumes).
 # study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 4 configurations x 2 seeds x 5 epochs, with
-# the CNN study's tuned 2bit threshold (run study first; about 20 minutes a run, 2.7 hours in all, on 2
-# cores: 260 images/s; resumes like study).
+# the CNN study's tuned 2bit threshold (run study first; about 20 minutes a run, 2.7 hours in all, on
+# 2 cores: 260 to 310 images/s; resumes like study).
 study: install data
 	$(PY) tools/study_accuracy.py
 study-resnet20: install data

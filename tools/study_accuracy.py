@@ -210,7 +210,7 @@ def plot_curves(results, path, x_of, xlabel):
         xs = np.mean([x_of(log) for log in logs.values()], axis=0)
         acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs.values()])
         line, = ax.plot(xs, acc.mean(axis=0), marker="o^sv"[k % 4], linestyle=["-", "--", "-.", ":"][k % 4],
-                        label="%s (%d seeds)" % (name, len(logs)))
+                        label="%s (%d seed%s)" % (name, len(logs), "s" * (len(logs) > 1)))
         ax.fill_between(xs, acc.min(axis=0), acc.max(axis=0), color=line.get_color(), alpha=0.15)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (mean; band: min-max over seeds)")
