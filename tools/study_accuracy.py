@@ -149,6 +149,13 @@ def paired(a, b):
     return [final(a[s]) - final(b[s]) for s in common]
 
 
+def points(mean, low, high):
+    """A difference of accuracies and its interval, in points (one seed has no interval)."""
+    if math.isnan(low):
+        return "%+.2f points (one seed: no interval)" % (100 * mean)
+    return "%+.2f [%+.2f, %+.2f] points" % (100 * mean, 100 * low, 100 * high)
+
+
 def table(results):
     rows = ["| configuration | seeds | final test accuracy, mean | std | min | max | difference to uncompressed, "
             "mean [95% interval] | MB sent / received per epoch (rank 0) |",
@@ -160,7 +167,7 @@ def table(results):
             diff = "-"
         else:
             mean, low, high = t_interval(paired(logs, results["uncompressed"]))
-            diff = "%+.2f [%+.2f, %+.2f] points" % (100 * mean, 100 * low, 100 * high)
+            diff = points(mean, low, high)
         sent = np.mean([e["bytes_sent"] for log in logs.values() for e in log["epochs"]]) / 1e6
         received = np.mean([e["bytes_received"] for log in logs.values() for e in log["epochs"]]) / 1e6
         rows.append("| %s | %s | %.4f | %s | %.4f | %.4f | %s | %.1f / %.1f |"
@@ -298,7 +305,7 @@ def main():
     print(table(results))
     print("\n| claim | difference, mean [95% interval] | verdict |\n|---|---|---|")
     for text, mean, low, high, says in claims(results):
-        print("| %s | %+.2f [%+.2f, %+.2f] points | %s |" % (text, 100 * mean, 100 * low, 100 * high, says))
+        print("| %s | %s | %s |" % (text, points(mean, low, high), says))
 
 
 if __name__ == "__main__":
