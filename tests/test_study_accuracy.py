@@ -33,8 +33,8 @@ def test_verdicts():
     assert study.verdict(-0.009, -0.003, -0.002) == "refuted"
     assert study.verdict(-0.004, 0.001, -0.002) == "cannot tell"
     assert study.verdict(math.nan, math.nan, 0.0) == "cannot tell"
-    assert study.points(-0.0031, -0.0064, 0.0002) == "-0.31 [-0.64, +0.02] points"
-    assert study.points(-0.0015, math.nan, math.nan) == "-0.15 points (one seed: no interval)"
+    assert study.difference_text(-0.0031, -0.0064, 0.0002) == "-0.31 [-0.64, +0.02] points"
+    assert study.difference_text(-0.0015, math.nan, math.nan) == "-0.15 points (one seed: no interval)"
 
 
 def test_differences_are_paired_by_seed_and_claims_follow_them():

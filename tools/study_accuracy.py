@@ -149,7 +149,7 @@ def paired(a, b):
     return [final(a[s]) - final(b[s]) for s in common]
 
 
-def points(mean, low, high):
+def difference_text(mean, low, high):
     """A difference of accuracies and its interval, in points (one seed has no interval)."""
     if math.isnan(low):
         return "%+.2f points (one seed: no interval)" % (100 * mean)
@@ -167,7 +167,7 @@ def table(results):
             diff = "-"
         else:
             mean, low, high = t_interval(paired(logs, results["uncompressed"]))
-            diff = points(mean, low, high)
+            diff = difference_text(mean, low, high)
         sent = np.mean([e["bytes_sent"] for log in logs.values() for e in log["epochs"]]) / 1e6
         received = np.mean([e["bytes_received"] for log in logs.values() for e in log["epochs"]]) / 1e6
         rows.append("| %s | %s | %.4f | %s | %.4f | %.4f | %s | %.1f / %.1f |"
@@ -305,7 +305,7 @@ def main():
     print(table(results))
     print("\n| claim | difference, mean [95% interval] | verdict |\n|---|---|---|")
     for text, mean, low, high, says in claims(results):
-        print("| %s | %s | %s |" % (text, points(mean, low, high), says))
+        print("| %s | %s | %s |" % (text, difference_text(mean, low, high), says))
 
 
 if __name__ == "__main__":
