@@ -37,9 +37,10 @@ def simulate(spec, workers, levels_for_key=None):
                 else:
                     q, residuals[rank] = reference.quantize_array(g, residuals[rank], levels)
                 total += q
-            if comp.get("compressed_pull") and step >= warmup:  # the servers re-encode the sum, own residual
-                server_residual = server_residuals.setdefault(key, np.zeros(shape, np.float32))
-                total, server_residuals[key] = reference.quantize_array(total, server_residual, levels)
+            if comp.get("compressed_pull") and step >= warmup:  # the servers re-encode the sum, own residual,
+                server_residual = server_residuals.setdefault(key, np.zeros(shape, np.float32))  # levels x W
+                total, server_residuals[key] = reference.quantize_array(
+                    total, server_residual, [np.float32(t) * workers for t in levels])
             expected[key, step] = total
     return expected
 

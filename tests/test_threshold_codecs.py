@@ -169,3 +169,18 @@ def test_runs_asynchronously_on_the_engine():
     mx.nd.waitall()
     np.testing.assert_allclose(out.asnumpy(), 1.0)
     np.testing.assert_allclose(res.asnumpy(), 0.2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("params, levels", [({"type": "4bit", "thresholds": [0.25, 0.5, 3.0]}, [0.75, 1.5, 9.0]),
+                                            ({"type": "2bit", "threshold": 0.5}, [1.5])])
+def test_pull_codec_levels_are_the_push_levels_times_the_workers(params, levels):
+    """A compressed pull re-encodes the sum of 3 workers' pushes: a sum of top-level values goes whole."""
+    codec = mxnet_gc.codecs.create(params)
+    pull = codec.pull_codec(3)
+    assert list(pull.group.levels) == levels and pull.payload_size(100) == codec.payload_size(100)
+    assert mxnet_gc.codecs.create(pull.config()).group == pull.group
+    top = codec.group.levels[-1]
+    total = np.full(16, 3 * top, np.float32)
+    values = pull.decode_numpy(pull.encode_numpy(total, np.zeros(16, np.float32),
+                                                 np.zeros(pull.payload_size(16), np.float32)), np.zeros(16, np.float32))
+    np.testing.assert_array_equal(values, total)

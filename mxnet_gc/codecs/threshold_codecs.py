@@ -41,6 +41,16 @@ class ThresholdCodec(Codec):
     def kernel_params(self, n):
         return self.bits, [float(level) for level in self._levels_np]
 
+    def pull_codec(self, num_workers):
+        """The servers' sum of num_workers pushes is re-encoded on the levels times num_workers (the
+        workers' mean on the push levels): a sum of top-level values is sent whole, not clipped to the
+        top level with the rest left in the servers' residual."""
+        return self.scaled(num_workers)
+
+    def scaled(self, factor):
+        """This codec with every level multiplied by ``factor``."""
+        raise NotImplementedError
+
     def encode(self, grad, residual, out=None):
         check_dense_float32("gradient", grad)
         check_dense_float32("residual", residual)
@@ -105,6 +115,9 @@ class TwoBitCodec(ThresholdCodec):
     def config(self):
         return {"type": self.type, "threshold": self.threshold}
 
+    def scaled(self, factor):
+        return type(self)(self.threshold * factor)
+
 
 @register
 class FourBitCodec(ThresholdCodec):
@@ -128,3 +141,6 @@ class FourBitCodec(ThresholdCodec):
 
     def config(self):
         return {"type": self.type, "thresholds": list(self.group.levels)}
+
+    def scaled(self, factor):
+        return type(self)([t * factor for t in self.group.levels])
