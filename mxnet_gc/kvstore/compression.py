@@ -14,10 +14,10 @@
 
 With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
 re-encode the sum with their own residual, on the codec's levels times the number of workers (only
-without an optimizer on the servers, since weights are not gradients), and ``'warmup_steps': n`` (default DEFAULT_WARMUP_STEPS) pushes dense float32
-gradients for the first n steps before the codec starts: from a random initialization the first
-gradients are large and their quantization error can stop a network from learning at all (0: the
-codec from the first step, as MXNet's own 2bit).
+without an optimizer on the servers, since weights are not gradients), and ``'warmup_steps': n``
+(default DEFAULT_WARMUP_STEPS) pushes dense float32 gradients for the first n steps before the codec
+starts: from a random initialization the first gradients are large and their quantization error can
+stop a network from learning at all (0: the codec from the first step, as MXNet's own 2bit).
 """
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
