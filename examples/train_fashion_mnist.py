@@ -164,6 +164,7 @@ def parse_args(argv=None):
     p.add_argument("--wd", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="use only the first N training images (quick runs)")
+    p.add_argument("--test-limit", type=int, default=0, help="test on the first N test images only (quick runs)")
     p.add_argument("--log", "--log-file", help="JSON log of every epoch (written by rank 0)")
     p.add_argument("--checkpoint", help="save a checkpoint with this prefix after every epoch ('{epoch}' in it: "
                                         "one checkpoint per epoch, e.g. run-{epoch})")
@@ -179,6 +180,8 @@ def main(argv=None):
     test_x, test_y = fashion_mnist.load("test")
     if args.limit:
         train_x, train_y = train_x[:args.limit], train_y[:args.limit]
+    if args.test_limit:
+        test_x, test_y = test_x[:args.test_limit], test_y[:args.test_limit]
 
     kv = mxnet_gc.kvstore.create(args.kvstore)
     rank, workers = kv.rank, kv.num_workers
