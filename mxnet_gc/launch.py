@@ -32,6 +32,9 @@ import time
 # A worker's mxnet_gc store prints this and its rank (ps-lite's, known once the store exists) when the
 # launcher asks with MXNET_GC_RANK_LINE=1: the launcher then labels that worker's output by rank.
 RANK_LINE = "mxnet_gc: this worker's rank is"
+# ... and this line once it has passed the job's last barrier (its store ended with the job's end): a
+# worker that exits 0 without it while others still run left the job early (they wait for it forever).
+END_LINE = "mxnet_gc: this worker's store ended with the job"
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
@@ -42,6 +45,7 @@ REFUSED_LAUNCHERS = {  # MXNet's (dmlc-tracker's) other launchers, and what to u
     "yarn": "not supported; use --launcher ssh with a hostfile (-H)",
 }
 FAILURE_GRACE = 2.0  # seconds the other workers get to exit (and print why) after a worker failed
+LEFT_GRACE = 5.0  # seconds the other workers get to exit after one exited 0 before the end of the job
 
 
 class Process:
@@ -55,6 +59,7 @@ class Process:
         self.host = host
         self.started = time.time()
         self.cpu_seconds = self.wall_seconds = None  # user + system CPU time of it and its children, at exit
+        self.ended = False  # a worker: its store said END_LINE
         self.popen = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, start_new_session=True)
         self.reader = threading.Thread(target=self._read, args=(echo,), daemon=True)
@@ -67,6 +72,9 @@ class Process:
                 self.rank = int(line[len(RANK_LINE):])
                 line = "%s (launched as %s)" % (line, self.name)
                 self.name = "worker %d" % self.rank
+            if self.role == "worker" and line == END_LINE:
+                self.ended = True
+                continue
             self.tail.append(line)
             if echo:
                 sys.stdout.write("[%s] %s\n" % (self.name, line))
@@ -92,11 +100,11 @@ class Process:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def report(self):
+    def report(self, note=""):
         code = self.popen.returncode
         how = "was killed by signal %d" % -code if code is not None and code < 0 else "exited with code %s" % code
         lines = "\n".join("    " + line for line in self.tail) or "    (no output)"
-        return "%s (pid %d) %s; its last lines:\n%s" % (self.name, self.popen.pid, how, lines)
+        return "%s (pid %d) %s%s; its last lines:\n%s" % (self.name, self.popen.pid, how, note, lines)
 
 
 def processes_with_env(entry):
@@ -285,6 +293,7 @@ class Job:
         deadline = time.time() + self.args.timeout if self.args.timeout else None
         workers = [p for p in self.processes if p.role == "worker"]
         early_since = None  # when a server or the scheduler exited while workers still ran
+        left_since = None  # when a worker exited 0 before the end of the job while others still ran
         while True:
             failed = next((p for p in self.processes if p.poll() not in (None, 0)), None)
             if failed is not None:
@@ -296,6 +305,15 @@ class Job:
                 return 1
             if all(p.poll() == 0 for p in workers):
                 break
+            left = next((p for p in workers if p.poll() == 0 and not p.ended), None)
+            if left is not None:  # (a worker with no store at all exits so; then the others soon do too)
+                left_since = left_since or time.time()
+                if time.time() - left_since > LEFT_GRACE:
+                    running = ", ".join(p.name for p in workers if p.poll() is None)
+                    self.fail(left.report(" before the end of the job (its store never reached the job's last "
+                                          "barrier) while %s still ran, waiting for it at a synchronisation that "
+                                          "can never complete" % running))
+                    return 1
             early = next((p for p in self.processes if p.role != "worker" and p.poll() == 0), None)
             if early is not None:  # normal at the very end of a job, while the workers exit
                 early_since = early_since or time.time()

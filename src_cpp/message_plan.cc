@@ -9,7 +9,8 @@
 //     worker's whole payload decoded into the message's accumulator in one call.
 //
 // Segment kinds: 0 dense (a float32 copy), 1 the layer-wise top-k sparsifier, 2 and 4 the 2bit and
-// 4bit quantizers.  Parameters per segment: the levels (2bit, 4bit); density, momentum, gamma,
+// 4bit quantizers.  Parameters per segment: none or one for dense (nonzero: NaN and inf values are
+// dropped, sent as 0, as the codecs drop them); the levels (2bit, 4bit); density, momentum, gamma,
 // delta, reset_every and capacity (top-k).  Python checks the codecs' parameters; a plan checks
 // only what would make a kernel read or write out of bounds.
 #include <algorithm>
@@ -36,6 +37,7 @@ struct Segment {
   int64_t payload_offset;  // first word in the message's payload
   std::vector<float> levels;
   mxgc::TopkParams topk;
+  bool drop_nonfinite = false;  // dense: NaN and inf values sent as 0
 };
 
 struct Plan {
@@ -69,9 +71,17 @@ void report(char* error, int error_size, const std::string& message) {
   if (error && error_size > 0) std::snprintf(error, error_size, "%s", message.c_str());
 }
 
+// Copies n values, each NaN or inf (all exponent bits set: an integer test) as 0.
+void copy_finite(const float* values, float* out, int64_t n) {
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(values);
+  for (int64_t i = 0; i < n; ++i) out[i] = (bits[i] & 0x7f800000u) == 0x7f800000u ? 0.0f : values[i];
+}
+
 // Encodes one segment's n values (a worker's gradient with its state, or a dense copy).
 void encode_segment(const Segment& s, const float* values, float* state, float* payload) {
-  if (s.kind == kDense) {
+  if (s.kind == kDense && s.drop_nonfinite) {
+    copy_finite(values, payload, s.n);
+  } else if (s.kind == kDense) {
     std::memcpy(payload, values, s.n * sizeof(float));
   } else if (s.kind == kTopk) {
     mxgc::topk_encode(values, state, s.n, s.topk, payload);
@@ -226,13 +236,15 @@ void* mxgc_plan_new(int num_segments, const int* kinds, const int64_t* sizes, co
     const double* p = params;
     params += num_params[i];
     const bool threshold = s.kind == 2 || s.kind == 4;
-    const int want = s.kind == kTopk ? 6 : (threshold ? -1 : 0);
+    const int want = s.kind == kTopk ? 6 : (threshold || s.kind == kDense ? -1 : 0);
     if (s.n < 1 || (!threshold && s.kind != kTopk && s.kind != kDense) || (want >= 0 && num_params[i] != want) ||
+        (s.kind == kDense && num_params[i] > 1) ||
         (threshold && (num_params[i] < 1 || num_params[i] > (s.kind == 2 ? 1 : mxgc::kMaxLevels)))) {
       report(error, error_size, "segment " + std::to_string(i) + ": bad kind, size or parameters");
       return nullptr;
     }
     if (threshold) s.levels.assign(p, p + num_params[i]);
+    if (s.kind == kDense) s.drop_nonfinite = num_params[i] == 1 && p[0] != 0;
     if (s.kind == kTopk) {
       s.topk = mxgc::TopkParams{p[0], static_cast<float>(p[1]), static_cast<float>(p[2]), static_cast<float>(p[3]),
                                 static_cast<int>(p[4]), static_cast<int64_t>(p[5])};

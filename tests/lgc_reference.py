@@ -44,6 +44,11 @@ def tunes(p, step, first):
     return bool(n) and step >= first and (step - first) % n == n - 1
 
 
+def dense_sum(grads):
+    """The sum of the workers' dense pushes; under 'lgc' a non-finite value is dropped (sent as 0)."""
+    return sum(np.where(np.isfinite(g), g, np.float32(0)).ravel() for g in grads).astype(np.float32)
+
+
 def simulate(p, locals_, groups, steps, ring=False):
     """``locals_[r][step][name]``: worker r's gradient; ``groups``: [(coded names in vector order, a
     function step -> the autoencoder's flat weights in use at that step)], one per server; returns
@@ -61,10 +66,9 @@ def simulate(p, locals_, groups, steps, ring=False):
     pulled = []
     for step in range(steps):
         phase = head[step] if step < len(head) else ("train" if tunes(p, step, len(head)) else "lgc")
-        out = {n: sum(locals_[r][step][n].ravel() for r in range(W)).astype(np.float32) for n in names
-               if n not in coded}
+        out = {n: dense_sum([locals_[r][step][n] for r in range(W)]) for n in names if n not in coded}
         if phase == "dense":
-            out.update({n: sum(locals_[r][step][n].ravel() for r in range(W)).astype(np.float32) for n in coded})
+            out.update({n: dense_sum([locals_[r][step][n] for r in range(W)]) for n in coded})
         elif phase.startswith("sparse-"):
             stage = int(phase.split("-")[1])
             first = step == 0 or head[step - 1] != phase
@@ -109,14 +113,15 @@ class GroupReference:
         if phase == "lgc":
             Autoencoder.set_flat(ae.params(), self.weights_at(step))
         for r in range(W):
-            for c in range(L):
-                v[r][c] += grads[r][c].ravel()
+            for c in range(L):  # a non-finite gradient value is dropped: the accumulator keeps its value
+                g = grads[r][c].ravel()
+                v[r][c] += np.where(np.isfinite(g), g, np.float32(0))
         leader = step % W if p["leader"] == "rotate" else p["leader"]
         lead = [largest(v[leader][c], k[c]) for c in range(len(coded))]
         if p["order"] == "index":  # the vector in the order of the tensor, else by |value|
             lead = [np.sort(i) for i in lead]
         own = [[largest(v[r][c], ki[c]) for c in range(len(coded))] for r in range(W)]
-        scales = [[max(float(np.max(np.abs(v[r][c]))), 0) or 1.0 for c in range(len(coded))] for r in range(W)]
+        scales = [[float(np.max(np.abs(v[r][c]))) or 1.0 for c in range(len(coded))] for r in range(W)]
 
         def scaled(r):  # worker r's values at the leader's indices, in the leader's scales
             out = np.zeros(P, np.float32)

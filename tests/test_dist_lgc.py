@@ -142,3 +142,25 @@ def check_resumed(tmp_path, save_at, phase):
         for name in resumed.files:
             if name.startswith(("pulled/", "weight/", "autoencoder/")):
                 np.testing.assert_array_equal(resumed[name], whole[name], err_msg="rank %d %s" % (r, name))
+
+
+# An inf in a coded tensor's gradient in every phase: dense (step 1), sparse ramp (3), train (4: the
+# leader's, 5: not), lgc (7: the leader's, 9: not).  The leader rotates (step % 2).
+INFS = [[1, 1, 2, 7], [0, 3, 2, 7], [0, 4, 2, 7], [0, 5, 4, 3], [1, 7, 2, 7], [0, 9, 4, 3]]
+
+
+def check_infs_dropped(tmp_path, stdout, ring=False):
+    """Every step equals the reference with each inf dropped (as 0, in the dense phase too) and every
+    pulled value is finite."""
+    check_every_phase(tmp_path, stdout, PARAMS, 2, 1, ring=ring)
+    saved, names, _ = load(tmp_path, 2, STEPS)
+    for r in range(2):
+        for step in range(STEPS):
+            for i in range(len(names)):
+                assert np.isfinite(saved[r]["pulled/%d/%d" % (step, i)]).all(), (r, step, names[i])
+    assert "dense1_weight: 1 (dropped: not sent, any residual unchanged there)" in stdout
+
+
+def test_an_inf_in_any_phase_is_dropped_and_poisons_nothing(tmp_path):
+    proc = run(tmp_path, PARAMS, 2, 1, extra={"inf": INFS})
+    check_infs_dropped(tmp_path, proc.stdout + proc.stderr)

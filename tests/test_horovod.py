@@ -78,8 +78,8 @@ def test_different_compression_on_the_workers_fails_on_all(tmp_path):
             "compression": {"type": "layerwise_topk", "density": 0.1}}
     proc, _ = run_spec(tmp_path, spec)
     assert proc.returncode != 0
-    assert proc.stdout.count("the workers set different compression settings") + \
-        proc.stderr.count("the workers set different compression settings") >= 2
+    assert proc.stdout.count("the workers set different gradient compression parameters") + \
+        proc.stderr.count("the workers set different gradient compression parameters") >= 2
 
 
 @pytest.mark.parametrize("merge", ["dp", "one"])

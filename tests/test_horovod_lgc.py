@@ -9,7 +9,7 @@ import pytest
 
 import lgc_reference as ref
 from mxnet_gc.lgc.options import DEFAULTS
-from test_dist_lgc import PARAMS, STEPS, check_every_phase, check_resumed, run as run_ps
+from test_dist_lgc import INFS, PARAMS, STEPS, check_every_phase, check_infs_dropped, check_resumed, run as run_ps
 from test_horovod import horovodrun
 
 HOROVOD = {"store": "horovod"}
@@ -29,6 +29,11 @@ def test_every_phase_pulls_the_reference_update(tmp_path, workers, options):
     params = dict(PARAMS, **options)
     proc = run(tmp_path, params, workers)
     check_every_phase(tmp_path, proc.stdout, params, workers, 1, ring=True)
+
+
+def test_an_inf_in_any_phase_is_dropped_and_poisons_nothing(tmp_path):
+    proc = run(tmp_path, PARAMS, extra={"inf": INFS})
+    check_infs_dropped(tmp_path, proc.stdout + proc.stderr, ring=True)
 
 
 def test_checkpoints_resume_to_the_uninterrupted_run(tmp_path):
@@ -76,7 +81,7 @@ def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(tmp_path, 
 def test_a_worker_with_other_options_fails_every_worker(tmp_path):
     proc = run(tmp_path, PARAMS, extra={"fault": {"rank": 1, "options": {"ae_steps": 4}}}, expect_success=False)
     assert proc.returncode != 0
-    assert (proc.stdout + proc.stderr).count("the workers set different compression settings") >= 2
+    assert (proc.stdout + proc.stderr).count("the workers set different gradient compression parameters") >= 2
 
 
 @pytest.mark.parametrize("kind, step", [("INNOV", 7), ("VECTOR", 4), ("INDEX", 5)])

@@ -4,7 +4,7 @@ import pytest
 import mxnet as mx
 
 import mxnet_gc
-from mxnet_gc.kvstore import protocol
+from mxnet_gc.kvstore import agreement, protocol
 from mxnet_gc.kvstore.compression import Compression
 
 
@@ -141,6 +141,19 @@ def test_large_keys_are_cut_into_parts_of_at_most_the_bound():
 def test_config_differences_name_the_fields():
     a = {"type": "4bit", "default": {"thresholds": [1, 2]}, "per_key": {}}
     b = {"type": "4bit", "default": {"thresholds": [1, 3]}, "per_key": {}, "extra": True}
-    assert protocol.differences(a, b) == ["default.thresholds: [1, 2] / [1, 3]", 'extra: "(absent)" / true']
-    assert protocol.differences(a, a) == []
-    assert protocol.differences({"x": 1}, "none") == ['{"x": 1} / "none"']
+    assert agreement.differences(a, b) == ["default.thresholds[1]: 2 / 3", 'extra: "(absent)" / true']
+    assert agreement.differences(a, a) == []
+    assert agreement.differences({"x": 1}, "none") == ['{"x": 1} / "none"']
+    assert agreement.differences([1, 2], [1, 2, 3]) == ["2 items / 3 items (first extra: 3)"]
+
+
+def test_init_settings_do_not_depend_on_the_order_of_keys_and_name_the_first_that_differs():
+    one = agreement.init_config(["b", 3, "a"], [(2,), (1, 4), (5,)], False, [["b", "a"], [3]])
+    other = agreement.init_config(["a", "b", 3], [(5,), (2,), (1, 4)], False, [[3], ["a", "b"]])
+    assert one == other and [k for k, _ in one["keys"]] == [3, "a", "b"]
+    assert agreement.disagreement("keys", {0: one, 1: other}) is None
+    wrong = agreement.init_config(["a", "b", 3], [(5,), (2, 1), (1, 4)], False, None)
+    message = agreement.disagreement("keys", {1: wrong, 0: one})
+    assert message.startswith('the workers set different keys in an init call (rank 0 / rank 1): groups: '
+                              '[[3], ["a", "b"]] / null; keys[2]: ["b", [2]] / ["b", [2, 1]]; every worker must '
+                              'init the same keys'), message

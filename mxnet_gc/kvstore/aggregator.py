@@ -18,7 +18,7 @@ import numpy as np
 from mxnet.base import _LIB, check_call
 
 from .. import checkpoint_files, codecs
-from . import protocol
+from . import agreement, protocol
 from .lgc_server import LGCServer
 from .message_plan import MessagePlan
 
@@ -267,23 +267,29 @@ class Aggregator:
         if self.optimizer is not None:
             self.alias_optimizer_indices()
 
-    def on_config(self, rank, round, config):
+    def on_config(self, rank, round, config, what="compression"):
+        """A worker's settings of a collective call (``what``: see agreement.SUBJECTS); the status says
+        whether the workers heard so far agree."""
+        self.configs = {r: c for r, c in self.configs.items() if r >= round}  # (earlier rounds are over)
         seen = self.configs.setdefault(round, {})
         seen[rank] = config
-        first_rank = min(seen)
         st = self.status
         st[protocol.ST_ROUND] = round
         st[protocol.ST_RECEIVED] = len(seen)
-        st[protocol.ST_CONFIG_HASH] = protocol.config_hash(seen[first_rank])
-        differing = sorted(r for r, c in seen.items() if c != seen[first_rank])
-        if differing:
-            st[protocol.ST_MISMATCH] = 1
-            message = "workers set different gradient compression parameters (rank %d / rank %d): %s" % (
-                first_rank, differing[0], "; ".join(protocol.differences(seen[first_rank], seen[differing[0]])))
+        st[protocol.ST_CONFIG_HASH] = protocol.config_hash(seen[min(seen)])
+        message = agreement.disagreement(what, seen)
+        st[protocol.ST_MISMATCH] = message is not None
+        if message is not None:
             log.error(message)
             protocol.write_message(st, message)
-        else:
-            st[protocol.ST_MISMATCH] = 0
+        self.publish_status()
+
+    def on_ended(self, rank):
+        """A worker ends its part of the job (at its exit); counted, so that workers still pushing say why
+        their round cannot complete."""
+        if not self.status[protocol.ST_ENDED]:
+            self.status[protocol.ST_ENDED_RANK] = rank
+        self.status[protocol.ST_ENDED] += 1
         self.publish_status()
 
     def on_lgc(self, phase, step, options, num_workers, groups):

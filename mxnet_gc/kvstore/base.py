@@ -9,7 +9,7 @@ from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files
 from ..schedule import Phase, Schedule
-from . import arguments
+from . import agreement, arguments
 from .message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
 
@@ -25,6 +25,7 @@ class StoreBase(KVStoreBase):
         self._checked = {}  # key -> the arrays last checked for it (see _check)
         self._warmup = None  # the compression's warm-up: Schedule of dense steps, then the codec
         self._step_keys = set()  # keys pushed in the current step (a key pushed again starts the next)
+        self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
 
     @property
     def compression_config(self):
@@ -158,13 +159,30 @@ class StoreBase(KVStoreBase):
 
     def _gradients(self, key, value):
         """{key: this worker's gradient} of a push (the sum of a key's arrays), checked; counts its
-        non-finite values."""
+        non-finite values (and reports the last push's)."""
         grads = {}
         for k, arrays in arguments.key_arrays("push", key, value):
             self._check("push", k, arrays)
             grads[k] = arrays[0] if len(arrays) == 1 else mx.nd.add_n(*arrays)
-        self._nonfinite.record(list(grads), list(grads.values()))
+            if k in self._owed:  # a residual left by the last compression (see _owe)
+                grads[k] = grads[k] + mx.nd.array(self._owed.pop(k).reshape(self._shapes[k]), ctx=grads[k].context)
+        self._count_nonfinite(grads)
         return grads
+
+    def _count_nonfinite(self, grads):
+        """Counts the non-finite values of a push's gradients, with what the push does with them
+        (nonfinite.py)."""
+        def treatment(k):
+            if k in self._reduce_only or self._compression.type == "none":
+                return "spread"
+            return "mxnet_2bit" if self._compression.is_mxnet else "dropped"
+        self._nonfinite.record(list(grads), list(grads.values()), [treatment(k) for k in grads])
+
+    def _drops_nonfinite(self, message):
+        """Whether a message's dense pushes drop NaN and inf values as its codecs do: under mxnet_gc's
+        compressions (their dense warm-up, LGC's dense phase), not uncompressed or under MXNet's 2bit (as
+        MXNet) nor for statistics (``reduce_only``)."""
+        return not self._compression.is_mxnet and message.chunks[0].key not in self._reduce_only
 
     def _targets(self, key, out):
         """{key: [output arrays]} of a pull, checked."""
@@ -172,6 +190,21 @@ class StoreBase(KVStoreBase):
         for k, t in targets.items():
             self._check("pull", k, t)
         return targets
+
+    def _init_arguments(self, key, value, reduce_only, groups):
+        """(keys, initial arrays, groups) of an init call, checked, in the canonical order of agreement.py,
+        after every worker has said it initializes the same keys with the same shapes (a collective): the
+        stores place keys in that order, so that a key's messages are the same on every worker whatever
+        order each lists its keys in."""
+        pairs = arguments.initial_values(key, value)
+        for k, _ in pairs:
+            if k in self._shapes:
+                raise ValueError("key %r is already initialized" % (k,))
+        pairs.sort(key=lambda p: agreement.key_order(p[0]))
+        keys, values = [k for k, _ in pairs], [v for _, v in pairs]
+        config = agreement.init_config(keys, [v.shape for v in values], reduce_only, groups)
+        self.agree("keys", config)
+        return keys, values, config["groups"]
 
     def _check(self, what, key, arrays):
         """Raises unless ``key`` is initialized and ``arrays`` have its shape and are float32.  The arrays
@@ -195,6 +228,7 @@ class StoreBase(KVStoreBase):
         other messages (``regroup``) loads them too.  With 'lgc', a collective call: the autoencoders'
         states go beside rank 0's file (``state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
+        arrays.update({"owed/%r" % (k,): owed for k, owed in self._owed.items()})
         meta = {"compression": self._compression.config}
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
@@ -222,6 +256,7 @@ class StoreBase(KVStoreBase):
                                      % (fname, i, k, "missing" if name not in saved.files else
                                         "%d values saved, %d here" % (saved[name].size, residual.size)))
                 residual[:] = saved[name].reshape(residual.shape)
+            self._owed = {k: saved["owed/%r" % (k,)] for k in self._shapes if "owed/%r" % (k,) in saved.files}
             if self._lgc is not None:
                 self._lgc.load_state(meta["lgc"], {n: saved[n] for n in saved.files if n != "__meta__"},
                                      self._state_path(fname))
@@ -249,17 +284,27 @@ class StoreBase(KVStoreBase):
         the messages whose payload size changed."""
         changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers)]
         for m in messages:
-            m.plan = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks])
+            m.plan = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks],
+                                 drop_nonfinite=self._drops_nonfinite(m))
             m.values_plan = MessagePlan([(None, c.size, c.offset, c.begin, c.offset) for c in m.chunks]) \
                 if m.coded else m.plan
             m.pull_plan = MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks]) \
                 if m.coded and self._compression.compressed_pull else None
             for c in m.chunks:
-                if c.codec is not None:
-                    shape = c.codec.state_shape(c.shape if c.whole_key else (c.size,))
-                    if c.residual is None or c.residual.shape != shape:
-                        c.residual = mx.nd.zeros(shape)
+                shape = None if c.codec is None else c.codec.state_shape(c.shape if c.whole_key else (c.size,))
+                if c.residual is not None and c.residual.shape != shape:  # another codec, or none
+                    self._owe(c)
+                if c.codec is not None and c.residual is None:
+                    c.residual = mx.nd.zeros(shape)
         return changed
+
+    def _owe(self, chunk):
+        """Drops a chunk's error-feedback state that no longer fits its codec (the compression changed):
+        the residual (its first values, for every codec), the part of the gradient not yet sent, is added
+        to the key's next push instead of being lost."""
+        owed = self._owed.setdefault(chunk.key, np.zeros(int(np.prod(self._shapes[chunk.key])), np.float32))
+        owed[chunk.begin:chunk.end] += chunk.residual.asnumpy().reshape(-1)[:chunk.size]
+        chunk.residual = None
 
     def _relayout(self, groups):
         """Moves initialized keys into one message per group; each chunk keeps its state (the chunks are

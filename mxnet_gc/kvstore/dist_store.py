@@ -9,14 +9,15 @@ import base64
 import os
 import pickle
 import sys
+import weakref
 
 import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from .. import config
-from ..launch import RANK_LINE
-from . import arguments, protocol
+from ..launch import END_LINE, RANK_LINE
+from . import agreement, arguments, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
@@ -49,6 +50,14 @@ def _exit_at_once_on_error():
 
     hook.mxnet_gc = True
     sys.excepthook = hook
+
+
+def _end_job(link, tell_launcher):
+    """At exit (or when the store is freed): this worker's part of the job's end (MXNet's last barrier),
+    then, under mxnet_gc's launcher, the line that tells it this worker ended with the job."""
+    link.end_job()
+    if tell_launcher:
+        print(END_LINE, flush=True)
 
 
 def _private(arrays, key, shape):
@@ -97,6 +106,7 @@ class DistSyncStore(StoreBase):
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
         self._link = ServerLink(self._kv, self._num_servers, self._alloc)
+        weakref.finalize(self, _end_job, self._link, settings.rank_line)
         if self.asynchronous:
             self._link.count_rounds = False
             self._link.command("asynchronous")
@@ -139,7 +149,7 @@ class DistSyncStore(StoreBase):
         if compression.lgc and self._optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
         self._check_compression_replaceable()
-        self.agree(compression.config)
+        self.agree("compression", compression.config)
         if compression.is_mxnet and compression.type == "2bit":
             self._kv.set_gradient_compression(compression.config)
         elif self._compression.is_mxnet and self._compression.type == "2bit":
@@ -149,11 +159,12 @@ class DistSyncStore(StoreBase):
         self._set_lgc(compression, PSRounds)
         self._assign_codecs(self._layout.messages)
 
-    def agree(self, config):
-        """Raises on every worker unless all workers call this with the same ``config`` (a collective)."""
+    def agree(self, what, config):
+        """Raises on every worker, saying how they differ, unless all workers call this with the same
+        ``config`` (a collective; ``what``: one of agreement.SUBJECTS)."""
         self._send(everything=True)
         self._round += 1
-        self._link.command("config", rank=self.rank, round=self._round, config=config, all_ranks=True)
+        self._link.command("config", rank=self.rank, round=self._round, config=config, what=what, all_ranks=True)
         self._link.synchronize(config=config)
 
     def init(self, key, value, reduce_only=False, groups=None):
@@ -164,11 +175,7 @@ class DistSyncStore(StoreBase):
         ``reduce_only=True``: these keys are pushed dense whatever the compression and pulls return
         the exact sum, never an optimizer's update (for statistics, such as the trainer's calibration).
         """
-        pairs = arguments.initial_values(key, value)
-        keys, values = [k for k, _ in pairs], [v for _, v in pairs]
-        for k in keys:
-            if k in self._chunks:
-                raise ValueError("key %r is already initialized" % (k,))
+        keys, values, groups = self._init_arguments(key, value, reduce_only, groups)
         groups = self._lgc_init(keys, [v.shape for v in values], groups, reduce_only)
         messages = self._layout.add(keys, [v.shape for v in values], groups)
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
@@ -191,7 +198,8 @@ class DistSyncStore(StoreBase):
         """
         if self._optimizer_on_servers:
             raise ValueError("regroup needs the optimizer on the workers (update_on_kvstore=False)")
-        self._send(everything=True)
+        groups = agreement.canonical_groups(groups)
+        self.agree("groups", groups)
         for a in self._pulled:
             a.wait_to_read()
         gone, messages = self._relayout(groups)

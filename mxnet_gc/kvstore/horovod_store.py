@@ -19,7 +19,7 @@ import json
 import mxnet as mx
 import numpy as np
 
-from . import arguments, protocol
+from . import agreement, protocol
 from .base import StoreBase
 from .compression import Compression
 from .layout import Layout
@@ -73,7 +73,7 @@ class HorovodStore(StoreBase):
         if compression.is_mxnet and compression.type == "2bit":
             raise ValueError("MXNet's built-in '2bit' runs only on MXNet's parameter server; use 'gc_2bit'")
         self._check_compression_replaceable()
-        self._check_same("compression", compression.config)
+        self.agree("compression", compression.config)
         self._compression = compression
         self._set_warmup(compression)
         self._set_lgc(compression, RingRounds)
@@ -81,14 +81,10 @@ class HorovodStore(StoreBase):
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (broadcast); ``groups``: lists of keys, one message each."""
-        pairs = arguments.initial_values(key, value)
-        keys = [k for k, _ in pairs]
-        for k, _ in pairs:
-            if k in self._shapes:
-                raise ValueError("key %r is already initialized" % (k,))
-        groups = self._lgc_init(keys, [v.shape for _, v in pairs], groups, reduce_only)
-        messages = self._layout.add(keys, [v.shape for _, v in pairs], groups)
-        for k, v in pairs:
+        keys, values, groups = self._init_arguments(key, value, reduce_only, groups)
+        groups = self._lgc_init(keys, [v.shape for v in values], groups, reduce_only)
+        messages = self._layout.add(keys, [v.shape for v in values], groups)
+        for k, v in zip(keys, values):
             self._shapes[k] = v.shape
             self._values[k] = v.copy()
             self._hvd.broadcast_(self._values[k], root_rank=0, name="mxgc.init.%s" % (k,))
@@ -151,6 +147,8 @@ class HorovodStore(StoreBase):
 
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
+        groups = agreement.canonical_groups(groups)
+        self.agree("groups", groups)
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued
         _, messages = self._relayout(groups)
         self._assign_codecs(messages)
@@ -170,10 +168,16 @@ class HorovodStore(StoreBase):
         for m in messages:
             m.buffers = {"send": mx.nd.zeros(m.payload_words if m.coded else m.size)}
 
-    def _check_same(self, what, config):
-        """Raises ValueError on every worker unless all workers passed the same ``config``."""
-        mine = protocol.config_hash(config)
-        seen = self._hvd.allgather(mx.nd.array([mine]), name="mxgc.check.%s" % what).asnumpy()
-        if not np.all(seen == mine):
-            raise ValueError("the workers set different %s settings (this worker: %s)"
-                             % (what, json.dumps(config, sort_keys=True)))
+    def agree(self, what, config):
+        """Raises ValueError on every worker, saying how they differ, unless all workers pass the same
+        ``config`` (a collective: every worker gathers every worker's settings; ``what``: one of
+        agreement.SUBJECTS)."""
+        text = np.frombuffer(json.dumps(config, sort_keys=True).encode(), np.uint8).astype(np.float32)
+        lengths = self._hvd.allgather(mx.nd.array([text.size]), name="mxgc.agree.length").asnumpy().astype(int)
+        gathered = self._hvd.allgather(mx.nd.array(text), name="mxgc.agree.%s" % what).asnumpy()
+        ends = np.cumsum(lengths)
+        configs = {r: json.loads(bytes(gathered[end - n:end].astype(np.uint8)).decode())
+                   for r, (n, end) in enumerate(zip(lengths, ends))}
+        message = agreement.disagreement(what, configs)
+        if message is not None:
+            raise ValueError("mxnet_gc: %s (this worker is rank %d)" % (message, self.rank))

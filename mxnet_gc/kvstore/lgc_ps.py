@@ -100,7 +100,7 @@ class PSRounds(LGCRounds):
                             num_workers=store.num_workers,
                             groups=[{"number": s, "server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
                                      "chunks": [c.id for c in g.chunks]} for s, g in enumerate(self.groups)])
-        store.agree({"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
+        store.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
 
     def _fetch_autoencoder(self):
         kv = self.store._kv

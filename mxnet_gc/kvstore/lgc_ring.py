@@ -82,7 +82,7 @@ class RingRounds(LGCRounds):
 
     def _install(self, phase, state_path):
         store = self.store
-        store._check_same("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
+        store.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
         for s, g in enumerate(self.groups):
             if g.combiner is None:  # new groups (the train phase, or a resume)
                 g.combiner = Combiner(g.fmt, self.options, overlap=False)

@@ -27,13 +27,14 @@ def _pointer(array):
 
 class MessagePlan:
     """The segments of one message: ``segments`` is a list of (codec or None for dense float32, values,
-    first value in the message, first value in the key, first payload word)."""
+    first value in the message, first value in the key, first payload word).  ``drop_nonfinite``: the
+    dense segments send NaN and inf values as 0 (the codecs drop them too)."""
 
-    def __init__(self, segments):
+    def __init__(self, segments, drop_nonfinite=False):
         self._lib = load()
         kinds, params, counts = [], [], []
         for codec, n, _, _, _ in segments:
-            kind, p = (0, []) if codec is None else codec.kernel_params(n)
+            kind, p = (0, [1.0] if drop_nonfinite else []) if codec is None else codec.kernel_params(n)
             kinds.append(kind)
             params += p
             counts.append(len(p))

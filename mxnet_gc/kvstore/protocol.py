@@ -29,8 +29,10 @@ STATUS_WORDS = 512
 # ST_ROUNDS_DONE: rounds of messages this server has completed, modulo ROUNDS_MODULUS (float32-exact);
 # after a barrier it equals the rounds every worker pushed to it, unless a push was lost.
 # ST_MARK: SERVER_MARK, set by every mxnet_gc server (MXNet's own server leaves the status at zero).
-ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MARK, ST_MESSAGE_LEN, ST_MESSAGE = \
-    range(9)
+# ST_ENDED: how many workers have ended their part of the job (their store freed, at exit), the first
+# of them ST_ENDED_RANK: a worker still pushing then knows why its round cannot complete.
+ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MARK, ST_ENDED, ST_ENDED_RANK, \
+    ST_MESSAGE_LEN, ST_MESSAGE = range(11)
 MAX_MESSAGE = STATUS_WORDS - ST_MESSAGE
 SERVER_MARK = 0x6D7867  # float32-exact
 ROUNDS_MODULUS = 2 ** 24
@@ -73,20 +75,6 @@ def split_sizes(n, parts):
 def config_hash(config):
     """A float32-exact (24-bit) hash of a JSON-serializable config."""
     return zlib.crc32(json.dumps(config, sort_keys=True).encode()) & 0xFFFFFF
-
-
-def differences(a, b, prefix=""):
-    """The fields in which two configs differ, as "field: a / b" strings (nested dicts by dotted name)."""
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return [] if a == b else ["%s%s / %s" % (prefix + ": " if prefix else "", json.dumps(a), json.dumps(b))]
-    out = []
-    for key in sorted(set(a) | set(b), key=str):
-        name = "%s.%s" % (prefix, key) if prefix else str(key)
-        if key not in a or key not in b:
-            out.append("%s: %s / %s" % (name, json.dumps(a.get(key, "(absent)")), json.dumps(b.get(key, "(absent)"))))
-        else:
-            out += differences(a[key], b[key], name)
-    return out
 
 
 def encode_command(op, **fields):

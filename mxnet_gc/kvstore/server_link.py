@@ -27,6 +27,7 @@ class ServerLink:
         self.errors_seen = [0] * num_servers
         self.rounds_pushed = [0] * num_servers  # rounds of messages this worker pushed to each server
         self.count_rounds = True  # (dist_async: a round is one worker's push, of any worker)
+        self.servers_are_ours = False  # (MXNet's own servers take every command for an optimizer)
         if self.rank == 0:
             kv._send_command_to_servers(0, protocol.encode_hello(status_keys=self.status_keys))
         kv.init(self.status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers)
@@ -41,10 +42,15 @@ class ServerLink:
                 "-n W -s S python train.py ...`, or tools/launch.py), which runs mxnet_gc's server on the server "
                 "hosts; MXNet's launcher runs the training script there, and `import mxnet` starts MXNet's server."
                 % stock)
+        self.servers_are_ours = True
 
     def end_job(self):
         """Ends this worker's part of the job in order (as MXNet does when its store is freed: a barrier,
         rank 0 stops the servers, ps-lite shuts down), so that no process of the job waits for it."""
+        if self.kv.handle is None:
+            return
+        if self.servers_are_ours:
+            self.command("ended", rank=self.rank, all_ranks=True)
         check_call(_LIB.MXKVStoreFree(self.kv.handle))
         self.kv.handle = None
 
@@ -71,22 +77,28 @@ class ServerLink:
         self.check(config)
 
     def check(self, config=None):
-        """Raises on a configuration mismatch (when ``config`` is given), on a new server-side error, or
-        (with ``count_rounds``) on a server that completed other rounds than this worker pushed
-        (``status`` pulled already)."""
+        """Raises on a disagreement of the workers' settings (when ``config``, this worker's, is given; the
+        servers' message says how they differ, agreement.py), on a new server-side error, or (with
+        ``count_rounds``) on a server that completed other rounds than this worker pushed (``status``
+        pulled already)."""
         for server, status in enumerate(self.status):
             s = status.asnumpy()
             message = protocol.read_message(s)
             if config is not None:
                 if s[protocol.ST_MISMATCH] or s[protocol.ST_CONFIG_HASH] != protocol.config_hash(config):
-                    raise ValueError("mxnet_gc: the workers set different gradient compression parameters "
-                                     "(this worker, rank %d: %s); server %d says: %s"
-                                     % (self.rank, config, server, message))
+                    raise ValueError("mxnet_gc: %s (this worker is rank %d; from server %d)"
+                                     % (message, self.rank, server))
             errors = int(s[protocol.ST_ERRORS])
             if errors > self.errors_seen[server]:
                 self.errors_seen[server] = errors
                 raise RuntimeError("mxnet_gc server %d: %s" % (server, message))
             pushed = self.rounds_pushed[server] % protocol.ROUNDS_MODULUS
+            if self.count_rounds and int(s[protocol.ST_ROUNDS_DONE]) != pushed and s[protocol.ST_ENDED]:
+                raise RuntimeError("mxnet_gc: worker %d ended its part of the job (its process exited, or it freed its "
+                                   "store) while this worker (rank %d) still pushes; server %d completed %d rounds where "
+                                   "this worker pushed %d: the job cannot go on (every worker must run the same steps)"
+                                   % (int(s[protocol.ST_ENDED_RANK]), self.rank, server, int(s[protocol.ST_ROUNDS_DONE]),
+                                      pushed))
             if self.count_rounds and int(s[protocol.ST_ROUNDS_DONE]) != pushed:
                 raise RuntimeError("mxnet_gc server %d completed %d rounds of pushes where this worker (rank %d) "
                                    "pushed %d: a worker's push was lost (a process that bypasses mxnet_gc's store, "

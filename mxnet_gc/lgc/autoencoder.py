@@ -151,8 +151,14 @@ class AutoencoderTrainer:
         self.steps = 0
 
     def add(self, vectors, innovations, leader):
-        self.buffer.append((np.asarray(vectors, np.float32), np.asarray(innovations, np.float32), int(leader)))
+        """Adds a step's sample to the replay buffer; refuses (returns False for) one holding a non-finite
+        value, which would make every later training step, and so every later estimate, NaN."""
+        vectors, innovations = np.asarray(vectors, np.float32), np.asarray(innovations, np.float32)
+        if not (np.isfinite(vectors).all() and np.isfinite(innovations).all()):
+            return False
+        self.buffer.append((vectors, innovations, int(leader)))
         del self.buffer[:-self.replay]
+        return True
 
     def loss(self, vectors, innovations, leaders):
         """The loss on arrays (B, W, P), (B, W, P) and the leaders (B,), as an NDArray scalar."""

@@ -40,15 +40,27 @@ class GroupCoder:
                       for n, x in zip(self.fmt.sizes, u or [None] * len(v))]
 
     def accumulate(self, grads):
+        """Adds a step's gradients (per tensor).  A non-finite gradient value is dropped, as the codecs drop
+        it: the accumulator and velocity keep their values there (so no scale, message, sum or autoencoder
+        sample ever holds one)."""
         m = np.float32(self.options.momentum)
         for c, g in enumerate(grads):
             g = np.asarray(g, np.float32).reshape(-1)
+            bad = np.flatnonzero(~np.isfinite(g))
+            if bad.size:
+                g = g.copy()
+                g[bad] = 0
+                kept = (self.v[c][bad], None if self.u is None else self.u[c][bad])
             if self.u is not None:
                 self.u[c] *= m
                 self.u[c] += g
                 self.v[c] += self.u[c]
             else:
                 self.v[c] += g
+            if bad.size:
+                self.v[c][bad] = kept[0]
+                if self.u is not None:
+                    self.u[c][bad] = kept[1]
 
     def leader_indices(self):
         """Per tensor, the k largest |v|: ascending (order 'index') or largest first ('magnitude')."""

@@ -69,7 +69,9 @@ class Combiner:
         normalized = [vectors.scale_segments(self.fmt, f["vector"], scales) for f in fields]
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
                     for f in fields]
-        self.trainer.add(normalized, channels, leader)
+        if not self.trainer.add(normalized, channels, leader):
+            log.warning("lgc step %d: a worker's vector holds non-finite values; it is left out of the "
+                        "autoencoder's replay buffer", step)
         if self.overlap:
             self._training = threading.Thread(target=self._train, args=(normalized, leader), daemon=True)
             self._training.start()

@@ -24,9 +24,11 @@ def top(values, k):
 
 
 def scale_of(values):
-    """A tensor's scale: its largest |value| (1 for an all-zero tensor)."""
-    m = float(np.max(np.abs(values))) if values.size else 0.0
-    return m if m > 0 and np.isfinite(m) else 1.0
+    """A tensor's scale: its largest finite |value| (1 when it has none but zeros)."""
+    magnitude = np.abs(values)
+    finite = magnitude[np.isfinite(magnitude)]
+    m = float(np.max(finite)) if finite.size else 0.0
+    return m if m > 0 and np.isfinite(np.float32(m)) else 1.0
 
 
 def offsets(fmt):

@@ -9,7 +9,8 @@ parameter server, started by tools/launch.py); {"save_at": [S, ...]} saves a che
 OUT/ckpt-S) after each step S; {"resume": S} starts from that one; {"fault": F} makes one worker misbehave: F = {"rank": r,
 "options": {...}} (other 'lgc' options on rank r), {"rank": r, "corrupt": KIND} (the magic of rank r's
 messages of KIND, LEAD, INNOV, INDEX or VECTOR, is damaged, as in a corrupt payload) or {"rank": r,
-"die_at": S} (rank r is killed in step S, after its backward).  Each step's data depends on (rank,
+"die_at": S} (rank r is killed in step S, after its backward); {"inf": [[r, S, i, j], ...]}: rank r's
+gradient of parameter i gets an inf at flat position j in step S.  Each step's data depends on (rank,
 step) only.
 """
 import json
@@ -65,6 +66,12 @@ def main():
         loss.backward()
         if fault and fault.get("die_at") == step and fault["rank"] == rank:
             os.kill(os.getpid(), signal.SIGKILL)
+        for r, s, i, position in run.get("inf", ()):
+            if (r, s) == (rank, step):  # an inf in this worker's gradient (written through a numpy copy)
+                grad = params_list[i].grad()
+                values = grad.asnumpy()
+                values.reshape(-1)[position] = np.inf
+                grad[:] = values
         for i, p in enumerate(params_list):
             saved["local/%d/%d" % (step, i)] = p.grad().asnumpy()
         trainer.step(16)

@@ -1,0 +1,81 @@
+"""What the workers of a job must agree on, in one canonical form, and the sentence that says how they differ.
+
+Both transports check these before any data moves: the compression settings, the keys of every init
+call (with their shapes, in a canonical order, so that the order in which a worker lists its keys never
+matters), merge groups, and LGC's phase switches.  The parameter server compares the workers' settings
+on the servers (``Aggregator.on_config``); Horovod gathers them on every worker.  Both use
+``disagreement`` for the message.
+"""
+import json
+
+# what -> (the settings' name in the message, what the user must do)
+SUBJECTS = {
+    "compression": ("gradient compression parameters", ""),
+    "keys": ("keys in an init call",
+             "every worker must init the same keys with the same shapes, in the same init calls (in any order "
+             "within a call)"),
+    "groups": ("merge groups", "every worker must pass the same groups to regroup"),
+    "lgc_phase": ("lgc phase settings", "every worker must push the coded keys at every step"),
+}
+
+
+def key_order(key):
+    """A sort key that orders int and str keys the same way in every process (ints first)."""
+    return (isinstance(key, str), key)
+
+
+def sorted_keys(keys):
+    return sorted(keys, key=key_order)
+
+
+def init_config(keys, shapes, reduce_only, groups):
+    """The canonical form of an init call: keys sorted, with their shapes; groups sorted."""
+    pairs = sorted(zip(keys, shapes), key=lambda p: key_order(p[0]))
+    return {"keys": [[k, list(s)] for k, s in pairs], "reduce_only": bool(reduce_only),
+            "groups": canonical_groups(groups)}
+
+
+def canonical_groups(groups):
+    """Merge groups in one order: each group's keys sorted, the groups by their first key."""
+    if groups is None:
+        return None
+    return sorted((sorted_keys(g) for g in groups), key=lambda g: key_order(g[0]) if g else (False, -1))
+
+
+def differences(a, b, prefix=""):
+    """Where two JSON-like settings differ, as "field: a / b" strings (dicts by dotted name, lists by the
+    first index that differs)."""
+    label = prefix + ": " if prefix else ""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            name = "%s.%s" % (prefix, key) if prefix else str(key)
+            if key not in a or key not in b:
+                out.append("%s: %s / %s" % (name, json.dumps(a.get(key, "(absent)")),
+                                            json.dumps(b.get(key, "(absent)"))))
+            else:
+                out += differences(a[key], b[key], name)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and a != b:
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:  # (an item of a list, such as a key and its shape, is shown whole)
+                name = "%s[%d]" % (prefix, i)
+                if isinstance(x, dict) and isinstance(y, dict):
+                    return differences(x, y, name)
+                return ["%s: %s / %s" % (name, json.dumps(x), json.dumps(y))]
+        longer, other = (a, b) if len(a) > len(b) else (b, a)
+        return ["%s%d items / %d items (first extra: %s)" % (label, len(a), len(b), json.dumps(longer[len(other)]))]
+    return [] if a == b else ["%s%s / %s" % (label, json.dumps(a), json.dumps(b))]
+
+
+def disagreement(what, configs):
+    """The sentence saying how ``configs`` ({rank: settings}) differ, or None when they are equal."""
+    first = min(configs)
+    differing = sorted(r for r, c in configs.items() if c != configs[first])
+    if not differing:
+        return None
+    name, hint = SUBJECTS[what]
+    other = differing[0]
+    message = "the workers set different %s (rank %d / rank %d): %s" % (
+        name, first, other, "; ".join(differences(configs[first], configs[other])))
+    return message + ("; " + hint if hint else "")
