@@ -6,6 +6,7 @@
 | MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels |
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
+| MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
 | MXNET_GC_RANK_LINE | (set by the launcher) | 1: the dist store prints its rank in a line when it starts (mxnet_gc/launch.py's RANK_LINE) (the launcher then labels the worker's output by rank) |
 | OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count when MXNET_GC_NUM_THREADS is unset |
 | DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
@@ -34,6 +35,19 @@ def _int(environ, name, default, low):
     return value
 
 
+def _positive(environ, name, default):
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("%s must be a number of seconds, got %r" % (name, raw)) from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError("%s must be a finite number of seconds > 0, got %r" % (name, raw))
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The parsed environment of this process."""
@@ -47,6 +61,7 @@ class Settings:
     num_workers: int
     bulk_exec_train: str
     rank_line: bool
+    collective_timeout: float
 
     @classmethod
     def from_environ(cls, environ):
@@ -59,7 +74,8 @@ class Settings:
                    num_servers=_int(environ, "DMLC_NUM_SERVER", 0, 0),
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
-                   rank_line=environ.get("MXNET_GC_RANK_LINE", "") == "1")
+                   rank_line=environ.get("MXNET_GC_RANK_LINE", "") == "1",
+                   collective_timeout=_positive(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0))
 
     def pipelining_problems(self):
         """What in MXNet's settings keeps communication from overlapping backward (messages).

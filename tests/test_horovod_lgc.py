@@ -2,7 +2,6 @@
 pulled update against tests/lgc_reference.py's simulation, bit-identical workers, checkpoints resumed
 in each phase and moved between the parameter server and the ring, bad input and a dead worker."""
 import json
-import os
 
 import numpy as np
 import pytest

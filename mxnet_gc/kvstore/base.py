@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import sys
 
 import mxnet as mx
 import numpy as np
@@ -12,6 +13,27 @@ from ..schedule import Phase, Schedule
 from . import agreement, arguments
 from .message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
+
+
+def exit_at_once_on_error():
+    """Makes an uncaught exception end this worker at once.
+
+    MXNet's dist store waits at exit for every other worker (a barrier in its destructor), and Horovod's
+    shutdown for every other rank; after an error the others may never get there, and the job would
+    hang instead of failing.
+    """
+    previous = sys.excepthook
+    if getattr(previous, "mxnet_gc", False):
+        return
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+    hook.mxnet_gc = True
+    sys.excepthook = hook
 
 
 class StoreBase(KVStoreBase):

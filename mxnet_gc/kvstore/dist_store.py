@@ -8,7 +8,6 @@ the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/k
 import base64
 import os
 import pickle
-import sys
 import weakref
 
 import mxnet as mx
@@ -17,8 +16,8 @@ from mxnet.kvstore import KVStoreBase
 
 from .. import config
 from ..launch import END_LINE, RANK_LINE
-from . import agreement, arguments, protocol
-from .base import StoreBase
+from . import agreement, protocol
+from .base import StoreBase, exit_at_once_on_error
 from .compression import Compression
 from .layout import Layout
 from .lgc_ps import PSRounds
@@ -30,26 +29,6 @@ from .server_link import ServerLink, wait_to_write
 # 80 ms at 100 Mbit/s and a few milliseconds on loopback.
 PULL_STAGES = 8
 PULL_STAGE_MIN_BYTES = 1 << 20
-
-
-def _exit_at_once_on_error():
-    """Makes an uncaught exception end this worker at once.
-
-    MXNet's dist store waits at exit for every other worker (a barrier in its destructor); after an
-    error the others may never get there, and the job would hang instead of failing.
-    """
-    previous = sys.excepthook
-    if getattr(previous, "mxnet_gc", False):
-        return
-
-    def hook(kind, value, tb):
-        previous(kind, value, tb)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
-
-    hook.mxnet_gc = True
-    sys.excepthook = hook
 
 
 def _end_job(link, tell_launcher):
@@ -86,7 +65,7 @@ class DistSyncStore(StoreBase):
             self._kv = mx.kv.create("dist_async")
         if self._kv.type != "dist_async":
             raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
-        _exit_at_once_on_error()
+        exit_at_once_on_error()
         if settings.rank_line:
             print("%s %d" % (RANK_LINE, self._kv.rank), flush=True)
         self._num_servers = settings.num_servers

@@ -14,13 +14,17 @@ Payloads have their codec's fixed size (for 'layerwise_topk': its capacity), so 
 no size exchange.  Keys, chunks and messages are the dist store's (layout.py), one chunk per key.
 With 'lgc', its train and lgc phases send the coded keys by the ring rounds of lgc_ring.py.
 """
+import collections
 import json
+import time
 
 import mxnet as mx
 import numpy as np
 
+from .. import config
 from . import agreement, protocol
-from .base import StoreBase
+from .base import StoreBase, exit_at_once_on_error
+from .collective_wait import CollectiveError, Waiter
 from .compression import Compression
 from .layout import Layout
 from .lgc_ring import RingRounds
@@ -39,7 +43,12 @@ class HorovodStore(StoreBase):
             raise RuntimeError("mxnet_gc horovod store: cannot import horovod.mxnet (%s); `make install` builds "
                                "Horovod with MXNet and Gloo" % e) from e
         hvd.init()
+        exit_at_once_on_error()
         self._hvd = hvd
+        self._timeout = config.settings().collective_timeout
+        self._waiter = Waiter()
+        self._pushes = collections.Counter()  # collective name -> how often this worker started it
+        self._inflight = {}  # collective name -> (its output, what it carries) until waited for
         self._compression = Compression({"type": "none"})
         self._shapes, self._values = {}, {}
         self._decoding = set()  # message plans of the last pull's decodes
@@ -87,10 +96,13 @@ class HorovodStore(StoreBase):
         for k, v in zip(keys, values):
             self._shapes[k] = v.shape
             self._values[k] = v.copy()
-            self._hvd.broadcast_(self._values[k], root_rank=0, name="mxgc.init.%s" % (k,))
+            name = "mxgc.init.%s" % (k,)
+            self.collective(name, "the init of key %r" % (k,),
+                            lambda v=self._values[k], n=name: self._hvd.broadcast_(v, root_rank=0, name=n))
         if reduce_only:
             self._reduce_only.update(keys)
         self._assign_codecs(messages)
+        self.wait_collectives(["mxgc.init.%s" % (k,) for k in keys])
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
@@ -106,12 +118,12 @@ class HorovodStore(StoreBase):
                 raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
             m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks], m.buffers["send"],
                                priority)
-            name = "mxgc.%d" % m.value_key
-            if m.coded:
-                m.buffers["result"] = self._hvd.allgather(m.buffers["send"], name=name, priority=priority)
+            name, send = self._name(m), m.buffers["send"]
+            if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
+                start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
             else:
-                m.buffers["result"] = self._hvd.allreduce(m.buffers["send"], op=self._hvd.Sum, name=name,
-                                                          priority=priority)
+                start = lambda: self._hvd.allreduce(send, op=self._hvd.Sum, name=name, priority=priority)  # noqa: E731
+            m.buffers["result"] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start)
         if lgc_phase in ("train", "lgc"):
             self._lgc.push(grads)
 
@@ -119,7 +131,9 @@ class HorovodStore(StoreBase):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
         targets = self._targets(key, out)
         lgc_step, keys = self._lgc_pull(list(targets))
-        for m in self._layout.messages_of(keys):
+        messages = self._layout.messages_of(keys)
+        self.wait_collectives([self._name(m) for m in messages])
+        for m in messages:
             result = m.buffers.get("result")
             outputs = [targets[c.key][0] if c.key in targets else None for c in m.chunks]
             if result is None:
@@ -143,7 +157,72 @@ class HorovodStore(StoreBase):
 
     def barrier(self):
         """Returns when every worker has called it."""
-        self._hvd.allreduce(mx.nd.zeros(1), name="mxgc.barrier").wait_to_read()
+        self.collective("mxgc.barrier", "a barrier", lambda: self._hvd.allreduce(mx.nd.zeros(1), name="mxgc.barrier"))
+        self.wait_collectives(["mxgc.barrier"])
+
+    # ---- collectives: every wait has a timeout ----
+
+    @staticmethod
+    def _name(message):
+        return "mxgc.%d" % message.value_key
+
+    def collective(self, name, what, start):
+        """Starts a collective: ``start()`` (a Horovod call, run within the collective timeout; Horovod's
+        allgather returns only once complete) returns its output, written when it completes; ``what``:
+        what it carries, for messages.  ``wait_collectives`` waits for it."""
+        self._pushes[name] += 1
+        output = self._timed(start, name, what, time.monotonic() + self._timeout)
+        self._inflight[name] = (output, what)
+        return output
+
+    def wait_collectives(self, names):
+        """Returns once the collectives ``names`` this worker started have completed.  After
+        MXNET_GC_COLLECTIVE_TIMEOUT seconds, or when Horovod aborted one (another worker failed or
+        ended), raises RuntimeError on every worker it can reach, saying which keys which ranks did not
+        push (the workers exchange how often each started each collective)."""
+        deadline = time.monotonic() + self._timeout
+        for name in names:
+            if name in self._inflight:
+                output, what = self._inflight.pop(name)
+                self._timed(output.wait_to_read, name, what, deadline)
+
+    def _timed(self, call, name, what, deadline):
+        try:
+            return self._waiter.run(call, deadline)
+        except CollectiveError as e:
+            raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) failed: %s; another worker failed "
+                               "or ended before it (its output says why)" % (what, name, e)) from None
+        except TimeoutError:
+            raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) did not complete within %g s "
+                               "(MXNET_GC_COLLECTIVE_TIMEOUT): %s" % (what, name, self._timeout, self._stall_report())) \
+                from None
+
+    def _stall_report(self):
+        """After a timeout: which collectives the workers started how often (an exchange among the workers
+        that also wait in the store; the others cannot answer)."""
+        try:
+            counts = self._gather_json("mxgc.stall", dict(self._pushes), Waiter())
+        except (TimeoutError, CollectiveError):
+            return ("the other workers did not answer within %g s either (they ended, or wait outside "
+                    "mxnet_gc's store)" % self._timeout)
+        names = sorted({n for c in counts.values() for n in c}, key=str)
+        lines = []
+        for n in names:
+            per_rank = {r: c.get(n, 0) for r, c in counts.items()}
+            if len(set(per_rank.values())) > 1:
+                most = max(per_rank.values())
+                lines.append("%s: not pushed by rank(s) %s (times started: %s)"
+                             % (self._describe(n), [r for r, c in sorted(per_rank.items()) if c < most],
+                                ", ".join("rank %d: %d" % (r, c) for r, c in sorted(per_rank.items()))))
+        return "; ".join(lines) + "; every worker must push the same keys at every step" if lines else \
+            "every worker started the same collectives (a worker waits outside mxnet_gc's store?)"
+
+    def _describe(self, name):
+        """The keys a collective carries (a message's), or its name."""
+        for m in self._layout.messages:
+            if self._name(m) == name:
+                return "key(s) %s" % [c.key for c in m.chunks]
+        return name
 
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
@@ -172,12 +251,26 @@ class HorovodStore(StoreBase):
         """Raises ValueError on every worker, saying how they differ, unless all workers pass the same
         ``config`` (a collective: every worker gathers every worker's settings; ``what``: one of
         agreement.SUBJECTS)."""
-        text = np.frombuffer(json.dumps(config, sort_keys=True).encode(), np.uint8).astype(np.float32)
-        lengths = self._hvd.allgather(mx.nd.array([text.size]), name="mxgc.agree.length").asnumpy().astype(int)
-        gathered = self._hvd.allgather(mx.nd.array(text), name="mxgc.agree.%s" % what).asnumpy()
-        ends = np.cumsum(lengths)
-        configs = {r: json.loads(bytes(gathered[end - n:end].astype(np.uint8)).decode())
-                   for r, (n, end) in enumerate(zip(lengths, ends))}
+        try:
+            configs = self._gather_json("mxgc.agree.%s" % what, config, self._waiter)
+        except TimeoutError:
+            raise RuntimeError("mxnet_gc horovod store: the other workers did not set their %s within %g s "
+                               "(MXNET_GC_COLLECTIVE_TIMEOUT)" % (agreement.SUBJECTS[what][0], self._timeout)) from None
+        except CollectiveError as e:
+            raise RuntimeError("mxnet_gc horovod store: agreeing on the %s failed: %s; another worker failed or "
+                               "ended (its output says why)" % (agreement.SUBJECTS[what][0], e)) from None
         message = agreement.disagreement(what, configs)
         if message is not None:
             raise ValueError("mxnet_gc: %s (this worker is rank %d)" % (message, self.rank))
+
+    def _gather_json(self, name, value, waiter):
+        """{rank: value} of every worker's JSON-serializable ``value`` (two allgathers, through ``waiter``
+        within the collective timeout: TimeoutError or CollectiveError otherwise)."""
+        text = np.frombuffer(json.dumps(value, sort_keys=True).encode(), np.uint8).astype(np.float32)
+        deadline = time.monotonic() + self._timeout
+        lengths = waiter.run(lambda: self._hvd.allgather(mx.nd.array([text.size]), name=name + ".length"), deadline)
+        gathered = waiter.run(lambda: self._hvd.allgather(mx.nd.array(text), name=name), deadline)
+        lengths, gathered = lengths.asnumpy().astype(int), gathered.asnumpy()
+        ends = np.cumsum(lengths)
+        return {r: json.loads(bytes(gathered[end - n:end].astype(np.uint8)).decode())
+                for r, (n, end) in enumerate(zip(lengths, ends))}

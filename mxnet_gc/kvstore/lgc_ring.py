@@ -38,21 +38,30 @@ class RingRounds(LGCRounds):
         self._gathered = []
         for s, g in enumerate(self.groups):
             mine = mx.nd.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
-            words = hvd.broadcast(mine, root_rank=leader, name="mxgc.lgc.%d.index" % s).asnumpy()
-            index = self._read(g, "INDEX", words, step)
+            words = self._collective("index", s, lambda n: hvd.broadcast(mine, root_rank=leader, name=n))
+            self.store.wait_collectives(["mxgc.lgc.%d.index" % s])
+            index = self._read(g, "INDEX", words.asnumpy(), step)
             if train:
-                inputs = [mx.nd.array(g.coder.vector_message(step, index["indices"]))]
-                out = [hvd.allgather(inputs[0], name="mxgc.lgc.%d.vector" % s)]
+                vector = mx.nd.array(g.coder.vector_message(step, index["indices"]))
+                out = [self._collective("vector", s, lambda n: hvd.allgather(vector, name=n))]
             else:
-                inputs = [mx.nd.array(g.coder.code(index["indices"], index["scales"])),
-                          mx.nd.array(g.coder.innov_message(step))]
-                out = [hvd.allreduce(inputs[0], op=hvd.Sum, name="mxgc.lgc.%d.code" % s),
-                       hvd.allgather(inputs[1], name="mxgc.lgc.%d.innov" % s)]
+                code = mx.nd.array(g.coder.code(index["indices"], index["scales"]))
+                innov = mx.nd.array(g.coder.innov_message(step))
+                out = [self._collective("code", s, lambda n: hvd.allreduce(code, op=hvd.Sum, name=n)),
+                       self._collective("innov", s, lambda n: hvd.allgather(innov, name=n))]
             self._gathered.append((index, out))
+
+    def _collective(self, what, group, start):
+        """Group ``group``'s collective ``what`` (``start(name)`` starts it) through the store's timed calls."""
+        name = "mxgc.lgc.%d.%s" % (group, what)
+        return self.store.collective(name, "lgc's coded tensors %s (%s)" % (self.group_keys()[group], what),
+                                     lambda: start(name))
 
     def finish(self, dests):
         step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.store.rank
         leader, W = self.leader(), self.store.num_workers
+        self.store.wait_collectives(["mxgc.lgc.%d.%s" % (s, what) for s in range(len(self.groups))
+                                     for what in (("vector",) if mode == "train" else ("code", "innov"))])
         for g, (index, out) in zip(self.groups, self._gathered):
             kind = "VECTOR" if mode == "train" else "INNOV"
             words = out[-1].asnumpy().reshape(W, g.fmt.words[kind])
@@ -96,7 +105,9 @@ class RingRounds(LGCRounds):
         hvd = self.store._hvd
         for s, g in enumerate(self.groups):
             mine = mx.nd.array(g.combiner.weights())
-            weights = hvd.broadcast(mine, root_rank=0, name="mxgc.lgc.%d.weights" % s).asnumpy()
+            weights = self._collective("weights", s, lambda n: hvd.broadcast(mine, root_rank=0, name=n))
+            self.store.wait_collectives(["mxgc.lgc.%d.weights" % s])
+            weights = weights.asnumpy()
             g.coder.set_autoencoder(g.combiner.ae, weights)
             copies = self.store.num_workers - 1 if self.store.rank == 0 else 1  # the root sends one to each
             self.autoencoder_bytes += 4 * weights.size * copies
