@@ -305,7 +305,8 @@ class Trainer(gluon.Trainer):
         state = {"configuration": self._configuration(), "rescale_grad": self._optimizer.rescale_grad,
                  "schedule": self.schedule.state_dict(), "merge": self._merge_policy.state_dict(),
                  "profile": self._profiler.state_dict(),
-                 "groups": self._groups.state_dict() if self._groups is not None else None, "extra": extra}
+                 "groups": self._groups.state_dict() if self._groups is not None else None, "extra": extra,
+                 "servers": self._kvstore.num_servers}
         weights = {p.name: p.data() for p in self._params}
         states = None if self._update_on_kvstore else self._updaters[0].get_states(dump_optimizer=True)
         checkpoint.save(prefix, self._kvstore, self.schedule.step, weights, states, state)
@@ -325,6 +326,10 @@ class Trainer(gluon.Trainer):
         if not self._ours():
             raise RuntimeError("load_checkpoint needs one of mxnet_gc's stores")
         checkpoint.check_configuration(prefix, state["configuration"], self._configuration())
+        if self._update_on_kvstore and state.get("servers") != self._kvstore.num_servers:
+            raise ValueError("checkpoint %s holds the optimizer states of the %s server(s) the optimizer ran on, one "
+                             "file each; this job has %d: resume with %s servers"
+                             % (prefix, state.get("servers"), self._kvstore.num_servers, state.get("servers")))
         saved = mx.nd.load(tag + ".params")
         for p in self._params:
             p.set_data(saved[p.name])

@@ -422,6 +422,11 @@ def main(argv=None):
     try:
         job.start_all()
         code = job.watch()
+    except OSError as e:  # a command that does not exist or cannot run: one line, not a traceback
+        job.stop()
+        print("mxnet_gc.launch: cannot start %r: %s" % (e.filename or " ".join(args.command), e.strerror or e),
+              file=sys.stderr)
+        return 127
     except BaseException:
         job.stop()
         raise

@@ -251,7 +251,7 @@ class StoreBase(KVStoreBase):
         states go beside rank 0's file (``state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
         arrays.update({"owed/%r" % (k,): owed for k, owed in self._owed.items()})
-        meta = {"compression": self._compression.config}
+        meta = {"compression": self._compression.config, "servers": self.num_servers}
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
@@ -274,9 +274,14 @@ class StoreBase(KVStoreBase):
             for k, i, residual in self._residual_items():
                 name = "%r/%d" % (k, i)
                 if name not in saved.files or saved[name].size != residual.size:
-                    raise ValueError("%s does not match this store's keys (chunk %d of key %r: %s)"
+                    servers, cause = meta.get("servers"), ""
+                    if servers and self.num_servers and servers != self.num_servers:
+                        cause = ("; it was saved by a job with %d server(s), this one has %d (a key of at least "
+                                 "MXNET_GC_BIGARRAY_BOUND values is cut into parts per server): resume with %d"
+                                 % (servers, self.num_servers, servers))
+                    raise ValueError("%s does not match this store's keys (chunk %d of key %r: %s)%s"
                                      % (fname, i, k, "missing" if name not in saved.files else
-                                        "%d values saved, %d here" % (saved[name].size, residual.size)))
+                                        "%d values saved, %d here" % (saved[name].size, residual.size), cause))
                 residual[:] = saved[name].reshape(residual.shape)
             self._owed = {k: saved["owed/%r" % (k,)] for k in self._shapes if "owed/%r" % (k,) in saved.files}
             if self._lgc is not None:

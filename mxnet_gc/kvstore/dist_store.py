@@ -107,6 +107,10 @@ class DistSyncStore(StoreBase):
     def num_workers(self):
         return self._kv.num_workers
 
+    @property
+    def num_servers(self):
+        return self._num_servers
+
     @staticmethod
     def is_capable(capability):
         if capability.lower() == KVStoreBase.OPTIMIZER:

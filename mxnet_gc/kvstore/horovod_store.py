@@ -69,6 +69,8 @@ class HorovodStore(StoreBase):
     def num_workers(self):
         return self._hvd.size()
 
+    num_servers = 0  # (a ring: no servers)
+
     @staticmethod
     def is_capable(capability):
         return False  # no optimizer on the store

@@ -164,10 +164,7 @@ class LGCRounds:
         the sparse ramp's residuals and velocities (the codec states: residual, velocity, threshold,
         step), live after a ramp phase or in a checkpoint saved at the ramp's last step; else zeros."""
         store = self.store
-        by_server = {}
-        for k in self.coded:
-            for i, c in enumerate(store._layout.chunks[k]):
-                by_server.setdefault(c.message.server, []).append((c, "%r/%d" % (k, i)))
+        by_server = self._chunks_by_server()
         self.groups = []
         for s, server in enumerate(sorted(by_server)):
             chunks = [c for c, _ in by_server[server]]
@@ -194,6 +191,19 @@ class LGCRounds:
                                 for st, c in zip(states, chunks)])
             self.groups.append(Group(server, chunks, fmt, coder))
 
+    def _chunks_by_server(self):
+        """{server: [(coded chunk, its name in checkpoints)]}: the groups' chunks, in vector order."""
+        by_server = {}
+        for k in self.coded:
+            for i, c in enumerate(self.store._layout.chunks[k]):
+                by_server.setdefault(c.message.server, []).append((c, "%r/%d" % (k, i)))
+        return by_server
+
+    def _group_sizes(self):
+        """The sizes of each group's chunks (the groups this job's layout makes)."""
+        by_server = self._chunks_by_server()
+        return [[c.size for c, _ in by_server[s]] for s in sorted(by_server)]
+
     def _autoencoder(self):
         return Autoencoder(self.store.num_workers, self.options.encoder_channels, self.options.latent_channels,
                            self.options.seed)
@@ -217,7 +227,8 @@ class LGCRounds:
                 arrays["lgc/%d/v/%d" % (s, c)] = g.coder.v[c]
                 if g.coder.u is not None:
                     arrays["lgc/%d/u/%d" % (s, c)] = g.coder.u[c]
-        return {"step": self.schedule.step, "autoencoder_states": self._has_states()}, arrays
+        return {"step": self.schedule.step, "autoencoder_states": self._has_states(),
+                "groups": [list(g.fmt.sizes) for g in self.groups]}, arrays
 
     def _has_states(self):
         return self.installed in ("train", "lgc")
@@ -238,5 +249,10 @@ class LGCRounds:
         ``path`` (rank 0's residual file)."""
         if self.installed is not None:
             raise ValueError("lgc: a checkpoint loads before the first step")
+        saved, mine = meta.get("groups"), self._group_sizes()
+        if saved and saved != mine:
+            raise ValueError("lgc: the checkpoint's coded tensors form %d group(s) of %s values (one group per server "
+                             "holding coded tensors; on a ring one), this job's %d of %s: resume on as many servers"
+                             % (len(saved), [sum(g) for g in saved], len(mine), [sum(g) for g in mine]))
         self.schedule.step = meta["step"]
         self._resume = (arrays, path if meta["autoencoder_states"] else None)

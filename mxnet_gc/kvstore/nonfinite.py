@@ -73,4 +73,4 @@ class NonFiniteMonitor:
         if self.policy == "raise":
             raise NonFiniteGradientError(message)
         if new:  # once per key
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            warnings.warn(message, RuntimeWarning, stacklevel=6)  # (the caller of the store's push)

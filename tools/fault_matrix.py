@@ -1,0 +1,255 @@
+#!/usr/bin/env python
+"""The fault matrix: unusual but legal uses and faults, each a real job, with what the user sees and a
+verdict (docs/reliability.md).
+
+    python tools/fault_matrix.py [--short] [--case NAME ...] [--json FILE]
+
+Every case starts real processes (mxnet_gc's launcher: scheduler, servers, workers; or horovodrun
+--gloo) through tools/fault_worker.py, with timeouts, and checks the outcome with numpy: an exact
+result (every pulled sum equals the sum of what the workers pushed) or a clear error on every worker
+and a non-zero exit, within 60 seconds.  ``--short`` runs each case in its smallest form (the tests
+run it); the full matrix adds every compression type and 3 workers.  Exits 1 unless every verdict is
+"ok".
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORKER = os.path.join(HERE, "fault_worker.py")
+HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+LIMIT = 60.0  # seconds a faulty job may take to end with its error
+ENV = {"MXNET_GC_COLLECTIVE_TIMEOUT": "8"}  # the horovod store's wait for collectives, shortened
+
+PS_TYPES = ["none", "gc_2bit", "4bit", "layerwise_topk", "lgc"]  # (MXNet's 2bit: a job of its own, see below)
+RING_TYPES = ["none", "gc_2bit", "4bit", "layerwise_topk", "lgc"]
+
+
+class Job:
+    """One finished job: its exit code, output, duration, and what each worker saved."""
+
+    def __init__(self, proc, seconds, out):
+        self.code, self.output, self.seconds = proc.returncode, proc.stdout + proc.stderr, seconds
+        self.saved = {}
+        for name in sorted(os.listdir(out)):
+            if name.startswith("rank") and name.endswith(".npz"):
+                with np.load(os.path.join(out, name)) as data:
+                    self.saved[int(name[4:-4])] = dict(data)
+
+    def error_line(self):
+        """The first error a worker or the launcher printed (what the user reads first)."""
+        for line in self.output.splitlines():
+            found = re.search(r"(\w*Error: .*|job failed: .*|mxnet_gc\.launch: cannot .*)", line)
+            if found:
+                return found.group(1).strip()
+        return "(no error printed)"
+
+    def errors_on(self, text, workers):
+        """Whether every worker printed ``text`` (the launcher labels lines [worker r], horovodrun [r])."""
+        lines = self.output.splitlines()
+        return all(any(text in line and (("[worker %d]" % r) in line or line.startswith("[%d]" % r))
+                       for line in lines) for r in range(workers))
+
+
+def run(case, settings, workers=2, servers=1, out=None, env=None):
+    """Runs tools/fault_worker.py CASE on ``settings["store"]``'s transport; returns the Job."""
+    out = out or tempfile.mkdtemp(prefix="mxgc-fault-")
+    args = [sys.executable, WORKER, case, json.dumps(settings), out]
+    full_env = dict(os.environ, **ENV, **(env or {}))
+    if settings.get("store") == "horovod":
+        argv = [HOROVODRUN, "-np", str(workers), "-H", "localhost:%d" % workers, "--gloo", "--start-timeout", "30"]
+    else:
+        argv = [sys.executable, os.path.join(HERE, "launch.py"), "-n", str(workers), "-s", str(servers),
+                "--timeout", str(int(2 * LIMIT))]
+    start = time.time()
+    proc = subprocess.run(argv + args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=3 * LIMIT)
+    return Job(proc, time.time() - start, out)
+
+
+def verdict(ok, seen):
+    return ("ok" if ok else "WRONG"), seen
+
+
+# ---- the cases: each returns (verdict, what the user sees) ----
+
+def exact_sums(store, types, workers=2):
+    """Workers list their keys in different orders (str and int keys, same and different sizes, in one init
+    call each); every pulled sum must equal the sum of every worker's pushes, for every compression."""
+    others = [t for t in types if t != "lgc"]  # ('lgc' codes every key of its store: a job of its own)
+    jobs = [run("keys", {"store": store, "compressions": group, "steps": 3}, workers=workers)
+            for group in (others, ["lgc"] if "lgc" in types else []) if group]
+    failed = [j for j in jobs if j.code != 0]
+    if failed:
+        return verdict(False, failed[0].error_line())
+    job = jobs[0]
+    for other in jobs[1:]:
+        for r in job.saved:
+            job.saved[r].update(other.saved[r])
+    wrong, checked = [], 0
+    for name in types:
+        pushed = {}
+        for r, saved in job.saved.items():
+            for field, value in saved.items():
+                if field.startswith(name + "/") and field.endswith("/pushed"):
+                    pushed[field[:-len("/pushed")]] = pushed.get(field[:-len("/pushed")], 0) + value
+        for field, total in pushed.items():
+            for r, saved in job.saved.items():
+                checked += 1
+                if not np.array_equal(saved[field + "/pulled"], total):
+                    wrong.append("%s rank %d" % (field, r))
+        if name == "lgc" and len({str(saved["lgc/coded"]) for saved in job.saved.values()}) != 1:
+            wrong.append("lgc: the workers coded different keys")
+    return verdict(not wrong and len(job.saved) == workers and checked > 0,
+                   "exact sums (%d pulls checked, %s)" % (checked, ", ".join(types)) if not wrong
+                   else "wrong: " + "; ".join(wrong[:4]))
+
+
+def clear_error(case, settings, text, workers=2, servers=1, **kw):
+    """The job must fail (non-zero exit) within LIMIT seconds, every worker printing ``text``."""
+    job = run(case, settings, workers=workers, servers=servers, **kw)
+    every = job.errors_on(text, workers)
+    return verdict(job.code != 0 and every and job.seconds < LIMIT,
+                   "%s (exit %d, %.0f s%s)" % (job.error_line(), job.code, job.seconds,
+                                              "" if every else ", NOT on every worker"))
+
+
+def missing_key(compression):
+    return clear_error("missing", {"store": "horovod", "compression": compression},
+                       "key(s) ['k']: not pushed by rank(s) [1]")
+
+
+def worker_leaves():
+    job = run("leave", {"store": "dist_sync"})
+    seen = "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds)
+    return verdict(job.code != 0 and "before the end of the job" in job.output and job.seconds < LIMIT, seen)
+
+
+def compression_switch(store):
+    """4bit leaves a residual of 0.3 - 0.25 per value; set to none, the next push sends it."""
+    job = run("switch", {"store": store})
+    if job.code != 0:
+        return verdict(False, job.error_line())
+    g = np.float32(0.3)
+    owed = g - np.float32(0.25)
+    want = [np.full(6, 2 * np.float32(0.25)), np.full(6, 2 * owed), np.zeros(6)]
+    ok = all(np.array_equal(s["w/%d" % i], w) for s in job.saved.values() for i, w in enumerate(want))
+    return verdict(ok and len(job.saved) == 2, "the residual is sent with the next push (%s per value, exact)" % (2 * owed)
+                   if ok else "pulled %s" % [job.saved[0]["w/%d" % i][0] for i in range(3)])
+
+
+def checkpoint_servers(kind):
+    """A checkpoint saved with 2 servers, loaded by a job with 1: refused at load, naming the cause."""
+    out = tempfile.mkdtemp(prefix="mxgc-fault-")
+    saved = run("save", {"kind": kind}, servers=2, out=out)
+    if saved.code != 0:
+        return verdict(False, "the saving job failed: " + saved.error_line())
+    text = "resume with 2 servers" if kind == "server-optimizer" else "resume on as many servers"
+    job = run("load", {"kind": kind}, servers=1, out=out)
+    every = job.errors_on(text, 2)
+    return verdict(job.code != 0 and every and job.seconds < LIMIT,
+                   "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds))
+
+
+def inf_in_lgc(store):
+    """An inf in one worker's gradient of the coded tensor in each phase of 'lgc': every pulled value of
+    every step finite (tests/test_dist_lgc.py checks the values against a reference)."""
+    job = run("inf", {"store": store})
+    if job.code != 0:
+        return verdict(False, job.error_line())
+    bad = ["%s rank %d" % (f, r) for r, s in job.saved.items() for f, v in s.items() if f != "coded"
+           and not np.isfinite(v).all()]
+    warned = "key 'last': 1 (dropped: not sent, any residual unchanged there)" in job.output
+    coded = [json.loads(str(s["coded"])) for s in job.saved.values()]
+    return verdict(not bad and warned and coded[0] == coded[1] == ["last"] and len(job.saved) == 2,
+                   "every pulled value finite, 10 steps, 6 infs; RuntimeWarning: ... key 'last': 1 (dropped: not "
+                   "sent, any residual unchanged there)" if not bad else "non-finite: " + "; ".join(bad[:4]))
+
+
+def missing_command():
+    start = time.time()
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "launch.py"), "-n", "1", "-s", "1", "/no/such/command"],
+                          capture_output=True, text=True, timeout=LIMIT)
+    lines = proc.stderr.strip().splitlines()
+    return verdict(proc.returncode == 127 and len(lines) == 1 and "Traceback" not in proc.stderr,
+                   "%s (exit %d, %.0f s)" % (lines[-1] if lines else "(nothing)", proc.returncode, time.time() - start))
+
+
+KEYS_TEXT = "the workers set different keys in an init call"
+CASES = [  # (name, fault, short form, full form)
+    ("key-order-ps", "workers init the same keys in different orders, parameter server",
+     lambda: exact_sums("dist_sync", ["none", "4bit", "lgc"]), lambda: exact_sums("dist_sync", PS_TYPES)),
+    ("key-order-ps-mxnet-2bit", "the same with MXNet's own 2bit", None, lambda: exact_sums("dist_sync", ["2bit"])),
+    ("key-order-ps-3-workers", "the same with 3 workers", None,
+     lambda: exact_sums("dist_sync", ["4bit", "layerwise_topk"], workers=3)),
+    ("key-order-horovod", "workers init the same keys in different orders, Horovod",
+     lambda: exact_sums("horovod", ["none", "4bit", "lgc"]), lambda: exact_sums("horovod", RING_TYPES)),
+    ("key-order-horovod-3-workers", "the same with 3 workers", None,
+     lambda: exact_sums("horovod", ["4bit", "layerwise_topk"], workers=3)),
+    ("init-calls-ps", "one init call per key, in different orders, parameter server",
+     lambda: clear_error("calls", {"store": "dist_sync"}, KEYS_TEXT), None),
+    ("init-calls-horovod", "the same on Horovod", lambda: clear_error("calls", {"store": "horovod"}, KEYS_TEXT), None),
+    ("shapes-ps", "a key of shape (10, 10) on rank 0, (10, 11) on rank 1, parameter server",
+     lambda: clear_error("shapes", {"store": "dist_sync", "shape": [10, 11]}, '["w", [10, 10]] / ["w", [10, 11]]'),
+     None),
+    ("shapes-horovod", "the same on Horovod",
+     lambda: clear_error("shapes", {"store": "horovod", "shape": [10, 11]}, '["w", [10, 10]] / ["w", [10, 11]]'),
+     None),
+    ("shapes-horovod-same-size", "(10, 10) against (20, 5) on Horovod",
+     lambda: clear_error("shapes", {"store": "horovod", "shape": [20, 5]}, '["w", [10, 10]] / ["w", [20, 5]]'), None),
+    ("missing-key-horovod-4bit", "rank 1 never pushes key 'k' (4bit), Horovod", lambda: missing_key("4bit"), None),
+    ("missing-key-horovod-none", "the same uncompressed", lambda: missing_key("none"), None),
+    ("worker-leaves", "a worker exits 0 at its start while the other pushes, parameter server", worker_leaves, None),
+    ("compression-switch-ps", "4bit, then set_gradient_compression({'type': 'none'}) after pushes",
+     lambda: compression_switch("dist_sync"), None),
+    ("compression-switch-horovod", "the same on Horovod", lambda: compression_switch("horovod"), None),
+    ("checkpoint-servers", "a checkpoint (optimizer on 2 servers) resumed with 1 server",
+     lambda: checkpoint_servers("server-optimizer"), None),
+    ("checkpoint-servers-lgc", "an 'lgc' checkpoint of 2 servers resumed with 1", lambda: checkpoint_servers("lgc"),
+     None),
+    ("inf-lgc-ps", "an inf in a gradient in each phase of 'lgc' (dense, ramp, train, lgc; leader and not), "
+     "parameter server", lambda: inf_in_lgc("dist_sync"), None),
+    ("inf-lgc-horovod", "the same on Horovod (LGC-RAR)", lambda: inf_in_lgc("horovod"), None),
+    ("missing-command", "the launcher's worker command does not exist", missing_command, None),
+]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--short", action="store_true", help="each case in its smallest form (the tests')")
+    parser.add_argument("--case", nargs="*", help="only these cases (by name)")
+    parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--list", action="store_true", help="print the names of the cases (of --short) and exit")
+    args = parser.parse_args(argv)
+    names = [c[0] for c in CASES]
+    if args.list:
+        print("\n".join(name for name, _, short, full in CASES if short is not None or not args.short))
+        return 0
+    unknown = sorted(set(args.case or []) - set(names))
+    if unknown:
+        parser.error("unknown case(s) %s; known: %s" % (", ".join(unknown), ", ".join(names)))
+    rows = []
+    print("| case | fault | what the user sees | verdict | seconds |\n|---|---|---|---|---:|", flush=True)
+    for name, fault, short, full in CASES:
+        form = short if args.short or full is None else full
+        if form is None or (args.case and name not in args.case):
+            continue
+        start = time.time()
+        ok, seen = form()
+        rows.append({"case": name, "fault": fault, "seen": seen, "verdict": ok, "seconds": round(time.time() - start, 1)})
+        print("| %s | %s | %s | %s | %.0f |" % (name, fault, seen.replace("|", "/"), ok, rows[-1]["seconds"]), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if all(r["verdict"] == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
