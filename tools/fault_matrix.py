@@ -2,7 +2,7 @@
 """The fault matrix: unusual but legal uses and faults, each a real job, with what the user sees and a
 verdict (docs/reliability.md).
 
-    python tools/fault_matrix.py [--short] [--case NAME ...] [--json FILE]
+    python tools/fault_matrix.py [--short] [--case NAME ...] [--json FILE] [--markdown docs/reliability.md]
 
 Every case starts real processes (mxnet_gc's launcher: scheduler, servers, workers; or horovodrun
 --gloo) through tools/fault_worker.py, with timeouts, and checks the outcome with numpy: an exact
@@ -221,11 +221,46 @@ CASES = [  # (name, fault, short form, full form)
 ]
 
 
+# tests beyond the matrix's own run that check a case more closely
+MORE_TESTS = {
+    "inf-lgc-ps": "tests/test_dist_lgc.py::test_an_inf_in_any_phase_is_dropped_and_poisons_nothing (every value "
+                  "against the numpy reference)",
+    "inf-lgc-horovod": "tests/test_horovod_lgc.py::test_an_inf_in_any_phase_is_dropped_and_poisons_nothing",
+}
+MARKERS = "<!-- fault_matrix:begin -->", "<!-- fault_matrix:end -->"
+
+
+def markdown(rows, command):
+    """The table of docs/reliability.md's fault matrix, made from the rows of a run."""
+    short = {name for name, _, form, _ in CASES if form is not None}
+    lines = ["`%s`, %s:" % (command, time.strftime("%Y-%m-%d")), "",
+             "| case | fault | what the user sees | verdict | seconds | test |", "|---|---|---|---|---:|---|"]
+    for r in rows:
+        tests = ["`tests/test_fault_matrix.py` (`[%s]`)" % r["case"]] if r["case"] in short else ["the full matrix"]
+        tests += ["`%s`" % MORE_TESTS[r["case"]]] if r["case"] in MORE_TESTS else []
+        seen = re.sub(r"/tmp/\S+", "DIR", r["seen"]).replace("|", "/")
+        lines.append("| %s | %s | %s | %s | %.0f | %s |" % (r["case"], r["fault"], seen, r["verdict"], r["seconds"],
+                                                           "; ".join(tests)))
+    return "\n".join(lines)
+
+
+def write_markdown(path, text):
+    """Replaces the text between MARKERS in ``path``."""
+    with open(path) as f:
+        doc = f.read()
+    if MARKERS[0] not in doc or MARKERS[1] not in doc:
+        raise SystemExit("fault_matrix.py: %s has no %s ... %s markers" % (path, *MARKERS))
+    head, rest = doc.split(MARKERS[0], 1)
+    with open(path, "w") as f:
+        f.write(head + MARKERS[0] + "\n" + text + "\n" + MARKERS[1] + rest.split(MARKERS[1], 1)[1])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--short", action="store_true", help="each case in its smallest form (the tests')")
     parser.add_argument("--case", nargs="*", help="only these cases (by name)")
     parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--markdown", help="rewrite the fault matrix section of this file (docs/reliability.md)")
     parser.add_argument("--list", action="store_true", help="print the names of the cases (of --short) and exit")
     args = parser.parse_args(argv)
     names = [c[0] for c in CASES]
@@ -248,6 +283,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if args.markdown:
+        command = "python tools/fault_matrix.py" + (" --short" if args.short else "")
+        write_markdown(args.markdown, markdown(rows, command))
     return 0 if all(r["verdict"] == "ok" for r in rows) else 1
 
 
