@@ -146,7 +146,10 @@ def same_state(a, b):
         with np.load(checkpoint_file(a, suffix)) as p, np.load(checkpoint_file(b, suffix)) as q:
             assert sorted(p.files) == sorted(q.files)
             for k in p.files:
-                np.testing.assert_array_equal(p[k], q[k], err_msg=k)
+                if k == "__meta__":  # (the number of servers differs between transports)
+                    assert json.loads(str(p[k]))["compression"] == json.loads(str(q[k]))["compression"]
+                else:
+                    np.testing.assert_array_equal(p[k], q[k], err_msg=k)
 
 
 def test_checkpoint_moves_between_transports(tmp_path):

@@ -7,7 +7,7 @@ verdict (docs/reliability.md).
 Every case starts real processes (mxnet_gc's launcher: scheduler, servers, workers; or horovodrun
 --gloo) through tools/fault_worker.py, with timeouts, and checks the outcome with numpy: an exact
 result (every pulled sum equals the sum of what the workers pushed) or a clear error on every worker
-and a non-zero exit, within 60 seconds.  ``--short`` runs each case in its smallest form (the tests
+and a non-zero exit, within 60 seconds, with no process of the job left running.  ``--short`` runs each case in its smallest form (the tests
 run it); the full matrix adds every compression type and 3 workers.  Exits 1 unless every verdict is
 "ok".
 """
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,7 @@ def run(case, settings, workers=2, servers=1, out=None, env=None):
     """Runs tools/fault_worker.py CASE on ``settings["store"]``'s transport; returns the Job."""
     out = out or tempfile.mkdtemp(prefix="mxgc-fault-")
     args = [sys.executable, WORKER, case, json.dumps(settings), out]
-    full_env = dict(os.environ, **ENV, **(env or {}))
+    full_env = dict(os.environ, **ENV, **(env or {}), MXGC_FAULT_JOB=out)  # (a tag every process inherits)
     if settings.get("store") == "horovod":
         argv = [HOROVODRUN, "-np", str(workers), "-H", "localhost:%d" % workers, "--gloo", "--start-timeout", "30"]
     else:
@@ -71,10 +72,36 @@ def run(case, settings, workers=2, servers=1, out=None, env=None):
                 "--timeout", str(int(2 * LIMIT))]
     start = time.time()
     proc = subprocess.run(argv + args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=3 * LIMIT)
-    return Job(proc, time.time() - start, out)
+    job = Job(proc, time.time() - start, out)
+    job.left = left_running(out)
+    return job
 
 
-def verdict(ok, seen):
+def left_running(out):
+    """PIDs of the job's processes still alive a moment after it ended (their environment holds its tag),
+    which are then killed: none may be left."""
+    time.sleep(0.5)
+    left, tag = [], ("MXGC_FAULT_JOB=%s\0" % out).encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if tag in f.read():
+                    left.append(int(pid))
+        except OSError:
+            pass
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
+def verdict(ok, seen, *jobs):
+    """("ok" or "WRONG", what the user sees); WRONG too when a process of ``jobs`` was left running."""
+    left = [pid for job in jobs for pid in job.left]
+    if left:
+        return "WRONG", "%s; processes left running: %s" % (seen, left)
     return ("ok" if ok else "WRONG"), seen
 
 
@@ -88,7 +115,7 @@ def exact_sums(store, types, workers=2):
             for group in (others, ["lgc"] if "lgc" in types else []) if group]
     failed = [j for j in jobs if j.code != 0]
     if failed:
-        return verdict(False, failed[0].error_line())
+        return verdict(False, failed[0].error_line(), *jobs)
     job = jobs[0]
     for other in jobs[1:]:
         for r in job.saved:
@@ -109,7 +136,7 @@ def exact_sums(store, types, workers=2):
             wrong.append("lgc: the workers coded different keys")
     return verdict(not wrong and len(job.saved) == workers and checked > 0,
                    "exact sums (%d pulls checked, %s)" % (checked, ", ".join(types)) if not wrong
-                   else "wrong: " + "; ".join(wrong[:4]))
+                   else "wrong: " + "; ".join(wrong[:4]), *jobs)
 
 
 def clear_error(case, settings, text, workers=2, servers=1, **kw):
@@ -118,7 +145,7 @@ def clear_error(case, settings, text, workers=2, servers=1, **kw):
     every = job.errors_on(text, workers)
     return verdict(job.code != 0 and every and job.seconds < LIMIT,
                    "%s (exit %d, %.0f s%s)" % (job.error_line(), job.code, job.seconds,
-                                              "" if every else ", NOT on every worker"))
+                                              "" if every else ", NOT on every worker"), job)
 
 
 def missing_key(compression):
@@ -129,20 +156,20 @@ def missing_key(compression):
 def worker_leaves():
     job = run("leave", {"store": "dist_sync"})
     seen = "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds)
-    return verdict(job.code != 0 and "before the end of the job" in job.output and job.seconds < LIMIT, seen)
+    return verdict(job.code != 0 and "before the end of the job" in job.output and job.seconds < LIMIT, seen, job)
 
 
 def compression_switch(store):
     """4bit leaves a residual of 0.3 - 0.25 per value; set to none, the next push sends it."""
     job = run("switch", {"store": store})
     if job.code != 0:
-        return verdict(False, job.error_line())
+        return verdict(False, job.error_line(), job)
     g = np.float32(0.3)
     owed = g - np.float32(0.25)
     want = [np.full(6, 2 * np.float32(0.25)), np.full(6, 2 * owed), np.zeros(6)]
     ok = all(np.array_equal(s["w/%d" % i], w) for s in job.saved.values() for i, w in enumerate(want))
     return verdict(ok and len(job.saved) == 2, "the residual is sent with the next push (%s per value, exact)" % (2 * owed)
-                   if ok else "pulled %s" % [job.saved[0]["w/%d" % i][0] for i in range(3)])
+                   if ok else "pulled %s" % [job.saved[0]["w/%d" % i][0] for i in range(3)], job)
 
 
 def checkpoint_servers(kind):
@@ -150,12 +177,12 @@ def checkpoint_servers(kind):
     out = tempfile.mkdtemp(prefix="mxgc-fault-")
     saved = run("save", {"kind": kind}, servers=2, out=out)
     if saved.code != 0:
-        return verdict(False, "the saving job failed: " + saved.error_line())
+        return verdict(False, "the saving job failed: " + saved.error_line(), saved)
     text = "resume with 2 servers" if kind == "server-optimizer" else "resume on as many servers"
     job = run("load", {"kind": kind}, servers=1, out=out)
     every = job.errors_on(text, 2)
     return verdict(job.code != 0 and every and job.seconds < LIMIT,
-                   "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds))
+                   "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds), saved, job)
 
 
 def inf_in_lgc(store):
@@ -163,14 +190,14 @@ def inf_in_lgc(store):
     every step finite (tests/test_dist_lgc.py checks the values against a reference)."""
     job = run("inf", {"store": store})
     if job.code != 0:
-        return verdict(False, job.error_line())
+        return verdict(False, job.error_line(), job)
     bad = ["%s rank %d" % (f, r) for r, s in job.saved.items() for f, v in s.items() if f != "coded"
            and not np.isfinite(v).all()]
     warned = "key 'last': 1 (dropped: not sent, any residual unchanged there)" in job.output
     coded = [json.loads(str(s["coded"])) for s in job.saved.values()]
     return verdict(not bad and warned and coded[0] == coded[1] == ["last"] and len(job.saved) == 2,
                    "every pulled value finite, 10 steps, 6 infs; RuntimeWarning: ... key 'last': 1 (dropped: not "
-                   "sent, any residual unchanged there)" if not bad else "non-finite: " + "; ".join(bad[:4]))
+                   "sent, any residual unchanged there)" if not bad else "non-finite: " + "; ".join(bad[:4]), job)
 
 
 def missing_command():
