@@ -22,30 +22,23 @@ import os
 ISAS = ("baseline", "x86-64-v3", "x86-64-v4")
 
 
+def _number(environ, name, default, kind, low):
+    """The variable ``name`` as ``kind`` (int or float), finite and at least ``low`` (above it, for
+    float), or ``default`` when unset."""
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ValueError("%s must be %s, got %r" % (name, "an integer" if kind is int else "a number", raw)) from None
+    if value < low or (kind is float and not low < value < float("inf")):
+        raise ValueError("%s must be %s %s, got %r" % (name, ">=" if kind is int else "finite and >", low, raw))
+    return value
+
+
 def _int(environ, name, default, low):
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError("%s must be an integer, got %r" % (name, raw)) from None
-    if value < low:
-        raise ValueError("%s must be >= %d, got %d" % (name, low, value))
-    return value
-
-
-def _positive(environ, name, default):
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError("%s must be a number of seconds, got %r" % (name, raw)) from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError("%s must be a finite number of seconds > 0, got %r" % (name, raw))
-    return value
+    return _number(environ, name, default, int, low)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +68,7 @@ class Settings:
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
                    rank_line=environ.get("MXNET_GC_RANK_LINE", "") == "1",
-                   collective_timeout=_positive(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0))
+                   collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0))
 
     def pipelining_problems(self):
         """What in MXNet's settings keeps communication from overlapping backward (messages).

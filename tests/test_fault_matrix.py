@@ -19,6 +19,7 @@ CASES = subprocess.run([sys.executable, TOOL, "--short", "--list"], capture_outp
 def test_the_short_form_covers_every_case_of_the_issue():
     assert {"key-order-ps", "key-order-horovod", "init-calls-ps", "init-calls-horovod", "shapes-horovod",
             "shapes-horovod-same-size", "missing-key-horovod-4bit", "missing-key-horovod-none", "worker-leaves",
+            "worker-ends",
             "inf-lgc-ps", "inf-lgc-horovod", "compression-switch-ps", "compression-switch-horovod",
             "checkpoint-servers", "checkpoint-servers-lgc", "missing-command"} <= set(CASES)
 

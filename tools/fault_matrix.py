@@ -53,11 +53,12 @@ class Job:
                 return found.group(1).strip()
         return "(no error printed)"
 
-    def errors_on(self, text, workers):
-        """Whether every worker printed ``text`` (the launcher labels lines [worker r], horovodrun [r])."""
+    def errors_on(self, text, ranks):
+        """Whether the workers of ``ranks`` each printed ``text`` (the launcher labels lines [worker r],
+        horovodrun [r])."""
         lines = self.output.splitlines()
         return all(any(text in line and (("[worker %d]" % r) in line or line.startswith("[%d]" % r))
-                       for line in lines) for r in range(workers))
+                       for line in lines) for r in ranks)
 
 
 def run(case, settings, workers=2, servers=1, out=None, env=None):
@@ -139,10 +140,11 @@ def exact_sums(store, types, workers=2):
                    else "wrong: " + "; ".join(wrong[:4]), *jobs)
 
 
-def clear_error(case, settings, text, workers=2, servers=1, **kw):
-    """The job must fail (non-zero exit) within LIMIT seconds, every worker printing ``text``."""
+def clear_error(case, settings, text, workers=2, servers=1, on=None, **kw):
+    """The job must fail (non-zero exit) within LIMIT seconds, every worker (or those of ``on``) printing
+    ``text``."""
     job = run(case, settings, workers=workers, servers=servers, **kw)
-    every = job.errors_on(text, workers)
+    every = job.errors_on(text, range(workers) if on is None else on)
     return verdict(job.code != 0 and every and job.seconds < LIMIT,
                    "%s (exit %d, %.0f s%s)" % (job.error_line(), job.code, job.seconds,
                                               "" if every else ", NOT on every worker"), job)
@@ -180,7 +182,7 @@ def checkpoint_servers(kind):
         return verdict(False, "the saving job failed: " + saved.error_line(), saved)
     text = "resume with 2 servers" if kind == "server-optimizer" else "resume on as many servers"
     job = run("load", {"kind": kind}, servers=1, out=out)
-    every = job.errors_on(text, 2)
+    every = job.errors_on(text, range(2))
     return verdict(job.code != 0 and every and job.seconds < LIMIT,
                    "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds), saved, job)
 
@@ -234,6 +236,8 @@ CASES = [  # (name, fault, short form, full form)
     ("missing-key-horovod-4bit", "rank 1 never pushes key 'k' (4bit), Horovod", lambda: missing_key("4bit"), None),
     ("missing-key-horovod-none", "the same uncompressed", lambda: missing_key("none"), None),
     ("worker-leaves", "a worker exits 0 at its start while the other pushes, parameter server", worker_leaves, None),
+    ("worker-ends", "a worker exits 0 (its store ends in order) after its first step, parameter server",
+     lambda: clear_error("ends", {"store": "dist_sync"}, "worker 1 ended its part of the job", on=[0]), None),
     ("compression-switch-ps", "4bit, then set_gradient_compression({'type': 'none'}) after pushes",
      lambda: compression_switch("dist_sync"), None),
     ("compression-switch-horovod", "the same on Horovod", lambda: compression_switch("horovod"), None),

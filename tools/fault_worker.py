@@ -13,6 +13,7 @@ expected to fail with a clear error:
 - shapes:   rank 1 initializes a key with another shape ("shape" vs (10, 10); must fail)
 - missing:  rank 1 never pushes key 'k' (must fail on every worker, naming 'k' and rank 1)
 - leave:    the first worker to start exits 0 at once (must fail, naming it)
+- ends:     rank 1 exits 0 after its first step (must fail: rank 0 says rank 1 ended)
 - inf:      'lgc' through all its phases with an inf in a worker's gradient now and then
 - switch:   a 4bit residual, then the compression set to none: the next push sends what was owed
 - save / load: a Gluon trainer (optimizer on the servers, or 'lgc') saves a checkpoint; a job with
@@ -118,10 +119,12 @@ def main():
             kv.init(k, mx.nd.zeros(s))
     elif case == "shapes":
         kv.init(["w", "v"], [mx.nd.zeros((10, 10) if rank == 0 else tuple(settings["shape"])), mx.nd.zeros(3)])
-    elif case in ("missing", "leave"):
+    elif case in ("missing", "leave", "ends"):
         kv.set_gradient_compression(PARAMS[settings.get("compression", "none")])
         kv.init(["a", "k"], [mx.nd.zeros(8), mx.nd.zeros(8)])
-        for _ in range(3):
+        for step in range(3):
+            if case == "ends" and rank == 1 and step == 1:
+                sys.exit(0)  # (its store ends with the process, in order)
             keys = ["a"] if case == "missing" and rank == 1 else ["a", "k"]
             kv.push(keys, [mx.nd.ones(8) for _ in keys])
             outs = [mx.nd.zeros(8) for _ in keys]
