@@ -125,7 +125,8 @@ class HorovodStore(StoreBase):
                 start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
             else:
                 start = lambda: self._hvd.allreduce(send, op=self._hvd.Sum, name=name, priority=priority)  # noqa: E731
-            m.buffers["result"] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start)
+            m.buffers["result"] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
+                                                  blocking=m.coded)
         if lgc_phase in ("train", "lgc"):
             self._lgc.push(grads)
 
@@ -134,7 +135,6 @@ class HorovodStore(StoreBase):
         targets = self._targets(key, out)
         lgc_step, keys = self._lgc_pull(list(targets))
         messages = self._layout.messages_of(keys)
-        self.wait_collectives([self._name(m) for m in messages])
         for m in messages:
             result = m.buffers.get("result")
             outputs = [targets[c.key][0] if c.key in targets else None for c in m.chunks]
@@ -150,6 +150,7 @@ class HorovodStore(StoreBase):
             for c in m.chunks:
                 for extra in targets.get(c.key, [])[1:]:
                     targets[c.key][0].copyto(extra)
+        self.wait_collectives([self._name(m) for m in messages])  # (after the decodes are queued behind them)
         if lgc_step is not None:
             self._lgc_finish({k: t[0] for k, t in targets.items()})
             if lgc_step in ("train", "lgc"):
@@ -168,12 +169,12 @@ class HorovodStore(StoreBase):
     def _name(message):
         return "mxgc.%d" % message.value_key
 
-    def collective(self, name, what, start):
-        """Starts a collective: ``start()`` (a Horovod call, run within the collective timeout; Horovod's
-        allgather returns only once complete) returns its output, written when it completes; ``what``:
-        what it carries, for messages.  ``wait_collectives`` waits for it."""
+    def collective(self, name, what, start, blocking=False):
+        """Starts a collective: ``start()`` (a Horovod call) returns its output, written when it completes;
+        ``what``: what it carries, for messages.  ``wait_collectives`` waits for it.  ``blocking``: the
+        call returns only once complete (Horovod's allgather), so it runs within the collective timeout."""
         self._pushes[name] += 1
-        output = self._timed(start, name, what, time.monotonic() + self._timeout)
+        output = self._timed(start, lambda: (name, what)) if blocking else start()
         self._inflight[name] = (output, what)
         return output
 
@@ -182,19 +183,27 @@ class HorovodStore(StoreBase):
         MXNET_GC_COLLECTIVE_TIMEOUT seconds, or when Horovod aborted one (another worker failed or
         ended), raises RuntimeError on every worker it can reach, saying which keys which ranks did not
         push (the workers exchange how often each started each collective)."""
-        deadline = time.monotonic() + self._timeout
-        for name in names:
-            if name in self._inflight:
-                output, what = self._inflight.pop(name)
-                self._timed(output.wait_to_read, name, what, deadline)
+        waiting = [(n,) + self._inflight.pop(n) for n in names if n in self._inflight]
+        done = []
 
-    def _timed(self, call, name, what, deadline):
+        def wait_all():  # (one call on the helper thread for them all)
+            for _, output, _ in waiting:
+                output.wait_to_read()
+                done.append(output)
+        if waiting:
+            self._timed(wait_all, lambda: (waiting[len(done)][0], waiting[len(done)][2]))
+
+    def _timed(self, call, failing):
+        """``call()`` within the collective timeout; ``failing()``: (name, what) of the collective it waits
+        for when it fails or times out."""
         try:
-            return self._waiter.run(call, deadline)
+            return self._waiter.run(call, time.monotonic() + self._timeout)
         except CollectiveError as e:
+            name, what = failing()
             raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) failed: %s; another worker failed "
                                "or ended before it (its output says why)" % (what, name, e)) from None
         except TimeoutError:
+            name, what = failing()
             raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) did not complete within %g s "
                                "(MXNET_GC_COLLECTIVE_TIMEOUT): %s" % (what, name, self._timeout, self._stall_report())) \
                 from None

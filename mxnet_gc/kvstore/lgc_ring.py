@@ -52,10 +52,11 @@ class RingRounds(LGCRounds):
             self._gathered.append((index, out))
 
     def _collective(self, what, group, start):
-        """Group ``group``'s collective ``what`` (``start(name)`` starts it) through the store's timed calls."""
+        """Group ``group``'s collective ``what`` (``start(name)`` starts it) through the store's timed calls
+        (Horovod's allgathers return once complete)."""
         name = "mxgc.lgc.%d.%s" % (group, what)
         return self.store.collective(name, "lgc's coded tensors %s (%s)" % (self.group_keys()[group], what),
-                                     lambda: start(name))
+                                     lambda: start(name), blocking=what in ("vector", "innov"))
 
     def finish(self, dests):
         step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.store.rank
