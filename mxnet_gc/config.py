@@ -7,7 +7,8 @@
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
 | MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
-| MXNET_GC_RANK_LINE | (set by the launcher) | 1: the dist store prints its rank in a line when it starts (mxnet_gc/launch.py's RANK_LINE) (the launcher then labels the worker's output by rank) |
+| MXNET_GC_RANK_LINE | (set by the launcher) | a line the dist store prints, with its rank, when it starts (the launcher then labels the worker's output by rank) |
+| MXNET_GC_END_LINE | (set by the launcher) | a line the dist store prints once it has passed the job's last barrier (a worker that exits without it left the job early) |
 | OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count when MXNET_GC_NUM_THREADS is unset |
 | DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
 | MXNET_EXEC_BULK_EXEC_TRAIN | MXNet's (1) | MXNet's, read when it starts; pipelined merging overlaps more with 0 (the trainer warns) |
@@ -53,7 +54,8 @@ class Settings:
     num_servers: int
     num_workers: int
     bulk_exec_train: str
-    rank_line: bool
+    rank_line: str  # '' when not under mxnet_gc's launcher
+    end_line: str
     collective_timeout: float
 
     @classmethod
@@ -67,7 +69,7 @@ class Settings:
                    num_servers=_int(environ, "DMLC_NUM_SERVER", 0, 0),
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
-                   rank_line=environ.get("MXNET_GC_RANK_LINE", "") == "1",
+                   rank_line=environ.get("MXNET_GC_RANK_LINE", ""), end_line=environ.get("MXNET_GC_END_LINE", ""),
                    collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0))
 
     def pipelining_problems(self):

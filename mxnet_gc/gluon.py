@@ -38,6 +38,7 @@ from mxnet import gluon
 from . import checkpoint, checkpoint_files, config
 from . import kvstore as gc_kvstore
 from .groups import GroupSelector, format_table
+from .log import logger
 from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
@@ -95,8 +96,9 @@ class Trainer(gluon.Trainer):
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, threshold_groups=None, calibration_steps=50, group_overrides=None,
                  dense_warmup_steps=None, merge=None, pipeline=True, profile_steps=3, nonfinite="warn"):
-        if isinstance(kvstore, str) and kvstore in gc_kvstore.NAMES:
-            kvstore = gc_kvstore.create(kvstore)
+        if compression_params is not None:
+            gc_kvstore.Compression(compression_params)  # (a clear error for bad params, before anything else)
+        kvstore = self._store_of(kvstore, compression_params)
         self._merge_policy = MergePolicy(merge)
         if self._merge_policy.planned and not isinstance(kvstore, StoreBase):
             raise ValueError("merge needs one of mxnet_gc's stores (kvstore='dist_sync' or 'horovod'), got %r"
@@ -123,6 +125,9 @@ class Trainer(gluon.Trainer):
             if (compression_params or {}).get("type") != "4bit":
                 raise ValueError("threshold_groups needs compression_params of type '4bit', got %r"
                                  % (compression_params,))
+            if threshold_groups != "auto" and not isinstance(threshold_groups, dict):
+                raise ValueError("threshold_groups must be 'auto' (the groups small, medium and large) or a dict "
+                                 "from group name to levels, got %r" % (threshold_groups,))
             self._groups = GroupSelector(None if threshold_groups == "auto" else threshold_groups,
                                          calibration_steps, group_overrides)
         if isinstance(kvstore, StoreBase):
@@ -141,6 +146,24 @@ class Trainer(gluon.Trainer):
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params={"type": "none"} if compression_params and first_sends_dense
                          else self._compression, update_on_kvstore=update_on_kvstore)
+
+    @staticmethod
+    def _store_of(kvstore, compression):
+        """The store to train with: mxnet_gc's for its names; MXNet's single-process stores (or none) as
+        gluon.Trainer takes them, with a warning when a compression was asked for (nothing compresses
+        there, in MXNet either); ValueError for any other name."""
+        if isinstance(kvstore, str) and kvstore in gc_kvstore.NAMES:
+            return gc_kvstore.create(kvstore)
+        if kvstore is None or kvstore in gc_kvstore.LOCAL_NAMES:
+            if compression and compression.get("type") != "none":
+                warnings.warn("mxnet_gc: kvstore=%r trains in one process, where nothing is sent: compression_params "
+                              "%r are not used (MXNet ignores them there too); for a distributed job use "
+                              "kvstore='dist_sync' (started by python -m mxnet_gc.launch) or 'horovod' (horovodrun)"
+                              % (kvstore, compression), stacklevel=3)
+            return kvstore
+        if isinstance(kvstore, str):
+            raise ValueError(gc_kvstore.unknown_store(kvstore))
+        return kvstore
 
     @staticmethod
     def _warmup_steps(compression, asked):
@@ -251,15 +274,12 @@ class Trainer(gluon.Trainer):
     def _switch(self, left, entered):
         """What changes between two phases (a collective call: every worker switches at the same step)."""
         kv = self._kvstore
-        if kv.rank == 0:
-            print("mxnet_gc: step %d: phase %s -> %s (%s)" % (self.schedule.step, left.name, entered.name,
-                                                               entered.sends), flush=True)
+        logger.info("step %d: phase %s -> %s (%s)", self.schedule.step, left.name, entered.name, entered.sends)
         keys, params = self._trained()
         if left.name == "calibrate":  # (the statistics were gathered in the trainer's order)
             table = self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
-            if kv.rank == 0:
-                print("mxnet_gc: threshold groups after %d calibration steps:\n%s"
-                      % (self._groups.calibration_steps, format_table(table)), flush=True)
+            logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
+                        format_table(table))
         if entered.sends == "compressed" and left.sends == "dense":
             kv.set_gradient_compression(self._compression_of(keys))
         if left.name == "profile":
@@ -267,11 +287,9 @@ class Trainer(gluon.Trainer):
             backward_keys, backward_params = self._trained(backward=True)
             layers, cost = self._profiler.measure(kv, backward_params, backward_keys)
             plan = self._merge_policy.make_plan(layers, cost)
-            if kv.rank == 0:
-                print("mxnet_gc: transport cost %.3f ms + %.3f ms/MB per message, %.3f ms of CPU per message, "
-                      "machine %.0f%% busy during backward; %s" % (1e3 * cost.alpha, 1e9 * cost.beta,
-                                                                   1e3 * cost.host, 100 * cost.contention,
-                                                                   plan.describe(layers)), flush=True)
+            logger.info("transport cost %.3f ms + %.3f ms/MB per message, %.3f ms of CPU per message, machine %.0f%% "
+                        "busy during backward; %s", 1e3 * cost.alpha, 1e9 * cost.beta, 1e3 * cost.host,
+                        100 * cost.contention, plan.describe(layers))
             self._use_plan()
 
     def _compression_of(self, keys):

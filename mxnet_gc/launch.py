@@ -29,11 +29,12 @@ import sys
 import threading
 import time
 
-# A worker's mxnet_gc store prints this and its rank (ps-lite's, known once the store exists) when the
-# launcher asks with MXNET_GC_RANK_LINE=1: the launcher then labels that worker's output by rank.
+# A worker's mxnet_gc store prints this and its rank (ps-lite's, known once the store exists): the
+# launcher then labels that worker's output by rank...
 RANK_LINE = "mxnet_gc: this worker's rank is"
 # ... and this line once it has passed the job's last barrier (its store ended with the job's end): a
 # worker that exits 0 without it while others still run left the job early (they wait for it forever).
+# The launcher gives both to the workers in MXNET_GC_RANK_LINE and MXNET_GC_END_LINE (config.py).
 END_LINE = "mxnet_gc: this worker's store ended with the job"
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
@@ -255,7 +256,7 @@ class Job:
             "DMLC_NODE_HOST": host,
         }
         if role == "worker":
-            env["MXNET_GC_RANK_LINE"] = "1"
+            env["MXNET_GC_RANK_LINE"], env["MXNET_GC_END_LINE"] = RANK_LINE, END_LINE
         env.update(variables(self.args.env, role))
         return env
 

@@ -82,7 +82,7 @@ def check_dense_float32(name, array):
     if array.stype != "default":
         raise TypeError("%s must be a dense NDArray, got storage type %r" % (name, array.stype))
     if array.dtype != np.float32:
-        raise TypeError("%s must be float32, got %s (cast float16 gradients with .astype('float32'))"
+        raise TypeError("%s must be float32, got %s (cast it with .astype('float32'))"
                         % (name, np.dtype(array.dtype).name))
     if array.context.device_type != "cpu":
         raise TypeError("%s must be on the CPU, got %s" % (name, array.context))

@@ -1,11 +1,15 @@
 """The codec registry: a ``type`` name maps to a codec class; ``create(params)`` builds one.
 
 A codec class registers itself with ``@register``; its constructor takes the params dict minus
-``type`` and raises ValueError naming any bad or unknown field.
+``type`` and raises ValueError naming any bad or unknown field (a class's ``hints`` say what to use
+instead of a parameter it does not take).  'gc_2bit', the stores' name of mxnet_gc's 2bit kernels, is
+'2bit' here: one encoding, MXNet's (mxnet_gc has only its own kernels; on a store '2bit' runs MXNet's).
 """
+import difflib
 import inspect
 
 _CODECS = {}
+ALIASES = {"gc_2bit": "2bit"}
 
 
 def register(cls):
@@ -34,7 +38,7 @@ def create(params):
         raise ValueError("codec params must be a dict with a 'type' key, got %r" % (params,))
     if "type" not in params:
         raise ValueError("codec params need a 'type' (one of %s), got %r" % (", ".join(available()), params))
-    kind = params["type"]
+    kind = ALIASES.get(params["type"], params["type"])
     if kind not in _CODECS:
         raise ValueError("unknown codec type %r; supported types: %s" % (kind, ", ".join(available())))
     cls = _CODECS[kind]
@@ -42,6 +46,12 @@ def create(params):
     kwargs = {k: v for k, v in params.items() if k != "type"}
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise ValueError("%s: unknown parameter(s) %s; accepted: %s"
-                         % (kind, ", ".join(map(repr, unknown)), ", ".join(["type"] + accepted)))
+        own, hints = getattr(cls, "hints", {}), []
+        for u in unknown:
+            close = difflib.get_close_matches(u, accepted, 1)
+            if u in own or close:
+                hints.append(own.get(u) or "did you mean %r?" % close[0])
+        raise ValueError("%s: unknown parameter(s) %s; accepted: %s%s"
+                         % (kind, ", ".join(map(repr, unknown)), ", ".join(["type"] + accepted),
+                            "".join("; " + h for h in hints)))
     return cls(**kwargs)

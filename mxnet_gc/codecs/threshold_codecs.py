@@ -129,6 +129,8 @@ class FourBitCodec(ThresholdCodec):
 
     type = "4bit"
     bits = 4
+    hints = {"threshold": "4bit takes 'thresholds', 1 to 7 levels or a group name ('small', 'medium', 'large'); "
+                          "a 2bit 'threshold' does not carry over to them (docs/migration.md)"}
 
     def __init__(self, thresholds="medium"):
         if isinstance(thresholds, str):

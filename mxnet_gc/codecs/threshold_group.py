@@ -66,8 +66,8 @@ def _validate_levels(levels, field):
         if not math.isfinite(t32) or t32 <= 0:
             raise ValueError("%s[%d] must be positive and finite in float32, got %r" % (field, k, t))
         if out and t32 <= out[-1]:
-            raise ValueError("%s must be strictly increasing (in float32), but %s[%d] = %r follows %r"
-                             % (field, field, k, t, out[-1]))
+            raise ValueError("%s must be strictly increasing (in float32), got [%s]: level %d (%g) is not above "
+                             "level %d (%g)" % (field, ", ".join("%g" % x for x in levels), k, t, k - 1, levels[k - 1]))
         out.append(t32)
     return tuple(out)
 

@@ -53,8 +53,8 @@ class Compression:
 
     def __init__(self, params):
         if not isinstance(params, dict) or "type" not in params:
-            raise ValueError("gradient compression params must be a dict with a 'type' (one of %s), got %r"
-                             % (", ".join(supported_types()), params))
+            raise ValueError("gradient compression params must be a dict with a 'type' (one of %s), such as "
+                             "{'type': '4bit'}, got %r" % (", ".join(supported_types()), params))
         params = dict(params)
         kind = params.pop("type")
         self.type = kind

@@ -14,8 +14,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import config
-from ..launch import END_LINE, RANK_LINE
+from .. import config, log
 from . import agreement, protocol
 from .base import StoreBase, exit_at_once_on_error
 from .compression import Compression
@@ -31,12 +30,12 @@ PULL_STAGES = 8
 PULL_STAGE_MIN_BYTES = 1 << 20
 
 
-def _end_job(link, tell_launcher):
+def _end_job(link, end_line):
     """At exit (or when the store is freed): this worker's part of the job's end (MXNet's last barrier),
     then, under mxnet_gc's launcher, the line that tells it this worker ended with the job."""
     link.end_job()
-    if tell_launcher:
-        print(END_LINE, flush=True)
+    if end_line:
+        print(end_line, flush=True)
 
 
 def _private(arrays, key, shape):
@@ -66,8 +65,9 @@ class DistSyncStore(StoreBase):
         if self._kv.type != "dist_async":
             raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
         exit_at_once_on_error()
+        log.set_up(self.rank)
         if settings.rank_line:
-            print("%s %d" % (RANK_LINE, self._kv.rank), flush=True)
+            print("%s %d" % (settings.rank_line, self._kv.rank), flush=True)
         self._num_servers = settings.num_servers
         self._alloc = protocol.KeyAllocator(self._num_servers)
         self._layout = Layout(self._num_servers, settings.bigarray_bound, self._alloc)
@@ -85,7 +85,7 @@ class DistSyncStore(StoreBase):
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
         self._link = ServerLink(self._kv, self._num_servers, self._alloc)
-        weakref.finalize(self, _end_job, self._link, settings.rank_line)
+        weakref.finalize(self, _end_job, self._link, settings.end_line)
         if self.asynchronous:
             self._link.count_rounds = False
             self._link.command("asynchronous")

@@ -21,7 +21,7 @@ import time
 import mxnet as mx
 import numpy as np
 
-from .. import config
+from .. import config, log
 from . import agreement, protocol
 from .base import StoreBase, exit_at_once_on_error
 from .collective_wait import CollectiveError, Waiter
@@ -45,6 +45,7 @@ class HorovodStore(StoreBase):
         hvd.init()
         exit_at_once_on_error()
         self._hvd = hvd
+        log.set_up(self.rank)
         self._timeout = config.settings().collective_timeout
         self._waiter = Waiter()
         self._pushes = collections.Counter()  # collective name -> how often this worker started it

@@ -16,6 +16,7 @@ from ..lgc.autoencoder import Autoencoder
 from ..lgc.coder import GroupCoder
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
+from ..log import logger
 from ..schedule import Schedule
 
 REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
@@ -113,10 +114,9 @@ class LGCRounds:
             if self.store.rank == 0:
                 errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
                 seconds = sum(g.coder.network_seconds for g in self.groups)
-                print("mxnet_gc: lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f; "
-                      "autoencoder on this worker %.2f ms per step (over the last %d steps)"
-                      % (step, np.mean(errors), np.median(errors), 1e3 * seconds / REPORT_EVERY, REPORT_EVERY),
-                      flush=True)
+                logger.info("lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f; "
+                            "autoencoder on this worker %.2f ms per step (over the last %d steps)", step,
+                            np.mean(errors), np.median(errors), 1e3 * seconds / REPORT_EVERY, REPORT_EVERY)
             for g in self.groups:
                 del g.coder.errors[:]
                 g.coder.network_seconds = 0.0
@@ -131,8 +131,7 @@ class LGCRounds:
 
     def _switch(self, phase):
         store = self.store
-        if store.rank == 0:
-            print("mxnet_gc: lgc step %d: phase %s -> %s" % (self.schedule.step, self.installed, phase), flush=True)
+        logger.info("lgc step %d: phase %s -> %s", self.schedule.step, self.installed, phase)
         previous, self.installed = self.installed, phase
         resume, self._resume = self._resume, None
         if phase.startswith("sparse-") or phase == "dense":

@@ -36,8 +36,7 @@ class CompressedServer(KVStoreServer):
         super().run()
         a = self.aggregator  # (ps-lite has stopped: the rank comes from the aggregator)
         rank, pushes, received = (a.server_rank, a.pushes, a.bytes) if a else (-1, 0, 0)
-        log.info("server %d done: %d pushes, %d bytes received", rank, pushes, received)
-        print("mxnet_gc server %d: %d pushes, %d bytes received" % (rank, pushes, received), flush=True)
+        log.info("%d: %d pushes, %d bytes received", rank, pushes, received)
 
 
 def main():

@@ -85,6 +85,10 @@ class LGCOptions:
         self.ramp_steps = _int("ramp_steps", p["ramp_steps"], 0)
         self.ramp_start = _real("ramp_start", p["ramp_start"], 0, 1, high_open=False)
         if self.ramp_start < self.density:
+            if "ramp_start" not in params:
+                raise ValueError("lgc: 'density' %g is above the sparse ramp's default start, 'ramp_start' %g: give a "
+                                 "'ramp_start' of at least %g (or a smaller density)"
+                                 % (self.density, self.ramp_start, self.density))
             _fail("ramp_start", "at least density (%g)" % self.density, self.ramp_start)
         self.ramp_stages = _int("ramp_stages", p["ramp_stages"], 1)
         if self.ramp_steps and self.ramp_steps < self.ramp_stages:
