@@ -36,6 +36,7 @@ from mxnet_gc.schedule import Schedule  # noqa: E402
 from mxnet_gc.traffic import socket_bytes  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # of the Fashion-MNIST training images
+BEST_2BIT_THRESHOLD = 0.005  # MXNet 2bit's best threshold in `make study`'s sweep on the CNN (docs/accuracy.md)
 
 
 def build_model(name):
@@ -113,19 +114,26 @@ def plot_curves(log, path):
     plt.close(fig)
 
 
-def stuck_at_chance(train_loss, classes=10):
+def stuck_at_chance(train_loss, args, classes=10):
     """A warning when an epoch's mean training loss is a uniform guess's, ln(classes): the network gives
-    every image the same output, as one whose units died early does (too coarse gradients from the
-    first step: warm up dense longer)."""
-    if abs(train_loss - np.log(classes)) < 0.01:
-        return ("warning: the training loss %.4f is ln(%d), a uniform guess's: the network is not learning "
-                "(try a longer --dense-warmup-steps)" % (train_loss, classes))
-    return None
+    every image the same output, as one whose units died early does (levels too coarse for its
+    gradients, or too coarse gradients from the first step), with what to change."""
+    if abs(train_loss - np.log(classes)) >= 0.01:
+        return None
+    if args.compression in ("2bit", "gc_2bit"):
+        fix = "a smaller --threshold than %g (the best of docs/accuracy.md's sweep on this CNN: %g)" % (
+            args.threshold, BEST_2BIT_THRESHOLD)
+    elif args.compression == "4bit":
+        fix = "a smaller threshold group (--thresholds small, or --groups) or a longer --dense-warmup-steps"
+    else:
+        fix = "a longer --dense-warmup-steps or a smaller --lr"
+    return ("warning: the training loss %.4f is ln(%d), a uniform guess's: the network is not learning (try %s)"
+            % (train_loss, classes, fix))
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn", help="the network")
     p.add_argument("--kvstore", "--kv-store", default="dist_sync",
                    help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
     p.add_argument("--compression", "--gc-type", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk", "lgc"], default="4bit",
@@ -143,7 +151,8 @@ def parse_args(argv=None):
                    help="layerwise_topk: DGC momentum correction factor (0: off)")
     p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")
     p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
-    p.add_argument("--threshold", "--gc-threshold", type=float, default=0.5, help="2bit threshold")
+    p.add_argument("--threshold", "--gc-threshold", type=float, default=BEST_2BIT_THRESHOLD,
+                   help="2bit threshold (MXNet's default, 0.5, stops this CNN from learning: docs/accuracy.md)")
     p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
     p.add_argument("--compressed-pull", action="store_true",
                    help="gc_2bit, 4bit: the servers send the summed update back compressed too (optimizer on the "
@@ -154,15 +163,15 @@ def parse_args(argv=None):
     p.add_argument("--dense-warmup-steps", type=int, default=None,
                    help="dense steps before the compression starts (default: the codec's warm-up, 50 steps for "
                         "mxnet_gc's codecs, counting --groups' calibration; 0: compress from the first step)")
-    p.add_argument("--epochs", "--num-epochs", type=int, default=3)
+    p.add_argument("--epochs", "--num-epochs", type=int, default=3, help="passes over the training images")
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.05, help="SGD's learning rate (the gradients are summed over workers)")
     p.add_argument("--lr-steps", "--lr-step-epochs", default="", help="epochs after which the learning rate is multiplied by "
                                                   "--lr-factor, comma-separated")
-    p.add_argument("--lr-factor", type=float, default=0.1)
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--wd", type=float, default=1e-4)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lr-factor", type=float, default=0.1, help="the learning rate's factor at each --lr-steps")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum (on the workers)")
+    p.add_argument("--wd", type=float, default=1e-4, help="weight decay")
+    p.add_argument("--seed", type=int, default=1, help="seed of the weights and of the data's order")
     p.add_argument("--limit", type=int, default=0, help="use only the first N training images (quick runs)")
     p.add_argument("--test-limit", type=int, default=0, help="test on the first N test images only (quick runs)")
     p.add_argument("--log", "--log-file", help="JSON log of every epoch (written by rank 0)")
@@ -241,7 +250,7 @@ def main(argv=None):
                 say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
                                                           loss.mean().asscalar()), flush=True)
         train_loss = float(losses.get()[1])
-        stuck = stuck_at_chance(train_loss)
+        stuck = stuck_at_chance(train_loss, args)
         if stuck:
             say(stuck, flush=True)
         elapsed = time.time() - start
