@@ -205,11 +205,16 @@ def test_a_loss_stuck_at_a_uniform_guess_is_reported():
     """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
     units died in the first coarse 4bit steps does), and stays quiet otherwise."""
     example = load_example()
-    assert "not learning" in example.stuck_at_chance(2.3026)
-    assert example.stuck_at_chance(2.28) is None and example.stuck_at_chance(0.45) is None
+    four_bit = example.parse_args(["--compression", "4bit"])
+    assert "not learning (try a smaller threshold group" in example.stuck_at_chance(2.3026, four_bit)
+    two_bit = example.parse_args(["--compression", "2bit", "--threshold", "0.5"])
+    assert "try a smaller --threshold than 0.5 (the best of docs/accuracy.md's sweep on this CNN: 0.005)" in \
+        example.stuck_at_chance(2.3026, two_bit)
+    assert example.parse_args([]).threshold == 0.005
+    assert example.stuck_at_chance(2.28, four_bit) is None and example.stuck_at_chance(0.45, four_bit) is None
     log = {"args": {"compression": "4bit"}, "workers": 2, "compression": {"type": "4bit"}, "schedule": "",
            "epochs": [{"epoch": 1, "test_accuracy": 0.1, "phases": [], "bytes_sent": 10, "dense_push_bytes": 80,
-                       "warning": example.stuck_at_chance(2.3026)}]}
+                       "warning": example.stuck_at_chance(2.3026, four_bit)}]}
     assert "epoch 1: warning: the training loss 2.3026 is ln(10)" in example.report(log)
 
 
