@@ -67,7 +67,10 @@ class BuildMXNetLibrary(build_ext):
             list(pool.map(subprocess.check_call, commands))
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        subprocess.check_call(["g++", "-shared", "-fopenmp", *objects, "-o", target])
+        # -Bsymbolic: the library's own definitions serve its own references, so that libmxnet.so's copy of
+        # lib_api (made global when Horovod loads its MXNet library first, with RTLD_GLOBAL) is never bound
+        # to ours: import horovod.mxnet, then mxnet_gc, crashed in the operators' registration.
+        subprocess.check_call(["g++", "-shared", "-fopenmp", "-Wl,-Bsymbolic", *objects, "-o", target])
 
 
 setup(

@@ -177,6 +177,7 @@ def parse_args(argv=None):
     p.add_argument("--log", "--log-file", help="JSON log of every epoch (written by rank 0)")
     p.add_argument("--checkpoint", help="save a checkpoint with this prefix after every epoch ('{epoch}' in it: "
                                         "one checkpoint per epoch, e.g. run-{epoch})")
+    p.add_argument("--keep-checkpoints", type=int, default=1, help="how many of the newest checkpoints to keep")
     p.add_argument("--resume", help="continue from the checkpoint with this prefix")
     return p.parse_args(argv)
 
@@ -276,7 +277,8 @@ def main(argv=None):
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)
         if args.checkpoint:
-            trainer.save_checkpoint(args.checkpoint.replace("{epoch}", str(epoch + 1)), extra={"epoch": epoch + 1})
+            trainer.save_checkpoint(args.checkpoint.replace("{epoch}", str(epoch + 1)), extra={"epoch": epoch + 1},
+                                    keep=args.keep_checkpoints)
     if lgc:  # the autoencoder's weights, moved at the switch to the lgc phase and after each fine-tuning step
         log["autoencoder_bytes"] = kv.lgc.autoencoder_bytes
     if rank == 0 and trainer.group_table:

@@ -22,6 +22,7 @@ from . import codecs  # noqa: E402  (needs the operators loaded above)
 from .codecs import ThresholdGroup  # noqa: E402
 from . import kvstore  # noqa: E402
 from . import gluon  # noqa: E402
+from . import checkpoint  # noqa: E402  (export: a checkpoint's weights for net.load_parameters)
 
 __version__ = "0.1.0"
-__all__ = ["codecs", "kvstore", "gluon", "ThresholdGroup", "set_num_threads", "get_num_threads", "kernel_isa"]
+__all__ = ["codecs", "kvstore", "gluon", "checkpoint", "ThresholdGroup", "set_num_threads", "get_num_threads", "kernel_isa"]

@@ -315,9 +315,10 @@ class Trainer(gluon.Trainer):
                 "threshold_groups": self._groups is not None, "update_on_kvstore": bool(self._update_on_kvstore),
                 "parameters": [[p.name, list(p.shape)] for p in self._params]}
 
-    def save_checkpoint(self, prefix, extra=None):
-        """Saves what an exact resume needs (a collective call on the workers; see checkpoint.py).
-        ``extra`` (JSON) comes back from ``load_checkpoint``."""
+    def save_checkpoint(self, prefix, extra=None, keep=1):
+        """Saves what an exact resume needs (a collective call on the workers; see checkpoint.py): files
+        prefix-SSSS.* of this step, listed in prefix.trainer.json with the ``keep`` - 1 checkpoints before
+        it (older ones are deleted).  ``extra`` (JSON) comes back from ``load_checkpoint``."""
         if not self._ours():
             raise RuntimeError("save_checkpoint needs one of mxnet_gc's stores")
         state = {"configuration": self._configuration(), "rescale_grad": self._optimizer.rescale_grad,
@@ -327,15 +328,17 @@ class Trainer(gluon.Trainer):
                  "servers": self._kvstore.num_servers}
         weights = {p.name: p.data() for p in self._params}
         states = None if self._update_on_kvstore else self._updaters[0].get_states(dump_optimizer=True)
-        checkpoint.save(prefix, self._kvstore, self.schedule.step, weights, states, state)
+        checkpoint.save(prefix, self._kvstore, self.schedule.step, weights, states, state, keep)
 
-    def load_checkpoint(self, prefix):
-        """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step).
+    def load_checkpoint(self, prefix, step=None):
+        """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step): the
+        newest the prefix keeps, or that of ``step``.
 
         Refuses a corrupt file, a file of another save, or a checkpoint of a job with other settings
         (workers, compression, parameters), saying what differs.  Returns the ``extra`` saved with it.
+        ``mxnet_gc.checkpoint.export(prefix, net, fname)`` writes its weights for ``net.load_parameters``.
         """
-        state, tag = checkpoint.load(prefix)
+        state, tag = checkpoint.load(prefix, step)
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
         # a resumed trainer sends it now, so it needs the value of the run that saved.
         self._optimizer.rescale_grad = state["rescale_grad"]

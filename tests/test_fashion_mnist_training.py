@@ -29,7 +29,7 @@ def train(tmp_path, *args):
 def checkpoint_file(prefix, suffix):
     """The file of the checkpoint ``prefix`` (its manifest lists them) whose name ends with ``suffix``."""
     with open(prefix + ".trainer.json") as f:
-        (name,) = [n for n in json.load(f)["files"] if n.endswith(suffix)]
+        (name,) = [n for n in json.load(f)["checkpoints"][0]["files"] if n.endswith(suffix)]
     return os.path.join(os.path.dirname(prefix), name)
 
 
@@ -53,7 +53,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     assert "threshold groups after 5 calibration steps" in proc.stdout
     assert all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
     with open(whole + ".trainer.json") as f:
-        table = json.load(f)["groups"]["table"]
+        table = json.load(f)["checkpoints"][0]["groups"]["table"]
     assert {row["group"] for row in table} <= {"small", "medium", "large"}
 
 
@@ -63,7 +63,7 @@ def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
                                                       "0.05", "--merge", "dp")
     assert 0 < epochs[1]["bytes_sent"] < 0.5 * epochs[1]["dense_push_bytes"]  # (the first has the probes)
     with open(whole + ".trainer.json") as f:
-        plan = json.load(f)["merge"]["plan"]
+        plan = json.load(f)["checkpoints"][0]["merge"]["plan"]
     assert plan["strategy"] == "dp" and plan["groups"] and "merge plan (dp)" in proc.stdout
     assert "merge plan" not in resumed.stdout  # no new profiling: the saved plan is used
 

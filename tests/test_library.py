@@ -62,3 +62,12 @@ def test_stale_library_names_the_fix(tmp_path):
     proc, _ = import_copy(tmp_path, edit_source)
     err = proc.stderr
     assert proc.returncode != 0 and "ImportError" in err and "is stale" in err and "make install" in err
+
+
+def test_loads_after_horovod():
+    """Horovod loads its MXNet library with RTLD_GLOBAL, which makes libmxnet.so's own copy of MXNet's
+    library interface global; the library must still register its operators (it used to crash)."""
+    proc = subprocess.run([sys.executable, "-c", "import horovod.mxnet, mxnet as mx, mxnet_gc; "
+                           "print(mx.nd.mxgc_count_nonfinite(mx.nd.array([1, float('nan')]), num_arrays=1))"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "[1.]" in proc.stdout, proc.stderr[-2000:]

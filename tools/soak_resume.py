@@ -37,9 +37,10 @@ def command(args, *extra, tag=None):
 
 
 def manifest(prefix):
+    """The newest checkpoint's entry of the manifest prefix.trainer.json, or None."""
     try:
         with open(prefix + ".trainer.json") as f:
-            return json.load(f)
+            return json.load(f)["checkpoints"][0]
     except (OSError, ValueError):
         return None
 
@@ -111,14 +112,14 @@ def main():
     print("soak: killed a worker %.1f s after the checkpoint of epoch %d; launcher exit code %d, %s; "
           "last checkpoint: epoch %d, step %d" % (delay, args.kill_after_epoch, proc.returncode,
                                                  "named the killed worker" if killed else "did NOT report the kill",
-                                                 last, manifest(cut)["steps_done"]), flush=True)
+                                                 last, manifest(cut)["step"]), flush=True)
     left = processes_with_env(tag)
     subprocess.run(command(args, "--resume", cut, "--checkpoint", resumed), cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
     a, b = final_state(whole), final_state(resumed)
     differing = sorted(k for k in a if k not in b or a[k].dtype != b[k].dtype or a[k].shape != b[k].shape
                        or a[k].tobytes() != b[k].tobytes())  # bit for bit
-    steps = manifest(whole)["steps_done"]
+    steps = manifest(whole)["step"]
     print("soak: %d steps; resumed from epoch %d; %d arrays compared (weights and both workers' residuals); "
           "%d differ; processes left after the kill: %d; %.0f s in all"
           % (steps, last, len(a), len(differing), len(left), time.time() - start), flush=True)
