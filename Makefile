@@ -49,9 +49,9 @@ bench: install
 	$(PY) tools/bench_codecs.py
 
 # The network benchmark on namespaced, bandwidth-limited hosts (root; about 40 minutes on 2 cores):
-# rewrites its section of docs/performance.md, docs/bench_network.csv and docs/bench_network.png.
+# rewrites its section of docs/performance.md, docs/results/bench_network.csv and docs/results/bench_network.png.
 bench-network: install data
-	$(PY) tools/bench_network.py --csv docs/bench_network.csv --plot docs/bench_network.png \
+	$(PY) tools/bench_network.py --csv docs/results/bench_network.csv --plot docs/results/bench_network.png \
 		--markdown docs/performance.md
 
 # Layer-wise sparsification on the same harness (root; about 2 hours on 2 cores): layer-wise, one-bucket,
@@ -65,30 +65,30 @@ SPARSE_MODES = topk-layerwise topk-one topk-merged topk-pipelined
 SPARSE_RUN = $(PY) tools/bench_network.py --rates 100mbit 1gbit --workers 2 4 --steps 8 --repeats 3 \
 	--markdown docs/layerwise_sparsification.md
 bench-sparse: install
-	$(SPARSE_RUN) --models cnn-fc --modes $(SPARSE_MODES) --csv docs/bench_sparse_cnnfc_repeats.csv \
-		--plot docs/bench_sparse_cnnfc_repeats.png --section sparse-cnn-fc-repeats
+	$(SPARSE_RUN) --models cnn-fc --modes $(SPARSE_MODES) --csv docs/results/bench_sparse_cnnfc_repeats.csv \
+		--plot docs/results/bench_sparse_cnnfc_repeats.png --section sparse-cnn-fc-repeats
 	$(SPARSE_RUN) --models cnn-fc --modes $(addprefix hvd-,$(SPARSE_MODES)) \
-		--csv docs/bench_sparse_cnnfc_horovod_repeats.csv --plot docs/bench_sparse_cnnfc_horovod_repeats.png \
+		--csv docs/results/bench_sparse_cnnfc_horovod_repeats.csv --plot docs/results/bench_sparse_cnnfc_horovod_repeats.png \
 		--section sparse-cnn-fc-horovod-repeats
 	$(SPARSE_RUN) --models mlp-deep --modes topk-layerwise topk-one topk-pipelined \
-		--csv docs/bench_sparse_deep_repeats.csv --plot docs/bench_sparse_deep_repeats.png --section sparse-deep-repeats
+		--csv docs/results/bench_sparse_deep_repeats.csv --plot docs/results/bench_sparse_deep_repeats.png --section sparse-deep-repeats
 	$(SPARSE_RUN) --models mlp10m mlp-deep --modes $(addprefix hvd-,$(SPARSE_MODES)) \
-		--csv docs/bench_sparse_mlp_horovod_repeats.csv \
-		--plot docs/bench_sparse_mlp_horovod_repeats.png --section sparse-mlp-horovod-repeats
+		--csv docs/results/bench_sparse_mlp_horovod_repeats.csv \
+		--plot docs/results/bench_sparse_mlp_horovod_repeats.png --section sparse-mlp-horovod-repeats
 	$(PY) tools/bench_network.py --models cnn-fc --modes none topk-pipelined hvd-gc-none hvd-topk-pipelined \
-		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_dense_repeats.csv \
-		--plot docs/bench_sparse_dense_repeats.png --markdown docs/layerwise_sparsification.md \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse_dense_repeats.csv \
+		--plot docs/results/bench_sparse_dense_repeats.png --markdown docs/layerwise_sparsification.md \
 		--section sparse-dense-repeats
 	$(PY) tools/bench_network.py --models cnn-fc --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
-		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_cnnfc_horovod.csv \
-		--plot docs/bench_sparse_fixed_cnnfc_horovod.png
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse_fixed_cnnfc_horovod.csv \
+		--plot docs/results/bench_sparse_fixed_cnnfc_horovod.png
 	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
-		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/bench_sparse_fixed_mlp_horovod.csv \
-		--plot docs/bench_sparse_fixed_mlp_horovod.png
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse_fixed_mlp_horovod.csv \
+		--plot docs/results/bench_sparse_fixed_mlp_horovod.png
 
 # The accuracy study (docs/accuracy.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
 # one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
-# on 2 cores; keeps each run in docs/accuracy.json as it ends, so a second call resumes).
+# on 2 cores; keeps each run in docs/results/accuracy.json as it ends, so a second call resumes).
 # study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 4 configurations x 2 seeds x 5 epochs, with
 # the CNN study's tuned 2bit threshold (run study first; about 20 minutes a run, 2.7 hours in all, on
 # 2 cores: 260 to 310 images/s; resumes like study).
@@ -96,14 +96,14 @@ study: install data
 	$(PY) tools/study_accuracy.py
 study-resnet20: install data
 	$(PY) tools/study_accuracy.py --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
-		--tuned-by docs/accuracy.json --json docs/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
+		--tuned-by docs/results/accuracy.json --json docs/results/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
 		"4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
 # seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and
 # their plots).  bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
 # server and on Horovod, on the namespaced harness (root; about 25 minutes; rewrites its section of
-# docs/lgc.md, docs/bench_lgc.csv and docs/bench_lgc.png).
+# docs/lgc.md, docs/results/bench_lgc.csv and docs/results/bench_lgc.png).
 study-lgc: install data
 	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3
 	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3 --more \
@@ -117,7 +117,7 @@ bench-lgc: install data
 	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none 4bit-groups topk-1e-3 lgc hvd-gc-none \
 		hvd-topk-1e-3 hvd-lgc \
 		--rates 100mbit 1gbit \
-		--workers 2 4 --steps 8 --repeats 3 --csv docs/bench_lgc.csv --plot docs/bench_lgc.png \
+		--workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_lgc.csv --plot docs/results/bench_lgc.png \
 		--markdown docs/lgc.md --section lgc
 
 # The C++ kernels and a fuzz driver (tests/asan/kernel_fuzz.cc) built with AddressSanitizer and

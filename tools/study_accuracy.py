@@ -14,7 +14,7 @@ are calibrated on them), and so does the top-k one.
    95% t interval of its difference to uncompressed, paired by seed; each claim gets a verdict
    (supported, refuted, or cannot tell at this number of seeds).
 
-Runs are kept in the JSON file (default docs/accuracy.json) as they finish, so an interrupted study
+Runs are kept in the JSON file (default docs/results/accuracy.json) as they finish, so an interrupted study
 resumes where it stopped; a run is identified by its full argument list and seed.  Writes the plots
 ``<prefix>_epochs.png`` (test accuracy against epoch, mean and min-max band over seeds),
 ``<prefix>_bytes.png`` (against rank 0's traffic) and, with sweeps, ``<prefix>_sweeps.png``; prints the
@@ -22,8 +22,8 @@ tables and verdicts for docs/accuracy.md.
 
     .venv/bin/python tools/study_accuracy.py                      # the CNN study (make study)
     .venv/bin/python tools/study_accuracy.py --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 \\
-        --no-sweep --tuned-by docs/accuracy.json --configs uncompressed "MXNet 2bit" \\
-        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json docs/accuracy_resnet20.json
+        --no-sweep --tuned-by docs/results/accuracy.json --configs uncompressed "MXNet 2bit" \\
+        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json docs/results/accuracy_resnet20.json
 """
 import argparse
 import json
@@ -249,7 +249,7 @@ def main():
     parser.add_argument("--lr-steps", default="4,5")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
-    parser.add_argument("--json", default=os.path.join(ROOT, "docs", "accuracy.json"), help="the runs; plots "
+    parser.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "accuracy.json"), help="the runs; plots "
                         "are written next to it, named after it")
     parser.add_argument("--no-sweep", action="store_true", help="take the tuned values from --tuned-by")
     parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "

@@ -7,8 +7,8 @@ density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error
 the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
 density 1e-3 diverged here (docs/results/history.md).
 
-Writes docs/lgc_study_<name>.json (every epoch of every run), docs/lgc_study_<name>_epochs.png and
-docs/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
+Writes docs/results/lgc_study_<name>.json (every epoch of every run), docs/results/lgc_study_<name>_epochs.png and
+docs/results/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
 prints the table for docs/lgc.md.
 
     .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
@@ -64,8 +64,8 @@ def main():
     parser.add_argument("--limit", type=int, default=0, help="train on the first N images only (every run)")
     parser.add_argument("--lr", type=float, default=0, help="the learning rate (default: the example's)")
     parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
-    parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
-    parser.add_argument("--more", action="store_true", help="keep the runs in docs/lgc_study_<name>.json and add these "
+    parser.add_argument("--results", default=os.path.join(ROOT, "docs", "results"), help="where the runs and plots go")
+    parser.add_argument("--more", action="store_true", help="keep the runs in docs/results/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
     parser.add_argument("--rerun", nargs="+", default=[], help="with --more: run these configurations again, "
                         "replacing their saved runs (after a change to their code)")
@@ -80,7 +80,7 @@ def main():
     name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
     results = {config: [] for config in table}
     if args.more:
-        with open(os.path.join(args.docs, name + ".json")) as f:
+        with open(os.path.join(args.results, name + ".json")) as f:
             saved = json.load(f)
         ignored = ("seeds", "more", "configs", "rerun")
         same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
@@ -96,11 +96,11 @@ def main():
             results[config].append(log)
             print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
                   flush=True)
-    with open(os.path.join(args.docs, name + ".json"), "w") as f:
+    with open(os.path.join(args.results, name + ".json"), "w") as f:
         json.dump({"args": vars(args), "results": results}, f, indent=1)
-    plot(results, os.path.join(args.docs, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],
+    plot(results, os.path.join(args.results, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],
          "epoch")
-    plot(results, os.path.join(args.docs, name + "_bytes.png"),
+    plot(results, os.path.join(args.results, name + "_bytes.png"),
          lambda log: np.cumsum([e["bytes_sent"] for e in log["epochs"]]) / 1e6, "MB sent by rank 0 (cumulative)")
     rows = ["| %d workers | final test accuracy, mean | min | max | MB sent by rank 0, last epoch |" % args.workers,
             "|---|---:|---:|---:|---:|"]

@@ -10,7 +10,7 @@ gradient RMS and the best base; then it derives three ladders (bases at the size
 quantiles of the best bases) and compares one group for all layers with the best of the three per layer
 (the trainer's rule: it measures these errors during calibration and picks the smallest).
 
-    .venv/bin/python tools/study_threshold_groups.py [--steps 200] [--out docs/threshold_groups.json]
+    .venv/bin/python tools/study_threshold_groups.py [--steps 200] [--out docs/results/threshold_groups.json]
 """
 import argparse
 import itertools
