@@ -1,0 +1,67 @@
+"""One source for every number of README.md and docs/choosing.md: their tables equal what
+tools/doc_tables.py makes from docs/results/, and no measured number is written by hand elsewhere in
+them; every file of docs/ is named by a page, a tool or the Makefile."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = ["README.md", os.path.join("docs", "choosing.md")]
+# a number with the unit of a measurement (a time, a ratio, a size, an accuracy), or a decimal of three or
+# more digits after the point
+MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(\.\d+)?\s*(x|%|ms|s|min|minutes|hours|MB|KB|GB|GB/s|points|tests)\b"
+                      r"|\d+\.\d{3,})")
+# numbers that are designs or arithmetic, not measurements
+ALLOWED = ["4 bits\ninstead of 32 bound the ratio at 8x"]
+
+
+def prose(text):
+    """The page without its generated tables, code (fenced and inline) and link targets."""
+    text = re.sub(r"<!-- doc_tables:(\w+):begin -->.*?<!-- doc_tables:\1:end -->", "", text, flags=re.S)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"^    .*$", "", text, flags=re.M)  # (indented code: commands)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    for phrase in ALLOWED:
+        text = text.replace(phrase, "")
+    return re.sub(r"\]\([^)]*\)", "]", text)
+
+
+def test_tables_equal_their_data():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "doc_tables.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_no_measured_number_is_written_by_hand():
+    found = []
+    for page in PAGES:
+        with open(os.path.join(ROOT, page)) as f:
+            text = prose(f.read())
+        found += ["%s: %r in %r" % (page, m.group(0), text[max(0, m.start() - 50):m.end() + 20])
+                  for m in MEASURED.finditer(text)]
+    assert not found, "\n".join(found)
+
+
+def test_the_pattern_catches_measurements():
+    """(The rule itself: measurements are caught, versions are not; the table holds the data's value.)"""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    assert MEASURED.search("a step 7.9x shorter") and MEASURED.search("0.9021") and not MEASURED.search("mxnet==1.9.1")
+    assert "| 314 |" in text  # (the uncompressed step time, from results/bench_lgc.csv)
+
+
+def test_every_file_of_docs_is_named_somewhere():
+    texts = []
+    for folder in ("", "docs", "tools", "tests", os.path.join("tools", "netbench")):
+        for name in os.listdir(os.path.join(ROOT, folder)):
+            if name.endswith((".md", ".py", ".rst")) or name == "Makefile":
+                with open(os.path.join(ROOT, folder, name)) as f:
+                    texts.append((os.path.join(folder, name), f.read()))
+    unnamed = []
+    for folder in ("docs", os.path.join("docs", "results")):
+        for name in os.listdir(os.path.join(ROOT, folder)):
+            path = os.path.join(folder, name)
+            if os.path.isfile(os.path.join(ROOT, path)) and not any(name in t for p, t in texts if p != path):
+                unnamed.append(path)
+    assert not unnamed, unnamed

@@ -1,0 +1,235 @@
+#!/usr/bin/env python
+"""The tables of README.md and docs/choosing.md, made from the result files under docs/results/.
+
+    python tools/doc_tables.py           # rewrites the tables between their markers
+    python tools/doc_tables.py --check   # exits 1 (naming the table) where a page differs from its data
+
+Each number in those tables is read from one file: the 6-epoch accuracy study (`make study`,
+results/accuracy.json), the sparse methods' 3-epoch study (`make study-lgc`, results/lgc_study_w2.json)
+and the step times on shaped links (`make bench-lgc`, results/bench_lgc.csv).  tests/test_doc_numbers.py
+runs ``--check`` and also refuses a measured number written by hand anywhere else in those pages.
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "results")
+PAGES = {"README.md": ("methods",), os.path.join("docs", "choosing.md"): ("choosing",)}
+
+
+def _load_json(name):
+    with open(os.path.join(RESULTS, name)) as f:
+        return json.load(f)
+
+
+def _final(log):
+    return log["epochs"][-1]["test_accuracy"]
+
+
+class Study:
+    """One accuracy study's runs: configuration -> {seed: log}."""
+
+    def __init__(self, configs, command, source, epochs):
+        self.configs, self.command, self.source, self.epochs = configs, command, source, epochs
+
+    def seeds(self, config):
+        return sorted(self.configs[config])
+
+    def accuracy(self, config):
+        return float(np.mean([_final(log) for log in self.configs[config].values()]))
+
+    def difference(self, config, baseline="uncompressed"):
+        """The mean over the seeds both have of (config's final accuracy - the baseline's), in points."""
+        a, b = self.configs[config], self.configs[baseline]
+        return 100 * float(np.mean([_final(a[s]) - _final(b[s]) for s in sorted(set(a) & set(b))]))
+
+    def mb_last_epoch(self, config):
+        """MB rank 0's sockets sent in the last epoch, mean over seeds."""
+        return float(np.mean([log["epochs"][-1]["bytes_sent"] for log in self.configs[config].values()])) / 1e6
+
+
+def accuracy_study():
+    """`make study`: the 6-epoch CNN study, its configurations told apart by the example's arguments (the
+    tuned 2bit threshold and one group are the ones run on the most seeds)."""
+    by_config = {}
+    for run in _load_json("accuracy.json")["runs"]:
+        a = run["log"]["args"]
+        kind = a["compression"]
+        if kind == "none":
+            name = "uncompressed"
+        elif kind in ("2bit", "gc_2bit"):
+            name = "%s 2bit (threshold %g)" % ("MXNet" if kind == "2bit" else "mxnet_gc", a["threshold"])
+        elif kind == "4bit" and a["groups"]:
+            name = "4bit, per-layer groups" + (", compressed pull" if a["compressed_pull"] else "")
+        elif kind == "4bit":
+            name = "4bit, one group (%s)" % a["thresholds"]
+        else:
+            name = "layer-wise top-k %g, DGC momentum" % a["density"]
+        by_config.setdefault(name, {})[a["seed"]] = run["log"]
+    best = {prefix: max((n for n in by_config if n.startswith(prefix)), key=lambda n: len(by_config[n]))
+            for prefix in ("MXNet 2bit", "4bit, one group")}  # (the sweeps' other points: seed 1 only)
+    tuned = {n: runs for n, runs in by_config.items()
+             if all(not n.startswith(prefix) or n == b for prefix, b in best.items())}
+    return Study(tuned, "make study", "docs/results/accuracy.json", 6)
+
+
+def sparse_study():
+    """`make study-lgc` with 2 workers: 3 epochs, 3 seeds."""
+    data = _load_json("lgc_study_w2.json")["results"]
+    return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
+                 "make study-lgc", "docs/results/lgc_study_w2.json", 3)
+
+
+def step_times():
+    """`make bench-lgc`: {(mode, rate, workers): row}."""
+    with open(os.path.join(RESULTS, "bench_lgc.csv")) as f:
+        return {(r["mode"], r["rate"], int(r["workers"])): r for r in csv.DictReader(f)}
+
+
+def steps_per_epoch(study, config):
+    log = next(iter(study.configs[config].values()))
+    return log["epochs"][-1]["phases"][-1]["steps"][1] + 1 - log["epochs"][-1]["phases"][0]["steps"][0]
+
+
+def methods_table():
+    """README.md: the methods side by side, each column from one file."""
+    six, three, bench = accuracy_study(), sparse_study(), step_times()
+    rows = [
+        ("uncompressed, parameter server", "`{'type': 'none'}`", six, "uncompressed", "gc-none"),
+        ("uncompressed, Horovod allreduce", "`{'type': 'none'}` on `create('horovod')`", None, None, "hvd-gc-none"),
+        ("uncompressed, the 3-epoch study's", "`{'type': 'none'}`", three, "uncompressed", None),
+        ("MXNet 2bit, its best threshold", "`{'type': '2bit', 'threshold': 0.005}`", six,
+         next(n for n in six.configs if n.startswith("MXNet 2bit")), None),
+        ("4bit, per-layer threshold groups", "`{'type': '4bit'}` + `threshold_groups='auto'`", six,
+         "4bit, per-layer groups", "4bit-groups"),
+        ("4bit groups, compressed pulls", "... + `'compressed_pull': True`", six,
+         "4bit, per-layer groups, compressed pull", None),
+        ("layer-wise top-k 1e-3, error feedback", "`{'type': 'layerwise_topk', 'density': 1e-3}`", three,
+         "top-k (error feedback)", "topk-1e-3"),
+        ("LGC-PS, density 1e-3", "`{'type': 'lgc', 'density': 1e-3}`", three, "LGC-PS", "lgc"),
+        ("LGC-RAR, density 1e-3", "the same on `create('horovod')`", three, "LGC-RAR", "hvd-lgc"),
+    ]
+    out = ["| method | `compression_params` | epochs, seeds | final test accuracy | vs uncompressed, points "
+           "| MB sent by rank 0, last epoch | step at 100 Mbit/s, ms | MB sent by rank 0 per step |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    for name, params, study, config, mode in rows:
+        cells = [name, params]
+        if study is None:
+            cells += ["", "", "", ""]
+        else:
+            cells += ["%d, %d" % (study.epochs, len(study.seeds(config))), "%.4f" % study.accuracy(config),
+                      "" if config == "uncompressed" else "%+.2f" % study.difference(config),
+                      "%.1f" % study.mb_last_epoch(config)]
+        row = bench.get((mode, "100mbit", 2))
+        cells += ["", ""] if row is None else ["%.0f" % float(row["step_ms"]),
+                                               "%.3f" % float(row["worker0_sent_mb_per_step"])]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out + ["", "Sources: accuracy of 6 epochs `%s` (%s), of 3 epochs `%s` (%s), each difference the "
+                                "mean over seeds of the paired difference to uncompressed in the same study; step "
+                                "times `make bench-lgc` (docs/results/bench_lgc.csv: the Fashion-MNIST CNN, 2 workers, "
+                                "links shaped to 100 Mbit/s, median of 3 runs); MB from rank 0's sockets (a "
+                                "parameter-server worker's pushes; on Horovod everything it sends)."
+                                % (six.command, six.source, three.command, three.source)])
+
+
+def choosing_table():
+    """docs/choosing.md: which option when, its measured column from the same files."""
+    six, three, bench = accuracy_study(), sparse_study(), step_times()
+    two_bit = next(n for n in six.configs if n.startswith("MXNet 2bit"))
+    one_group = next(n for n in six.configs if n.startswith("4bit, one group"))
+
+    def acc(study, config):
+        return "%+.2f points vs uncompressed (%d epochs, %d seeds; `%s`)" % (
+            study.difference(config), study.epochs, len(study.seeds(config)), study.command)
+
+    def step(mode, workers=2):
+        return "%.0f ms a step at 100 Mbit/s, %d workers (`make bench-lgc`)" % (
+            float(bench[(mode, "100mbit", workers)]["step_ms"]), workers)
+
+    rows = [
+        ("`{'type': 'none'}` on mxnet_gc's store", "nothing on the wire", "", "the baseline; small models on fast "
+         "links", step("gc-none")),
+        ("`'2bit'`", "pushes 16x smaller (pulls stay float32)", "MXNet's kernels; every value sent is +-t, and most "
+         "thresholds stop the network from learning (accuracy.md's sweep)", "comparing with MXNet; otherwise "
+         "prefer `4bit`", "%s at its best threshold" % acc(six, two_bit)),
+        ("`'gc_2bit'`", "the same bytes as `'2bit'`, bit for bit", "as `'2bit'`, with mxnet_gc's kernels and a "
+         "dense warm-up", "you need exactly MXNet's 2bit encoding", "the same accuracy as `'2bit'` on every seed "
+         "(accuracy.md)"),
+        ("`'4bit'`", "pushes 8x smaller; 7 levels, so small and large values both survive", "the codec's time; a "
+         "dense warm-up; levels too small for the gradients kill the network", "bandwidth-bound pushes, any "
+         "model", "%s at the sweep's best levels" % acc(six, one_group)),
+        ("`'4bit'` + `threshold_groups='auto'` (trainer)", "as 4bit, each layer its best of three threshold "
+         "groups", "dense calibration steps", "layers whose gradients differ in scale; no sweep of the levels "
+         "needed", "%s; %s" % (acc(six, "4bit, per-layer groups"), step("4bit-groups"))),
+        ("`... 'compressed_pull': True`", "pulls 8x smaller too (the servers re-encode the sum)", "the optimizer "
+         "must run on the workers; the servers' codec time; some accuracy", "the pull direction is the "
+         "bottleneck (servers' links carry W pulls)", acc(six, "4bit, per-layer groups, compressed pull")),
+        ("`{'type': 'layerwise_topk', 'density': d}`", "pushes about 2d of the dense bytes (values and indices), "
+         "pulls sparse", "error feedback; accuracy needs a warm-up and DGC's momentum correction (`'momentum'`)",
+         "slow links and large layers; d of 1e-2 to 1e-3", "at 1e-3: %s; %s" % (
+             acc(three, "top-k (error feedback)"), step("topk-1e-3"))),
+        ("trainer `merge='dp'`, `pipeline=True`", "one message for many small layers, sent as soon as backward "
+         "produced them", "profile steps", "many small layers, or slow links where overlap pays",
+         "layerwise_sparsification.md"),
+        ("`mxnet_gc.kvstore.create('horovod')`", "no servers: ring allreduce (dense) or allgather (coded)",
+         "needs Horovod built with MXNet and Gloo (`make horovod`); coded messages grow with the workers "
+         "(migration.md)", "no spare machines for servers; dense gradients on fast links",
+         "uncompressed: %s" % step("hvd-gc-none")),
+        ("`{'type': 'lgc', 'density': d}`", "on the coded layers fewer bytes than top-k at the same density",
+         "an autoencoder trained during the first phase; CPU time per step", "very slow links, models whose "
+         "workers' gradients share structure", "LGC-PS at 1e-3: %s; %s" % (acc(three, "LGC-PS"), step("lgc"))),
+        ("`create('dist_async')`", "no barrier: each push applied at once", "stale gradients, as MXNet's "
+         "dist_async", "stragglers; the optimizer runs on the servers", "kvstore.md"),
+    ]
+    out = ["| option | saves | costs | use it when | measured |", "|---|---|---|---|---|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+TABLES = {"methods": methods_table, "choosing": choosing_table}
+
+
+def markers(name):
+    return "<!-- doc_tables:%s:begin -->" % name, "<!-- doc_tables:%s:end -->" % name
+
+
+def section(text, name):
+    """The text between a table's markers in a page."""
+    begin, end = markers(name)
+    if begin not in text or end not in text:
+        raise SystemExit("doc_tables.py: no %s ... %s markers" % (begin, end))
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare the pages with their data; change nothing")
+    args = parser.parse_args(argv)
+    stale = []
+    for page, names in PAGES.items():
+        path = os.path.join(ROOT, page)
+        with open(path) as f:
+            text = f.read()
+        for name in names:
+            made = TABLES[name]()
+            if section(text, name) != made:
+                stale.append("%s: table %r" % (page, name))
+                begin, end = markers(name)
+                head, rest = text.split(begin, 1)
+                text = head + begin + "\n" + made + "\n" + end + rest.split(end, 1)[1]
+        if not args.check:
+            with open(path, "w") as f:
+                f.write(text)
+    if args.check and stale:
+        print("doc_tables.py: differs from its data: %s (run python tools/doc_tables.py)" % "; ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
