@@ -224,7 +224,7 @@ def test_compressed_pull_option():
     params = example.compression_params(example.parse_args(["--compression", "4bit", "--compressed-pull"]))
     assert params == {"type": "4bit", "thresholds": "medium", "compressed_pull": True}
     params = example.compression_params(example.parse_args(["--compression", "gc_2bit", "--compressed-pull"]))
-    assert params == {"type": "gc_2bit", "threshold": 0.5, "compressed_pull": True}
+    assert params == {"type": "gc_2bit", "threshold": 0.005, "compressed_pull": True}
     assert "compressed_pull" not in example.compression_params(example.parse_args(["--compression", "4bit"]))
     with pytest.raises(SystemExit, match="--compressed-pull needs"):
         example.compression_params(example.parse_args(["--compression", "2bit", "--compressed-pull"]))

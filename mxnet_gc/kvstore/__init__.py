@@ -10,9 +10,11 @@ After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')``, 
 (MXNet compresses nothing there); any other name raises ValueError saying what to use.
 
 base.py           what both stores share (StoreBase: residual files, non-finite counting, pushpull)
+agreement.py      what the workers must agree on (keys, compression, groups) and how a difference is said
 arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
 dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)
 horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
+collective_wait.py  waiting for Horovod's collectives with a timeout
 server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
 aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)
 protocol.py       key placement, commands and status shared by workers and servers

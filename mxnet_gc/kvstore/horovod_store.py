@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import config, log
 from . import agreement, protocol
-from .base import StoreBase, exit_at_once_on_error
+from .base import PeerFailure, StoreBase, exit_at_once_on_error
 from .collective_wait import CollectiveError, Waiter
 from .compression import Compression
 from .layout import Layout
@@ -201,8 +201,8 @@ class HorovodStore(StoreBase):
             return self._waiter.run(call, time.monotonic() + self._timeout)
         except CollectiveError as e:
             name, what = failing()
-            raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) failed: %s; another worker failed "
-                               "or ended before it (its output says why)" % (what, name, e)) from None
+            raise PeerFailure("mxnet_gc horovod store: the collective of %s (%s) failed: %s; another worker failed "
+                              "or ended before it (its output says why)" % (what, name, e)) from None
         except TimeoutError:
             name, what = failing()
             raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) did not complete within %g s "
@@ -269,8 +269,8 @@ class HorovodStore(StoreBase):
             raise RuntimeError("mxnet_gc horovod store: the other workers did not set their %s within %g s "
                                "(MXNET_GC_COLLECTIVE_TIMEOUT)" % (agreement.SUBJECTS[what][0], self._timeout)) from None
         except CollectiveError as e:
-            raise RuntimeError("mxnet_gc horovod store: agreeing on the %s failed: %s; another worker failed or "
-                               "ended (its output says why)" % (agreement.SUBJECTS[what][0], e)) from None
+            raise PeerFailure("mxnet_gc horovod store: agreeing on the %s failed: %s; another worker failed or "
+                              "ended (its output says why)" % (agreement.SUBJECTS[what][0], e)) from None
         message = agreement.disagreement(what, configs)
         if message is not None:
             raise ValueError("mxnet_gc: %s (this worker is rank %d)" % (message, self.rank))
