@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test docs demo bench bench-network bench-sparse study study-resnet20 study-lgc bench-lgc asan clean
+.PHONY: install horovod data test docs demo bench bench-network bench-overlap bench-sparse study study-resnet20 study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -53,6 +53,14 @@ bench: install
 bench-network: install data
 	$(PY) tools/bench_network.py --csv docs/results/bench_network.csv --plot docs/results/bench_network.png \
 		--markdown docs/performance.md
+
+# Push and pull overlapping at 100 Mbit/s (root; about 40 minutes on 2 cores): MXNet's dist_sync against
+# mxnet_gc's store uncompressed, 4bit and 4bit with compressed pulls, the 10M-parameter MLP, 2 and 4
+# workers; rewrites its section of docs/performance.md, docs/results/bench_overlap.csv and .png.
+bench-overlap: install
+	$(PY) tools/bench_network.py --models mlp10m --modes none gc-none 4bit 4bit-cpull --rates 100mbit \
+		--workers 2 4 --steps 4 --warmup 1 --repeats 3 --csv docs/results/bench_overlap.csv \
+		--plot docs/results/bench_overlap.png --markdown docs/performance.md --section overlap
 
 # Layer-wise sparsification on the same harness (root; about 2 hours on 2 cores): layer-wise, one-bucket,
 # merged and merged+pipelined top-k on cnn-fc (the communication-heavy model: convolutions under a 10.7M-
