@@ -141,6 +141,11 @@ def summary(args, runs, started):
     return rows, text
 
 
+def link(path, markdown):
+    """``path`` as a link from the page ``markdown`` (its own name without one)."""
+    return os.path.relpath(path, os.path.dirname(os.path.abspath(markdown))) if markdown else os.path.basename(path)
+
+
 def main():
     args = parse_args()
     if args.worker:
@@ -163,10 +168,10 @@ def main():
             writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"])) for r in rows)
     if args.plot:
         report.plot(rows, args.plot)
-        text += ["", "![step times](%s)" % os.path.basename(args.plot)]
+        text += ["", "![step times](%s)" % link(args.plot, args.markdown)]
     if args.scaling_plot:
         report.plot_scaling(rows, args.scaling_plot)
-        text += ["", "![step time against workers](%s)" % os.path.basename(args.scaling_plot)]
+        text += ["", "![step time against workers](%s)" % link(args.scaling_plot, args.markdown)]
     if args.markdown:
         report.write_markdown(args.markdown, "\n".join(text), args.section)
     return 1 if left else 0
