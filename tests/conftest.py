@@ -1,9 +1,15 @@
 """Shared helpers for the tests."""
+import os
+
 import numpy as np
 import pytest
 import mxnet as mx
 
 import mxnet_gc
+
+# The network-namespace clusters of this test run get their own names, so that namespaces left by an
+# interrupted benchmark or another run on the machine neither break these tests nor are touched by them.
+os.environ.setdefault("MXNET_GC_NETNS", "mxgct%d" % os.getpid())
 
 
 def payload_bytes(payload):

@@ -138,7 +138,7 @@ def check_environment():
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             sys.exit("netns_cluster.py: needs %s from iproute2 (apt-get install iproute2)" % tool)
-    probe = "mxgc-probe"
+    probe = NAME + "-probe"
     r = run("ip", "netns", "add", probe, check=False)
     if r.returncode != 0:
         sys.exit("netns_cluster.py: cannot create network namespaces here: %s" % r.stderr.strip())
