@@ -50,10 +50,11 @@ def _floats(array):
     return array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
 
 
-def encode_now(bits, grad, residual, payload, levels):
-    """Encodes numpy arrays on this thread, at once (see decode_now); updates residual in place."""
+def encode_now(bits, grad, residual, payload, levels, bounds):
+    """Encodes numpy arrays on this thread, at once (see decode_now); updates residual in place.  ``bounds``:
+    the encoder's decision bounds, one float32 per level."""
     load().mxgc_encode_now(ctypes.c_int(bits), _floats(grad), _floats(residual), payload.ctypes.data_as(ctypes.c_void_p),
-                           ctypes.c_int64(grad.size), _floats(levels), ctypes.c_int(levels.size))
+                           ctypes.c_int64(grad.size), _floats(levels), _floats(bounds), ctypes.c_int(levels.size))
 
 
 def decode_now(bits, payload, out, levels, add):

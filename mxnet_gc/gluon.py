@@ -16,7 +16,10 @@ dense steps whose gradients measure each 4bit group's error per parameter (group
 
 - ``threshold_groups='auto'`` (4bit): each parameter gets the default group with the smallest error
   (a dict of named groups replaces the defaults; ``group_overrides`` maps name patterns to a group name
-  or levels).  The table is ``trainer.group_table``; rank 0 prints it.
+  or levels).  The table is ``trainer.group_table``; rank 0 prints it.  4bit's ``'thresholds': 'auto'``
+  gives each parameter a ladder above its largest gradient values in the calibration steps
+  (level_fit.py), so that gradients of any scale fit; a store without this trainer does it in its own
+  warm-up.
 - ``merge`` (merge_policy.py): None, the default, fills messages of up to 1 MiB of float32 at init;
   'dp', 'layerwise', 'one' or a number of payload bytes plan the messages from the profile phase (the
   plan is ``trainer.merge_plan``; needs update_on_kvstore=False).
@@ -37,7 +40,8 @@ from mxnet import gluon
 
 from . import checkpoint, checkpoint_files, config
 from . import kvstore as gc_kvstore
-from .groups import GroupSelector, format_table
+from .groups import GroupSelector
+from .level_fit import LevelFitter
 from .log import logger
 from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
@@ -76,7 +80,7 @@ class Trainer(gluon.Trainer):
         4bit only: give each parameter the threshold group with the smallest error on its gradients
         ('auto': the groups small, medium and large; a dict maps names to groups).
     calibration_steps : int, default 50
-        With ``threshold_groups``: dense steps whose gradients are measured before the groups are chosen.
+        With ``threshold_groups`` or 4bit's ``'thresholds': 'auto'``: dense steps whose gradients are measured before the groups are chosen.
     group_overrides : dict, optional
         Parameter-name patterns mapped to a group name or levels, overriding the choice.
     dense_warmup_steps : int, optional
@@ -109,9 +113,10 @@ class Trainer(gluon.Trainer):
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
             update_on_kvstore = False
+        fits_levels = gc_kvstore.Compression(compression_params).fits_levels if compression_params else False
         defaulted = dense_warmup_steps is None
         dense_warmup_steps = self._warmup_steps(compression_params, dense_warmup_steps)
-        if defaulted and threshold_groups is not None:  # the calibration's dense steps are part of the warm-up
+        if defaulted and (threshold_groups is not None or fits_levels):  # the calibration's dense steps are part of the warm-up
             dense_warmup_steps = max(0, dense_warmup_steps - calibration_steps)
         for name, value, low in (("profile_steps", profile_steps, 1), ("dense_warmup_steps", dense_warmup_steps, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -129,7 +134,9 @@ class Trainer(gluon.Trainer):
                 raise ValueError("threshold_groups must be 'auto' (the groups small, medium and large) or a dict "
                                  "from group name to levels, got %r" % (threshold_groups,))
             self._groups = GroupSelector(None if threshold_groups == "auto" else threshold_groups,
-                                         calibration_steps, group_overrides)
+                                         calibration_steps, group_overrides, gc_kvstore.Compression(compression_params).rounding)
+        elif fits_levels:  # 4bit's 'thresholds': 'auto': a ladder above each parameter's largest values
+            self._groups = LevelFitter(calibration_steps)
         if isinstance(kvstore, StoreBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
@@ -277,9 +284,9 @@ class Trainer(gluon.Trainer):
         logger.info("step %d: phase %s -> %s (%s)", self.schedule.step, left.name, entered.name, entered.sends)
         keys, params = self._trained()
         if left.name == "calibrate":  # (the statistics were gathered in the trainer's order)
-            table = self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
+            self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
             logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
-                        format_table(table))
+                        self._groups.format())
         if entered.sends == "compressed" and left.sends == "dense":
             kv.set_gradient_compression(self._compression_of(keys))
         if left.name == "profile":

@@ -22,7 +22,7 @@ from .codecs.threshold_group import DEFAULT_GROUPS, ThresholdGroup
 class GroupSelector:
     """Chooses a threshold group per parameter from the quantization error each group would cause."""
 
-    def __init__(self, groups=None, calibration_steps=50, overrides=None):
+    def __init__(self, groups=None, calibration_steps=50, overrides=None, rounding="nearest"):
         self.groups = dict(groups or DEFAULT_GROUPS)
         for name, group in self.groups.items():
             if not isinstance(group, ThresholdGroup):
@@ -33,7 +33,8 @@ class GroupSelector:
         self.overrides = dict(overrides or {})
         for pattern, group in self.overrides.items():
             self._group_of(group, pattern)  # validates
-        self._codecs = [create_codec({"type": "4bit", "thresholds": g}) for g in self.groups.values()]
+        self._codecs = [create_codec({"type": "4bit", "thresholds": g, "rounding": rounding})
+                        for g in self.groups.values()]
         self.steps = 0
         self._residuals = None  # per parameter, per group
         self._payloads = None
@@ -77,6 +78,10 @@ class GroupSelector:
         statistics = kv.average("grad_rms", self.local_statistics())
         self.table = self.choose(names, sizes, statistics)[1]
         return self.table
+
+    def format(self):
+        """The chosen table as text (format_table)."""
+        return format_table(self.table)
 
     def levels(self):
         """The chosen levels, one list per parameter in the table's order."""

@@ -112,8 +112,8 @@ int mxgc_select_isa(const char* isa) {
 // Synchronous encode and decode on the caller's thread, outside MXNet's engine (for the parameter
 // server, which must finish reading a received payload before it returns to ps-lite).  acc may be null.
 void mxgc_encode_now(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
-                     int num_levels) {
-  mxgc::encode(bits, grad, residual, payload, n, levels, num_levels);
+                     const float* bounds, int num_levels) {
+  mxgc::encode(bits, grad, residual, payload, n, levels, bounds, num_levels);
 }
 
 void mxgc_decode_now(int bits, const void* payload, const float* acc, float* out, int64_t n,

@@ -10,7 +10,8 @@
 //
 // Segment kinds: 0 dense (a float32 copy), 1 the layer-wise top-k sparsifier, 2 and 4 the 2bit and
 // 4bit quantizers.  Parameters per segment: none or one for dense (nonzero: NaN and inf values are
-// dropped, sent as 0, as the codecs drop them); the levels (2bit, 4bit); density, momentum, gamma,
+// dropped, sent as 0, as the codecs drop them); the levels, then the encoder's decision bounds (2bit,
+// 4bit); density, momentum, gamma,
 // delta, reset_every and capacity (top-k).  Python checks the codecs' parameters; a plan checks
 // only what would make a kernel read or write out of bounds.
 #include <algorithm>
@@ -36,6 +37,7 @@ struct Segment {
   int64_t key_offset;      // first value in its key's array (a key split over servers)
   int64_t payload_offset;  // first word in the message's payload
   std::vector<float> levels;
+  std::vector<float> bounds;  // the encoder's decision bounds, one per level
   mxgc::TopkParams topk;
   bool drop_nonfinite = false;  // dense: NaN and inf values sent as 0
 };
@@ -86,7 +88,8 @@ void encode_segment(const Segment& s, const float* values, float* state, float* 
   } else if (s.kind == kTopk) {
     mxgc::topk_encode(values, state, s.n, s.topk, payload);
   } else {
-    mxgc::encode(s.kind, values, state, payload, s.n, s.levels.data(), static_cast<int>(s.levels.size()));
+    mxgc::encode(s.kind, values, state, payload, s.n, s.levels.data(), s.bounds.data(),
+                 static_cast<int>(s.levels.size()));
   }
 }
 
@@ -232,18 +235,21 @@ void* mxgc_plan_new(int num_segments, const int* kinds, const int64_t* sizes, co
                     const double* params, char* error, int error_size) {
   auto plan = std::make_shared<Plan>();
   for (int i = 0; i < num_segments; ++i) {
-    Segment s{kinds[i], sizes[i], value_offsets[i], key_offsets[i], payload_offsets[i], {}, {}};
+    Segment s{kinds[i], sizes[i], value_offsets[i], key_offsets[i], payload_offsets[i], {}, {}, {}};
     const double* p = params;
     params += num_params[i];
     const bool threshold = s.kind == 2 || s.kind == 4;
     const int want = s.kind == kTopk ? 6 : (threshold || s.kind == kDense ? -1 : 0);
     if (s.n < 1 || (!threshold && s.kind != kTopk && s.kind != kDense) || (want >= 0 && num_params[i] != want) ||
         (s.kind == kDense && num_params[i] > 1) ||
-        (threshold && (num_params[i] < 1 || num_params[i] > (s.kind == 2 ? 1 : mxgc::kMaxLevels)))) {
+        (threshold && (num_params[i] < 2 || num_params[i] % 2 || num_params[i] > 2 * (s.kind == 2 ? 1 : mxgc::kMaxLevels)))) {
       report(error, error_size, "segment " + std::to_string(i) + ": bad kind, size or parameters");
       return nullptr;
     }
-    if (threshold) s.levels.assign(p, p + num_params[i]);
+    if (threshold) {  // the levels, then as many decision bounds
+      s.levels.assign(p, p + num_params[i] / 2);
+      s.bounds.assign(p + num_params[i] / 2, p + num_params[i]);
+    }
     if (s.kind == kDense) s.drop_nonfinite = num_params[i] == 1 && p[0] != 0;
     if (s.kind == kTopk) {
       s.topk = mxgc::TopkParams{p[0], static_cast<float>(p[1]), static_cast<float>(p[2]), static_cast<float>(p[3]),

@@ -113,9 +113,10 @@ template <int BITS>
 struct ThresholdCodec {
   struct Params {
     std::vector<float> levels;
+    std::vector<float> bounds;  // the encoder's decision bounds; by default the levels (floor)
   };
   static constexpr const char* kName = BITS == 2 ? "2bit" : "4bit";
-  static constexpr const char* kAttributes[] = {"levels"};
+  static constexpr const char* kAttributes[] = {"levels", "bounds"};
 
   static bool parse(const Attrs& attrs, Params* p, bool) {
     if (!parse_list<float>(attrs, "levels", [](const char* s, char** e) { return std::strtof(s, e); }, &p->levels)) {
@@ -135,6 +136,13 @@ struct ThresholdCodec {
         return false;
       }
     }
+    if (attrs.find("bounds") == attrs.end()) {
+      p->bounds = p->levels;
+    } else if (!parse_list<float>(attrs, "bounds", [](const char* s, char** e) { return std::strtof(s, e); },
+                                  &p->bounds) || p->bounds.size() != p->levels.size()) {
+      MX_ERROR_MSG << "mxnet_gc " << kName << ": attribute 'bounds' must list one number per level";
+      return false;
+    }
     return true;
   }
   static int64_t payload_words(const Params&, int64_t n) { return mxgc::payload_words(BITS, n); }
@@ -145,7 +153,7 @@ struct ThresholdCodec {
     return false;
   }
   static void encode(const Params& p, const float* grad, float* state, float* payload, int64_t n) {
-    mxgc::encode(BITS, grad, state, payload, n, p.levels.data(), static_cast<int>(p.levels.size()));
+    mxgc::encode(BITS, grad, state, payload, n, p.levels.data(), p.bounds.data(), static_cast<int>(p.levels.size()));
   }
   static bool decode(const Params& p, const float* payload, const float* acc, float* out, int64_t n, std::string*) {
     mxgc::decode(BITS, payload, acc, out, n, p.levels.data(), static_cast<int>(p.levels.size()));

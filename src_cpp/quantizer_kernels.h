@@ -53,46 +53,48 @@ typedef uint8_t VByte __attribute__((vector_size(kLanes)));
 // t_m for each lane (0 where m = 0).  With AVX2 or AVX-512 the 8-entry table {0, t1, ..., t7} fits
 // one register and the lookup is a single permute; otherwise (and for one level) a chain of selects.
 template <int L>
-inline VFloat level_value(const VInt& m, const VFloat& mag, const float* levels, const VFloat& table) {
+inline VFloat level_value(const VInt& m, const VFloat& mag, const float* levels, const float* bounds,
+                          const VFloat& table) {
 #if defined(__AVX2__)
   if (L > 1) return __builtin_shuffle(table, m);
 #endif
   VFloat q = VFloat{};
-  for (int k = 0; k < L; ++k) q = mag >= levels[k] ? levels[k] : q;
+  for (int k = 0; k < L; ++k) q = mag >= bounds[k] ? levels[k] : q;
   return q;
 }
 
-// For each lane, m = the number of levels <= mag.  With a register table (AVX2, AVX-512) and 7 levels,
-// a three-step binary search (levels padded with +inf); otherwise one comparison per level.
+// For each lane, m = the number of bounds <= mag.  With a register table (AVX2, AVX-512) and 7 levels,
+// a three-step binary search (bounds padded with +inf); otherwise one comparison per bound.
 template <int L>
-inline VInt level_of(const VFloat& mag, const float* levels, const VFloat& table) {
+inline VInt level_of(const VFloat& mag, const float* bounds, const VFloat& table) {
 #if defined(__AVX2__)
   if (L == 7) {
-    VInt m = (mag >= levels[3]) & 4;
+    VInt m = (mag >= bounds[3]) & 4;
     m += (mag >= __builtin_shuffle(table, m + 2)) & 2;
     return m + ((mag >= __builtin_shuffle(table, m + 1)) & 1);
   }
 #endif
   VInt m = VInt{};
-  for (int k = 0; k < L; ++k) m -= (mag >= levels[k]);  // a true lane compares as -1
+  for (int k = 0; k < L; ++k) m -= (mag >= bounds[k]);  // a true lane compares as -1
   return m;
 }
 
 // Quantizes kLanes values: updates r in place, writes one code per value.  Written with vector types
 // because compilers do not find the register-table lookup on their own.
-//   levels: the group's levels padded with +inf to L; table = {0, t1, ..., tL, 0, ...}.
+//   levels, bounds: the group's levels and decision bounds, padded with +inf to L;
+//   values = {0, t1, ..., tL, 0, ...}, cuts = {0, d1, ..., dL, 0, ...}.
 template <int BITS, int L>
 inline void quantize_lanes(const float* g_in, float* r_io, uint8_t* codes, const float* levels,
-                           const VFloat& table) {
+                           const float* bounds, const VFloat& values, const VFloat& cuts) {
   VFloat g, r;
   std::memcpy(&g, g_in, sizeof(g));
   std::memcpy(&r, r_io, sizeof(r));
   const VFloat a = r + g;
   const VFloat mag = reinterpret_cast<VFloat>(reinterpret_cast<VInt>(a) & 0x7fffffff);
-  VInt m = level_of<L>(mag, levels, table);
+  VInt m = level_of<L>(mag, bounds, cuts);
   const VInt finite = mag <= std::numeric_limits<float>::max();  // false for inf and NaN
   m &= finite;
-  const VFloat q = level_value<L>(m, mag, levels, table);
+  const VFloat q = level_value<L>(m, mag, levels, bounds, values);
   const VInt negative = a < 0.0f;
   const VFloat signed_q = negative ? -q : q;
   const VFloat new_r = finite ? a - signed_q : r;
@@ -107,20 +109,23 @@ inline void quantize_lanes(const float* g_in, float* r_io, uint8_t* codes, const
 // packed bytes.  A non-finite sum (NaN or +-inf) is dropped: code 0, the residual keeps its old value.
 template <int BITS, int L>
 inline void encode_block(const float* __restrict__ grad, float* __restrict__ residual,
-                         uint8_t* __restrict__ out, int64_t len, const float* levels) {
+                         uint8_t* __restrict__ out, int64_t len, const float* levels, const float* bounds) {
   using Lay = Layout<BITS>;
   static_assert(L < kLanes || kLanes == 4, "the level table must fit one register");
-  VFloat table = VFloat{};
-  for (int k = 0; k < L && k + 1 < kLanes; ++k) table[k + 1] = levels[k];
+  VFloat values = VFloat{}, cuts = VFloat{};
+  for (int k = 0; k < L && k + 1 < kLanes; ++k) {
+    values[k + 1] = levels[k];
+    cuts[k + 1] = bounds[k];
+  }
   alignas(64) uint8_t codes[kBlock];
   const int64_t full = len - len % kLanes;
   for (int64_t i = 0; i < full; i += kLanes)
-    quantize_lanes<BITS, L>(grad + i, residual + i, codes + i, levels, table);
+    quantize_lanes<BITS, L>(grad + i, residual + i, codes + i, levels, bounds, values, cuts);
   if (full < len) {  // the last values, through a zero-padded copy
     float g[kLanes] = {}, r[kLanes] = {};
     std::memcpy(g, grad + full, (len - full) * sizeof(float));
     std::memcpy(r, residual + full, (len - full) * sizeof(float));
-    quantize_lanes<BITS, L>(g, r, codes + full, levels, table);
+    quantize_lanes<BITS, L>(g, r, codes + full, levels, bounds, values, cuts);
     std::memcpy(residual + full, r, (len - full) * sizeof(float));
   }
   // Pack: the kPerByte codes of one byte are read as one little-endian integer (a wide, contiguous

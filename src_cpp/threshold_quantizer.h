@@ -1,8 +1,10 @@
 // Threshold quantizers with error feedback: the kernels behind the '2bit' and '4bit' codecs.
 //
 // Both codecs are one algorithm with a different code width (see docs/wire_format.md):
-//   a = residual + grad;  m = number of levels t_k with |a| >= t_k;  q = sign(a) * t_m;
+//   a = residual + grad;  m = number of decision bounds d_k with |a| >= d_k;  q = sign(a) * t_m;
 //   residual = a - q;     emit the code of (m, sign).
+// The bounds are the levels (d_k = t_k: floor, MXNet's 2bit) or the midpoints between them
+// (d_k = (t_{k-1} + t_k) / 2, t_0 = 0: nearest); the codec chooses them, the decoder needs only t.
 // Codes are packed from the high bits of each byte towards the low bits, bytes in memory order,
 // so the payload is ceil(n * BITS / 8) bytes, padded with zero bytes to whole float32 words.
 //
@@ -29,7 +31,7 @@ int num_threads();
 // encode: n values; updates residual in place; writes payload_words(bits, n) words, padding zeroed.
 // decode: out = values (acc == nullptr) or out = acc + values; out may be acc.
 void encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
-            int num_levels);
+            const float* bounds, int num_levels);
 void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
             int num_levels);
 

@@ -8,13 +8,30 @@ with '0' to whole 32-bit words, and cut into bytes in memory order.
 import numpy as np
 
 
-def quantize(grad, residual, levels):
-    """Per value: (level m, negative?, dequantized q, new residual), all float32 arithmetic.
+def rounding_of(params):
+    """The rounding of a codec's params: as given, else 4bit's default 'nearest', 2bit's 'floor'."""
+    return params.get("rounding") or ("nearest" if params["type"] == "4bit" else "floor")
+
+
+def bounds_of(levels, rounding):
+    """The decision bounds: the levels ('floor') or the midpoints below each level, 0 below the first
+    ('nearest'), in float32."""
+    levels = [np.float32(t) for t in levels]
+    if rounding == "floor":
+        return levels
+    return [np.float32((np.float32(0) if k == 0 else levels[k - 1]) + levels[k]) * np.float32(0.5)
+            for k in range(len(levels))]
+
+
+def quantize(grad, residual, levels, rounding="floor"):
+    """Per value: (level m, negative?, dequantized q, new residual), all float32 arithmetic; m = the
+    number of decision bounds (bounds_of) at or below |residual + grad|.
 
     A non-finite residual + grad is dropped: m = 0, q = 0, the residual keeps its old value.
     """
     grad = np.asarray(grad, np.float32).ravel()
     residual = np.asarray(residual, np.float32).ravel()
+    bounds = bounds_of(levels, rounding)
     levels = [np.float32(t) for t in levels]
     ms, negs, qs, new_res = [], [], [], []
     for g, r in zip(grad, residual):
@@ -23,7 +40,7 @@ def quantize(grad, residual, levels):
         if not np.isfinite(a):
             ms.append(0), negs.append(False), qs.append(np.float32(0)), new_res.append(r)
             continue
-        m = sum(1 for t in levels if abs(a) >= t)
+        m = sum(1 for d in bounds if abs(a) >= d)
         q = np.float32(0) if m == 0 else levels[m - 1]
         neg = bool(a < 0)
         q = -q if neg else q
@@ -48,9 +65,9 @@ def pack(bit_strings):
     return np.array([int(bits[i:i + 8], 2) for i in range(0, len(bits), 8)], np.uint8)
 
 
-def encode(bits, grad, residual, levels):
+def encode(bits, grad, residual, levels, rounding="floor"):
     """(payload bytes, new residual, dequantized values) as the codec must produce them."""
-    ms, negs, qs, new_res = quantize(grad, residual, levels)
+    ms, negs, qs, new_res = quantize(grad, residual, levels, rounding)
     code = code_bits_2bit if bits == 2 else code_bits_4bit
     return pack(code(m, n) for m, n in zip(ms, negs)), new_res, qs
 
@@ -71,7 +88,7 @@ def decode(bits, payload_bytes, n, levels):
     return out
 
 
-def quantize_array(grad, residual, levels):
+def quantize_array(grad, residual, levels, rounding="floor"):
     """Vectorized form of ``quantize`` for whole arrays: (dequantized values, new residual).
 
     Same rules, written with numpy array operations instead of a loop over values.
@@ -81,8 +98,9 @@ def quantize_array(grad, residual, levels):
     with np.errstate(over="ignore", invalid="ignore"):
         a = residual + grad
     mag = np.abs(a)
+    bounds = np.asarray(bounds_of(levels, rounding), np.float32)
     levels = np.asarray(levels, np.float32)
-    m = (mag[..., None] >= levels).sum(-1)
+    m = (mag[..., None] >= bounds).sum(-1)
     finite = np.isfinite(a)
     m = np.where(finite, m, 0)
     q = np.where(m > 0, levels[np.maximum(m - 1, 0)], np.float32(0)).astype(np.float32)

@@ -13,11 +13,12 @@ magnitudes = st.floats(min_value=float(np.float32(1e-30)), max_value=float(np.fl
 
 @st.composite
 def codecs(draw):
-    """A '2bit' codec, or a '4bit' codec with 1 to 7 distinct levels."""
+    """A '2bit' codec, or a '4bit' codec with 1 to 7 distinct levels, rounding by floor or to nearest."""
     levels = sorted(set(draw(st.lists(magnitudes, min_size=1, max_size=7))))
+    rounding = draw(st.sampled_from(["floor", "nearest"]))
     if draw(st.booleans()):
-        return mxnet_gc.codecs.create({"type": "2bit", "threshold": levels[0]})
-    return mxnet_gc.codecs.create({"type": "4bit", "thresholds": levels})
+        return mxnet_gc.codecs.create({"type": "2bit", "threshold": levels[0], "rounding": rounding})
+    return mxnet_gc.codecs.create({"type": "4bit", "thresholds": levels, "rounding": rounding})
 
 
 @st.composite
@@ -45,10 +46,16 @@ def test_error_feedback_identity(codec, step):
     a = a[finite].astype(np.float64)
     err = np.abs(sent[finite] + new_res[finite] - a)
     assert np.all(err <= np.spacing(np.abs(a).astype(np.float32)).astype(np.float64))
-    # and what is sent is one of the levels (or 0), never more than the value itself
+    # and what is sent is one of the levels (or 0): with floor never more than the value itself, to
+    # nearest the level closest to it (up to the float32 rounding of the midpoints)
     levels = np.array((0.0,) + codec.group.levels)
     assert np.all(np.isin(np.abs(sent[finite]), levels))
-    assert np.all(np.abs(sent[finite]) <= np.abs(a))
+    if codec.rounding == "floor":
+        assert np.all(np.abs(sent[finite]) <= np.abs(a))
+    else:
+        closest = np.abs(np.abs(a)[:, None] - levels[None, :]).min(axis=1)
+        slack = np.spacing(np.float32(levels[-1])).astype(np.float64)
+        assert np.all(np.abs(np.abs(a) - np.abs(sent[finite])) <= closest + slack)
 
 
 @settings(max_examples=100, deadline=None)

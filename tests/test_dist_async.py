@@ -27,7 +27,7 @@ def replay(spec, workers, opt_params):
         for step in range(spec["steps"]):
             for rank in range(workers):
                 g = gradient(spec["seed"], rank, step, i, shape, spec["scale"])
-                q, residuals[rank] = reference.quantize_array(g, residuals[rank], POW2)
+                q, residuals[rank] = reference.quantize_array(g, residuals[rank], POW2, "nearest")
                 opt.update(i, weight, mx.nd.array(q), state)
                 expected[key, step, rank] = weight.asnumpy()
         expected[key, "final"] = weight.asnumpy()

@@ -4,6 +4,7 @@ Every pulled value is compared exactly with an independent numpy simulation of t
 worker quantizes its gradient with its own residual (tests/reference.py), the servers sum.  Levels are
 powers of two so that sums of dequantized values are exact in any order of arrival.
 """
+import json
 import os
 import re
 
@@ -22,6 +23,7 @@ def simulate(spec, workers, levels_for_key=None):
     comp = spec.get("compression") or {"type": "none"}
     warmup = comp.get("warmup_steps", 0)  # (the test workers' default: see dist/job.py)
     expected, server_residuals = {}, {}
+    rounding = reference.rounding_of(comp) if comp["type"] != "none" else None
     for i, (key, shape) in enumerate(spec["keys"]):
         residuals = [np.zeros(shape, np.float32) for _ in range(workers)]
         if comp["type"] in ("2bit", "gc_2bit"):
@@ -31,18 +33,35 @@ def simulate(spec, workers, levels_for_key=None):
         for step in range(spec["steps"]):
             total = np.zeros(shape, np.float32)
             for rank in range(workers):
-                g = gradient(spec["seed"], rank, step, i, shape, spec["scale"])
+                g = gradient(spec["seed"], rank, step, i, shape, spec["scale"] * key_scale(spec, i))
                 if comp["type"] == "none" or step < warmup:  # dense; the residual waits for the codec
                     q = g
                 else:
-                    q, residuals[rank] = reference.quantize_array(g, residuals[rank], levels)
+                    q, residuals[rank] = reference.quantize_array(g, residuals[rank], levels, rounding)
                 total += q
             if comp.get("compressed_pull") and step >= warmup:  # the servers re-encode the sum, own residual,
                 server_residual = server_residuals.setdefault(key, np.zeros(shape, np.float32))  # levels x W
                 total, server_residuals[key] = reference.quantize_array(
-                    total, server_residual, [np.float32(t) * workers for t in levels])
+                    total, server_residual, [np.float32(t) * workers for t in levels], rounding)
             expected[key, step] = total
     return expected
+
+
+def key_scale(spec, i):
+    return (spec.get("key_scales") or [1.0] * len(spec["keys"]))[i]
+
+
+def fitted_levels(spec, workers, fit_steps):
+    """{key: levels} 'thresholds': 'auto' must choose: top level the power of two at or above 4x the workers'
+    mean of their largest |gradient value| over the warm-up's last ``fit_steps`` steps, 7 levels of ratio 2."""
+    warmup = spec["compression"]["warmup_steps"]
+    chosen = {}
+    for i, (key, shape) in enumerate(spec["keys"]):
+        largest = np.mean([max(np.abs(gradient(spec["seed"], rank, step, i, shape, spec["scale"] * key_scale(spec, i))).max()
+                               for step in range(warmup - fit_steps, warmup)) for rank in range(workers)])
+        top = 2.0 ** np.ceil(np.log2(4 * largest))
+        chosen[key] = [float(top * 2.0 ** (k - 6)) for k in range(7)]
+    return chosen
 
 
 def check(results, expected, workers, spec):
@@ -79,6 +98,23 @@ def test_the_store_warms_up_dense_then_starts_the_codec(tmp_path, lists):
         assert all(np.array_equal(expected[key, s], dense[key, s]) for s in (0, 1))
         assert not any(np.array_equal(expected[key, s], dense[key, s]) for s in (2, 3, 4))
     check(results, expected, 2, spec)
+
+
+def test_auto_levels_are_fitted_to_each_key_in_the_warmup(tmp_path):
+    """'thresholds': 'auto': keys whose gradients differ in scale by 2^20 each get the ladder above their
+    largest values (the same on every worker, as a numpy replay says), and the compressed steps after
+    the warm-up sum exactly as with those levels given."""
+    spec = {"keys": [["tiny", [40]], [5, [6, 7]], ["big", [300]]], "key_scales": [2.0 ** -12, 1.0, 2.0 ** 8],
+            "steps": 7, "scale": 1.0, "seed": 5,
+            "compression": {"type": "4bit", "thresholds": "auto", "warmup_steps": 4}}
+    _, results = run_job(tmp_path, spec, workers=2, servers=1)
+    levels = fitted_levels(spec, 2, fit_steps=4)
+    bases = [levels[k][0] for k, _ in spec["keys"]]
+    assert 2.0 ** 11 <= bases[1] / bases[0] <= 2.0 ** 13 and 2.0 ** 7 <= bases[2] / bases[1] <= 2.0 ** 9
+    for saved in results.values():
+        per_key = json.loads(str(saved["compression_config"]))["per_key"]
+        assert {k: v["thresholds"] for k, v in per_key.items()} == {str(k): v for k, v in levels.items()}
+    check(results, simulate(spec, 2, levels_for_key=levels), 2, spec)
 
 
 @pytest.mark.parametrize("groups", [None, [list(range(6)), [6, 7], [8, 9, "bias"], ["conv"]]],

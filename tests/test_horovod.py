@@ -46,7 +46,7 @@ def expected_sums(spec, workers):
                     idx, vals, _ = ref.step(g, states[r], **{k: v for k, v in comp.items() if k != "type"})
                     total[idx] += vals
                 elif comp["type"] == "4bit":
-                    q, residuals[r] = reference.quantize_array(g, residuals[r], comp["thresholds"])
+                    q, residuals[r] = reference.quantize_array(g, residuals[r], comp["thresholds"], reference.rounding_of(comp))
                     total += q.ravel()
                 else:
                     total += g.ravel()

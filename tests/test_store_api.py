@@ -126,7 +126,7 @@ def test_residuals_move_between_transports(tmp_path, first, second):
         for index in range(SAVED_STEPS + 1):
             for r in range(WORKERS):
                 q, residuals[r] = reference.quantize_array(gradient(SEED, r, index, i, shape, SCALE), residuals[r],
-                                                           COMPRESSION["thresholds"])
+                                                           COMPRESSION["thresholds"], reference.rounding_of(COMPRESSION))
                 if index == SAVED_STEPS:
                     total += q
         for r in range(WORKERS):

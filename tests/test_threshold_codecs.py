@@ -8,18 +8,21 @@ from conftest import nd, payload_bytes
 import reference
 
 GROUP = [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064]
-CODECS = {
-    "2bit": (2, {"type": "2bit", "threshold": 0.5}, [0.5]),
-    "4bit": (4, {"type": "4bit", "thresholds": GROUP}, GROUP),
-    "4bit-3levels": (4, {"type": "4bit", "thresholds": [0.25, 0.5, 1.0]}, [0.25, 0.5, 1.0]),
+CODECS = {  # name: (bits, params, levels, rounding); 2bit floors by default (MXNet's), 4bit rounds to nearest
+    "2bit": (2, {"type": "2bit", "threshold": 0.5}, [0.5], "floor"),
+    "2bit-nearest": (2, {"type": "2bit", "threshold": 0.5, "rounding": "nearest"}, [0.5], "nearest"),
+    "4bit": (4, {"type": "4bit", "thresholds": GROUP}, GROUP, "nearest"),
+    "4bit-floor": (4, {"type": "4bit", "thresholds": GROUP, "rounding": "floor"}, GROUP, "floor"),
+    "4bit-3levels": (4, {"type": "4bit", "thresholds": [0.25, 0.5, 1.0]}, [0.25, 0.5, 1.0], "nearest"),
+    "4bit-uneven": (4, {"type": "4bit", "thresholds": [0.1, 0.3, 0.7, 1.1]}, [0.1, 0.3, 0.7, 1.1], "nearest"),
 }
 
 
 def check_step(name, grad, residual):
     """Encodes one step with the codec and with the reference; compares payload, residual, decode."""
-    bits, params, levels = CODECS[name]
+    bits, params, levels, rounding = CODECS[name]
     codec = mxnet_gc.codecs.create(params)
-    want_bytes, want_res, want_values = reference.encode(bits, grad, residual, levels)
+    want_bytes, want_res, want_values = reference.encode(bits, grad, residual, levels, rounding)
     res = nd(residual)
     payload = codec.encode(nd(grad), res)
     assert payload.dtype == np.float32 and payload.shape == (codec.payload_size(len(grad)),)
@@ -53,10 +56,11 @@ def test_large_array_every_block(name, threads):
     check_step(name, grad, residual)
 
 
-def special_values(levels):
-    """Values at each level, just below it, negated, zero, -0, huge, tiny and subnormal."""
+def special_values(levels, rounding):
+    """Values at each level and decision bound, just below them, negated, zero, -0, huge, tiny and
+    subnormal."""
     vals = [0.0, -0.0, 3.0e38, -3.0e38, 1e-45, -1e-45, 1e-40, np.finfo(np.float32).tiny]
-    for t in levels:
+    for t in list(levels) + list(reference.bounds_of(levels, rounding)):
         t = np.float32(t)
         below = np.nextafter(t, np.float32(0))
         vals += [t, -t, below, -below, np.nextafter(t, np.float32(np.inf))]
@@ -65,7 +69,7 @@ def special_values(levels):
 
 @pytest.mark.parametrize("name", CODECS)
 def test_special_values(name):
-    grad = special_values(CODECS[name][2])
+    grad = special_values(CODECS[name][2], CODECS[name][3])
     check_step(name, grad, np.zeros_like(grad))
 
 
@@ -80,12 +84,22 @@ def test_special_values_bits_2bit():
 
 
 def test_special_values_bits_4bit():
-    codec = mxnet_gc.codecs.create({"type": "4bit", "thresholds": [1, 2, 4]})
+    codec = mxnet_gc.codecs.create({"type": "4bit", "thresholds": [1, 2, 4], "rounding": "floor"})
     res = mx.nd.zeros(5)
     payload = codec.encode(nd([1.0, -2.5, 0.9, 100.0, -4.0]), res)
     # codes 0001 1010 | 0000 0011 | 1011 0000 -> 0x1a, 0x03, 0xb0, pad
     assert list(payload_bytes(payload)) == [0x1A, 0x03, 0xB0, 0]
     np.testing.assert_array_equal(res.asnumpy(), np.float32([0, -0.5, 0.9, 96.0, 0]))
+
+
+def test_special_values_bits_4bit_nearest():
+    """The default rounding: bounds 0.5, 1.5, 3 between the levels 1, 2, 4."""
+    codec = mxnet_gc.codecs.create({"type": "4bit", "thresholds": [1, 2, 4]})
+    res = mx.nd.zeros(6)
+    payload = codec.encode(nd([1.0, -2.5, 0.4, 100.0, -2.9, 0.5]), res)
+    # codes 0001 1010 | 0000 0011 | 1010 0001 -> 0x1a, 0x03, 0xa1, pad
+    assert list(payload_bytes(payload)) == [0x1A, 0x03, 0xA1, 0]
+    np.testing.assert_array_equal(res.asnumpy(), np.float32([0, -0.5, 0.4, 96.0, np.float32(-2.9) + 2, -0.5]))
 
 
 @pytest.mark.parametrize("name", CODECS)
@@ -119,7 +133,7 @@ def test_nonfinite_values_are_dropped(name):
 
 @pytest.mark.parametrize("name", CODECS)
 def test_decode_add_accumulates_in_place(name):
-    bits, params, levels = CODECS[name]
+    bits, params, levels, rounding = CODECS[name]
     codec = mxnet_gc.codecs.create(params)
     rng = np.random.default_rng(11)
     n = 50
@@ -131,7 +145,7 @@ def test_decode_add_accumulates_in_place(name):
         payload = codec.encode(nd(grad), mx.nd.zeros(n))
         result = codec.decode_add(payload, acc)
         assert result is acc
-        total = total + reference.encode(bits, grad, np.zeros(n), levels)[2]
+        total = total + reference.encode(bits, grad, np.zeros(n), levels, rounding)[2]
     np.testing.assert_array_equal(acc.asnumpy(), total)
 
 
@@ -142,7 +156,7 @@ def test_encode_into_preallocated_payload():
     payload = codec.encode(grad, mx.nd.zeros(21), out=out)
     assert payload is out
     np.testing.assert_array_equal(payload_bytes(out),
-                                  reference.encode(4, grad.asnumpy(), np.zeros(21), GROUP)[0])
+                                  reference.encode(4, grad.asnumpy(), np.zeros(21), GROUP, "nearest")[0])
 
 
 def test_multidimensional_shapes():
@@ -152,7 +166,7 @@ def test_multidimensional_shapes():
     payload = codec.encode(nd(grad), res)
     out = mx.nd.zeros((3, 5, 7))
     codec.decode(payload, out)
-    want_bytes, want_res, want_values = reference.encode(4, grad, np.zeros(grad.size), GROUP)
+    want_bytes, want_res, want_values = reference.encode(4, grad, np.zeros(grad.size), GROUP, "nearest")
     np.testing.assert_array_equal(payload_bytes(payload), want_bytes)
     np.testing.assert_array_equal(out.asnumpy().ravel(), want_values)
     np.testing.assert_array_equal(res.asnumpy().ravel(), want_res)

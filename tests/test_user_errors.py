@@ -49,6 +49,13 @@ CASES = [  # (what the user wrote, the call, the exception, what the message mus
      ValueError, ["compression params must be a dict", "such as {'type': '4bit'}", "got '4bit'"]),
     ("an int32 gradient", lambda: mxnet_gc.codecs.create({"type": "4bit"}).encode(
         mx.nd.zeros(8, dtype="int32"), mx.nd.zeros(8)), TypeError, ["must be float32, got int32", ".astype('float32')"]),
+    ("'auto' levels with no warm-up to fit them in", lambda: mxnet_gc.kvstore.Compression(
+        {"type": "4bit", "thresholds": "auto", "warmup_steps": 0}), ValueError,
+     ["'thresholds': 'auto' fits", "'warmup_steps' must be at least 1"]),
+    ("'auto' for a codec alone", lambda: mxnet_gc.codecs.create({"type": "4bit", "thresholds": "auto"}), ValueError,
+     ["fitted to each key's gradients by a store", "needs levels or a group name"]),
+    ("'auto' for one key", lambda: mxnet_gc.kvstore.Compression({"type": "4bit", "per_key": {"w": "auto"}}),
+     ValueError, ["'per_key'['w']", "applies to every key"]),
 ]
 
 

@@ -9,11 +9,13 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import checkpoint_files
+from .. import checkpoint_files, log
+from ..level_fit import LevelFitter
 from ..schedule import Phase, Schedule
 from . import agreement, arguments
 from .message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
+from .residual_monitor import ResidualMonitor
 
 
 PEER_FAILURE_GRACE = 2.0  # seconds a worker failing because another one did waits before it exits
@@ -52,11 +54,16 @@ class StoreBase(KVStoreBase):
 
     def __init__(self):
         self._nonfinite = NonFiniteMonitor()
+        self._residuals = ResidualMonitor()
+        self._residuals.names = self._nonfinite.names
+        self._residuals.describe = lambda k: "; its codec: %s" % json.dumps(self.codec_for(k).config())
         self._pull_each_message = False
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._checked = {}  # key -> the arrays last checked for it (see _check)
         self._warmup = None  # the compression's warm-up: Schedule of dense steps, then the codec
+        self._fitter = None  # 'thresholds': 'auto': the LevelFitter measuring the warm-up's gradients
+        self._fits = 0  # level fits done (each averages under its own key)
         self._step_keys = set()  # keys pushed in the current step (a key pushed again starts the next)
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
 
@@ -126,22 +133,47 @@ class StoreBase(KVStoreBase):
         return self._warmup
 
     def _set_warmup(self, compression):
-        self._warmup = Schedule([Phase("dense", compression.warmup_steps, "dense"), Phase("compressed", None, "compressed")]) \
-            if compression.warmup_steps else None
+        """The warm-up as a schedule: dense steps, with 'thresholds': 'auto' the last ones measuring the
+        gradients (phase 'fit_levels'), then the codec."""
+        fit = compression.fit_steps
+        phases = [Phase("dense", compression.warmup_steps - fit, "dense")] if compression.warmup_steps > fit else []
+        if fit:
+            phases.append(Phase("fit_levels", fit, "dense"))
+        self._warmup = Schedule(phases + [Phase("compressed", None, "compressed")]) if phases else None
+        self._fitter = LevelFitter(fit) if fit else None
         self._step_keys = set()
 
     def _count_step(self, keys):
-        """Before a push: a key pushed again starts the next step (so per-key calls, as gluon.Trainer makes,
-        and one call per step count alike); at the end of the warm-up the codecs start (a collective call,
-        at the same push on every worker, which push the same keys)."""
+        """Before a push: a key pushed again starts the next step (so per-key calls, as gluon.Trainer and
+        Module make, and one call per step count alike); at the end of the warm-up the codecs start (a
+        collective call, at the same push on every worker, which push the same keys)."""
         if self._warmup is None:
             return
         keys = [k for k in keys if k not in self._reduce_only]
         if self._step_keys.intersection(keys):
             self._step_keys.clear()
-            if self._warmup.advance() is not None:
+            if self._warmup.advance() is not None and self._warmup.current.sends == "compressed":
+                if self._fitter is not None:
+                    self._fit_levels()
                 self._assign_codecs(self._layout.messages)
         self._step_keys.update(keys)
+
+    def _observe_warmup(self, grads):
+        """In the warm-up's 'fit_levels' phase: measures each key's gradient for 'thresholds': 'auto'."""
+        if self._fitter is not None and self._warmup.current.name == "fit_levels":
+            self._fitter.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
+
+    def _fit_levels(self):
+        """Ends 'thresholds': 'auto''s measurement: each key's ladder from the workers' largest gradient
+        values (a collective call; level_fit.py); logs the table."""
+        keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
+        names = [self._nonfinite.names.get(k, str(k)) for k in keys]
+        levels = self._fitter.fit_over_workers(self, keys, names, name="fit_levels_%d" % self._fits)
+        self._fits += 1
+        self._compression = self._compression.fitted(levels)
+        log.logger.info("4bit levels fitted to each key's largest gradient values over the last %d warm-up steps:\n%s",
+                        self._compression.fit_steps, self._fitter.format())
+        self._fitter = None
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
@@ -216,6 +248,19 @@ class StoreBase(KVStoreBase):
         compressions (their dense warm-up, LGC's dense phase), not uncompressed or under MXNet's 2bit (as
         MXNet) nor for statistics (``reduce_only``)."""
         return not self._compression.is_mxnet and message.chunks[0].key not in self._reduce_only
+
+    @property
+    def residual_history(self):
+        """{key: [(push number, gradient norm, residual norm)]}: every 10th push of each coded key, the norm
+        of this worker's gradient and of its residual after the encode (residual_monitor.py)."""
+        return {k: list(rows) for k, rows in self._residuals.history.items()}
+
+    def _watch_residuals(self, keys, grads):
+        """After a push's encodes: samples the residual against the gradient of each coded key."""
+        for k in keys:
+            chunks = self._layout.chunks[k]
+            if all(c.codec is not None and c.residual is not None and c.residual.size == c.size for c in chunks):
+                self._residuals.sample(k, grads[k], [c.residual for c in chunks])
 
     def _targets(self, key, out):
         """{key: [output arrays]} of a pull, checked."""

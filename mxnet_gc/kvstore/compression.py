@@ -8,6 +8,9 @@
 - ``{'type': 'gc_2bit', 'threshold': t}``: mxnet_gc's 2bit codec (same encoding, our kernels).
 - ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec.  ``'per_key'``, a dict from
   key to thresholds (a list, a ThresholdGroup or a group name), gives some keys their own group.
+  ``'thresholds': 'auto'``: each key gets a ladder whose top level is above its largest gradient values,
+  measured during the last FIT_STEPS steps of the warm-up (mxnet_gc/level_fit.py) and agreed by the
+  workers; the store then holds them as ``per_key`` (``fitted``).
 - any other codec type registered in ``mxnet_gc.codecs``, with its parameters.
 - ``{'type': 'lgc', 'density': d, ...}``: learned gradient compression (mxnet_gc/lgc): a schedule
   of phases run by the store itself (kvstore/lgc_rounds.py; its rounds lgc_ps.py or lgc_ring.py).
@@ -25,6 +28,8 @@ from ..lgc.options import LGCOptions
 
 MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
 DEFAULT_WARMUP_STEPS = 50
+FIT_STEPS = 20  # warm-up steps that measure the gradients for 'thresholds': 'auto' (its last ones)
+AUTO = "auto"
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
 
 
@@ -60,6 +65,7 @@ class Compression:
         self.type = kind
         self.lgc = kind == "lgc"
         self.warmup_steps = 0
+        self.fits_levels = False
         if self.lgc:  # a method with phases, not one codec: the store runs it (codec_for gives None)
             self.codec_type, self.compressed_pull, self._default, self._per_key = None, False, None, {}
             self.config = LGCOptions(params).config
@@ -82,15 +88,44 @@ class Compression:
         self.warmup_steps = params.pop("warmup_steps", DEFAULT_WARMUP_STEPS)
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError("'warmup_steps' must be an int >= 0, got %r" % (self.warmup_steps,))
-        self._default = codecs.create(dict(params, type=self.codec_type))
+        self.fits_levels = self.codec_type == "4bit" and params.get("thresholds") == AUTO
+        if self.fits_levels:
+            if self.warmup_steps < 1 and not per_key:
+                raise ValueError("4bit: 'thresholds': 'auto' fits each key's levels to its gradients during the dense "
+                                 "warm-up; 'warmup_steps' must be at least 1, got 0")
+            self._default = None
+            default = {"type": "4bit", "thresholds": AUTO}
+        else:
+            self._default = codecs.create(dict(params, type=self.codec_type))
+            default = self._default.config()
+        self._params = dict(params, type=kind, compressed_pull=self.compressed_pull, warmup_steps=self.warmup_steps,
+                            per_key={str(k): _levels(v) for k, v in per_key.items()})
         self._per_key = {str(k): self._key_codec(params, k, v) for k, v in per_key.items()}
-        self.config = {"type": kind, "default": self._default.config(), "compressed_pull": self.compressed_pull,
+        self.config = {"type": kind, "default": default, "compressed_pull": self.compressed_pull,
                        "per_key": {k: c.config() for k, c in sorted(self._per_key.items())},
                        "warmup_steps": self.warmup_steps}
+
+    @property
+    def rounding(self):
+        """4bit's rounding ('nearest' unless the params say 'floor')."""
+        return self._params.get("rounding", "nearest")
+
+    @property
+    def fit_steps(self):
+        """The warm-up's last steps that measure the gradients for 'thresholds': 'auto' (0 otherwise)."""
+        return min(FIT_STEPS, self.warmup_steps) if self.fits_levels else 0
+
+    def fitted(self, levels):
+        """This compression with ``levels`` ({key: levels}) as each key's thresholds in place of 'auto'."""
+        per_key = {str(k): v for k, v in levels.items()}
+        per_key.update(self._params["per_key"])  # (levels the user gave win)
+        return Compression(dict(self._params, per_key=per_key))
 
     def _key_codec(self, params, key, value):
         if self.codec_type == "4bit":
             override = {"thresholds": _levels(value)}
+            if override["thresholds"] == AUTO:
+                raise ValueError("'per_key'[%r]: 'auto' applies to every key ('thresholds': 'auto')" % (key,))
         elif isinstance(value, dict):
             override = value
         else:
@@ -115,4 +150,7 @@ class Compression:
         """The codec for a user key, or None when the pushes are dense float32 (MXNet's types)."""
         if self.codec_type is None:
             return None
-        return self._per_key.get(str(key), self._default)
+        codec = self._per_key.get(str(key), self._default)
+        if codec is None:
+            raise ValueError("key %r has no levels yet: 'thresholds': 'auto' fits them during the warm-up" % (key,))
+        return codec

@@ -205,6 +205,7 @@ class DistSyncStore(StoreBase):
         grads = self._gradients(key, value)
         keys = list(grads)
         self._count_step(keys)
+        self._observe_warmup(grads)
         lgc_phase, keys = self._lgc_push(keys)
         messages = self._layout.messages_of(keys)
         for m in messages:
@@ -227,6 +228,7 @@ class DistSyncStore(StoreBase):
         for m in messages:  # one engine operation per message (dense: a copy into its private buffer)
             m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks],
                                m.buffers["payload" if m.coded else "send"], priority)
+        self._watch_residuals(keys, grads)
         arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
         self._unsent += [(m, a, priority) for m, a in zip(messages, arrays)]
         self._send(everything=self.asynchronous)

@@ -114,6 +114,7 @@ class HorovodStore(StoreBase):
             plan.raise_engine_error()
         self._decoding = set()
         self._count_step(list(grads))
+        self._observe_warmup(grads)
         lgc_phase, keys = self._lgc_push(list(grads))
         for m in self._layout.messages_of(keys):
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -128,6 +129,7 @@ class HorovodStore(StoreBase):
                 start = lambda: self._hvd.allreduce(send, op=self._hvd.Sum, name=name, priority=priority)  # noqa: E731
             m.buffers["result"] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
                                                   blocking=m.coded)
+        self._watch_residuals(keys, grads)
         if lgc_phase in ("train", "lgc"):
             self._lgc.push(grads)
 

@@ -26,6 +26,7 @@
 namespace {
 
 const float kLevels[mxgc::kMaxLevels] = {0.25f, 0.5f, 1.0f, 2.0f, 4.0f, 8.0f, 16.0f};
+const float kMidpoints[mxgc::kMaxLevels] = {0.125f, 0.375f, 0.75f, 1.5f, 3.0f, 6.0f, 12.0f};
 
 uint32_t read_u32(const uint8_t* p) {
   uint32_t v;
@@ -45,8 +46,9 @@ void threshold_case(int bits, bool encode, int64_t n, int num_levels, const uint
   const int64_t words = mxgc::payload_words(bits, n);
   if (encode) {
     std::vector<float> grad = filled(n, data, size), residual(n, 0.0f), payload(words);
-    for (int step = 0; step < 2; ++step)
-      mxgc::encode(bits, grad.data(), residual.data(), payload.data(), n, kLevels, num_levels);
+    for (int step = 0; step < 2; ++step)  // floor, then nearest (bounds at the midpoints)
+      mxgc::encode(bits, grad.data(), residual.data(), payload.data(), n, kLevels, step ? kMidpoints : kLevels,
+                   num_levels);
     return;
   }
   std::vector<float> payload = filled(words, data, size), out(n), acc(n, 1.0f);

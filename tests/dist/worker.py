@@ -4,7 +4,7 @@ Spec fields: store ('dist_sync' or 'dist_async'), keys ([[key, shape], ...]), st
 compression (params or null; the codec from the first step unless they give 'warmup_steps'), turns (each step the workers push and pull one after the other, in rank
 order), final_pull (after the steps, a barrier and a pull saved as <key>/final), zero_init (initial
 values zero instead of random),
-optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
+key_scales (a factor per key for its gradients), optimizer (null or [name, params]), lists (push/pull all keys in one call), pull_first (pull
 before any push), groups (init's: lists of keys, one message each).  Faults: bad_compression (params every worker first tries; the ValueError is
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
 size to the first key), die_at_step (rank 1 kills itself), partial_push (push only the first key).
@@ -68,7 +68,9 @@ def main():
         for k, o in zip(keys, outs):
             saved["%s/init" % k] = o.asnumpy()
     for step in range(spec["steps"]):
-        grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"])) for i, s in enumerate(shapes)]
+        scales = spec.get("key_scales") or [1.0] * len(keys)
+        grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"] * scales[i]))
+                 for i, s in enumerate(shapes)]
         if step == spec.get("die_at_step") and rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         if step == spec.get("corrupt_at_step"):
@@ -99,6 +101,7 @@ def main():
         kv.pull(keys, out=outs)
         for k, o in zip(keys, outs):
             saved["%s/final" % k] = o.asnumpy()
+    saved["compression_config"] = np.array(json.dumps(kv.compression_config))
     np.savez(os.path.join(spec["out"], "rank%d.npz" % rank), **saved)
     print("worker rank %d saved %d arrays" % (rank, len(saved)))
 

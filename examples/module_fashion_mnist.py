@@ -1,0 +1,138 @@
+#!/usr/bin/env python
+"""MXNet 1.x's Module.fit on Fashion-MNIST with compressed gradients, as MXNet's image-classification
+example trains: the optimizer (SGD with momentum) runs on the servers, the workers push gradients summed
+over their batch.
+
+    python -m mxnet_gc.launch -n 2 -s 1 .venv/bin/python examples/module_fashion_mnist.py \\
+        --gc-type 4bit --num-epochs 5
+
+The only lines that differ from an MXNet 1.x script are the store's creation
+(``mxnet_gc.kvstore.create`` in place of ``mx.kvstore.create``) and the compression's type.  The network
+is an MLP (784-128-64-10).  Rank 0 prints the test accuracy after every epoch and, with --log, writes a
+JSON log: per epoch the accuracy, and every --norms-every pushes of each key the gradient's and the
+residual's norms (``kv.residual_history``) and the update's norm.
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+
+import numpy as np
+import mxnet as mx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fashion_mnist  # noqa: E402
+import mxnet_gc  # noqa: E402
+
+def mlp(loss_scale):
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(mx.sym.Flatten(data), num_hidden=128, name="fc1")
+    net = mx.sym.Activation(net, act_type="relu")
+    net = mx.sym.FullyConnected(net, num_hidden=64, name="fc2")
+    net = mx.sym.Activation(net, act_type="relu")
+    net = mx.sym.FullyConnected(net, num_hidden=10, name="fc3")
+    return mx.sym.SoftmaxOutput(net, name="softmax", grad_scale=loss_scale)
+
+
+def compression_params(args):
+    if args.gc_type == "none":
+        return {"type": "none"}
+    if args.gc_type in ("2bit", "gc_2bit"):
+        return {"type": args.gc_type, "threshold": args.gc_threshold}
+    params = {"type": "4bit"}
+    if args.gc_thresholds is not None:
+        params["thresholds"] = args.gc_thresholds if "," not in args.gc_thresholds else \
+            [float(t) for t in args.gc_thresholds.split(",")]
+    return params
+
+
+def iterators(args, rank, num_workers):
+    images, labels = fashion_mnist.load("train")
+    if args.num_examples:
+        images, labels = images[:args.num_examples], labels[:args.num_examples]
+    images, labels = fashion_mnist.shard(images, labels, rank, num_workers)
+    test_images, test_labels = fashion_mnist.load("test")
+    if args.test_limit:
+        test_images, test_labels = test_images[:args.test_limit], test_labels[:args.test_limit]
+
+    def normalized(x):  # to [0, 1], as MXNet's image-classification example does
+        return (x.astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
+
+    train = mx.io.NDArrayIter(normalized(images), labels.astype(np.float32), args.batch_size, shuffle=True,
+                              last_batch_handle="discard", label_name="softmax_label")
+    test = mx.io.NDArrayIter(normalized(test_images), test_labels.astype(np.float32), 1000,
+                             label_name="softmax_label")
+    return train, test
+
+
+class UpdateNorms:
+    """A batch-end callback: every ``every`` batches the norm of each parameter's change since the last."""
+
+    def __init__(self, module, every):
+        self.module, self.every, self.rows, self._last = module, every, [], None
+
+    def __call__(self, param):
+        if param.nbatch % self.every:
+            return
+        weights = {k: v.asnumpy() for k, v in self.module.get_params()[0].items()}
+        if self._last is not None:
+            self.rows.append({"epoch": param.epoch, "batch": param.nbatch,
+                              "update_norm": {k: float(np.linalg.norm(weights[k] - self._last[k])) for k in weights}})
+        self._last = weights
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--kv-store", default="dist_sync", help="dist_sync, dist_async or horovod")
+    p.add_argument("--gc-type", choices=["none", "2bit", "gc_2bit", "4bit"], default="4bit", help="the compression")
+    p.add_argument("--gc-threshold", type=float, default=0.01, help="2bit's threshold")
+    p.add_argument("--gc-thresholds", default=None,
+                   help="4bit's levels: a group name, 'auto' or comma-separated levels (default: the codec's)")
+    p.add_argument("--num-epochs", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=100, help="per worker")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--mom", type=float, default=0.9, help="SGD's momentum (on the servers)")
+    p.add_argument("--wd", type=float, default=1e-4)
+    p.add_argument("--loss-scale", type=float, default=1.0,
+                   help="multiplies the gradients (and divides rescale_grad by it: the same training), a scale test")
+    p.add_argument("--num-examples", type=int, default=0, help="use the first N training images only (0: all)")
+    p.add_argument("--test-limit", type=int, default=0, help="test on the first N test images only (0: all)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--log", help="JSON log (rank 0)")
+    p.add_argument("--norms-every", type=int, default=10, help="pushes between two norm samples in the log")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    mx.random.seed(args.seed)
+    np.random.seed(args.seed)
+    kv = mxnet_gc.kvstore.create(args.kv_store)
+    kv.set_gradient_compression(compression_params(args))
+    train, test = iterators(args, kv.rank, kv.num_workers)
+    mod = mx.mod.Module(mlp(args.loss_scale), context=mx.cpu())
+    norms = UpdateNorms(mod, args.norms_every)
+    epochs = []
+
+    def end_of_epoch(epoch, symbol, arg_params, aux_params):
+        accuracy = mod.score(test, "acc")[0][1]
+        epochs.append({"epoch": epoch, "test_accuracy": accuracy})
+        if kv.rank == 0:
+            print("epoch %d: test accuracy %.4f" % (epoch, accuracy), flush=True)
+
+    mod.fit(train, num_epoch=args.num_epochs, kvstore=kv, optimizer="sgd",
+            optimizer_params={"learning_rate": args.lr, "momentum": args.mom, "wd": args.wd,
+                              "rescale_grad": 1.0 / (args.loss_scale * args.batch_size * kv.num_workers)},
+            initializer=mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),
+            batch_end_callback=norms if args.log else None, epoch_end_callback=end_of_epoch)
+    if kv.rank == 0 and args.log:
+        with open(args.log, "w") as f:
+            json.dump({"args": vars(args), "epochs": epochs, "updates": norms.rows,
+                       "residuals": {str(k): v for k, v in kv.residual_history.items()}}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""4bit's ``'thresholds': 'auto'``: each key's ladder of levels from the largest gradient values it had
+during a calibration (the last steps of the dense warm-up).
+
+For each key: M = the mean over the workers of the largest finite |gradient value| each saw in the
+calibration's steps; the top level is the power of two at or above HEADROOM * M, and the ladder is the
+7 levels top * 2^-6 ... top (ratio 2, a 64x range).
+
+Why the top and not the bulk: a value above the top level is clipped to it, and its residual grows every
+step it lasts; what error feedback holds back then arrives late, and momentum on the servers integrates
+it a second time.  That kills networks (Module.fit and a plain gluon.Trainer with momentum 0.9 on the
+servers).  HEADROOM = 4 leaves two octaves for gradients that grow after the warm-up.  Values below the
+lowest level's rounding bound wait in the residual until they add up to it.  Powers of two keep the
+levels exact in float32, and a gradient scaled by 2^k (batch size, loss scale) gets its ladder scaled by
+2^k.  The measurements behind it are in docs/accuracy.md ("The original 2bit context").
+"""
+import math
+
+import numpy as np
+
+HEADROOM = 4.0
+LEVELS = 7
+
+
+def ladder(largest):
+    """The 7 levels for a key whose largest gradient value is ``largest`` (None when it never had a finite
+    nonzero value: then the levels of 1.0)."""
+    if not largest or not math.isfinite(largest) or largest <= 0:
+        largest = 1.0
+    top = 2.0 ** math.ceil(math.log2(HEADROOM * largest))
+    return [top * 2.0 ** (k - LEVELS + 1) for k in range(LEVELS)]
+
+
+class LevelFitter:
+    """Collects, per key, the largest |gradient value| of each observed step (engine operations, no wait);
+    then fits the ladders, agreed over the workers.  The store uses it in its warm-up, the Gluon trainer
+    in its calibration phase (the same calls as groups.GroupSelector)."""
+
+    def __init__(self, calibration_steps=20):
+        self.calibration_steps = calibration_steps
+        self._maxima = {}  # key -> [one-value NDArrays, a step each, or floats restored from a checkpoint]
+        self.table = None  # once fitted: a row per key (name, largest value, levels)
+
+    def observe(self, grads):
+        """One step's gradients: {key: NDArray}, or a list (keys 0, 1, ...)."""
+        import mxnet as mx
+
+        for key, g in (grads.items() if isinstance(grads, dict) else enumerate(grads)):
+            self._maxima.setdefault(key, []).append(mx.nd.max(mx.nd.abs(g)))
+
+    def local_largest(self, keys):
+        """Per key, the largest finite value over the observed steps (0 for a key never observed; a step
+        whose gradient held NaN or inf is left out)."""
+        out = []
+        for k in keys:
+            values = np.array([float(getattr(m, "asscalar", lambda m=m: m)()) for m in self._maxima.get(k, [])])
+            values = values[np.isfinite(values)]
+            out.append(values.max() if values.size else 0.0)
+        return np.array(out, np.float64)
+
+    def fit_over_workers(self, kv, keys, names, name="fit_levels"):
+        """{key: levels} from the workers' mean largest values (a collective call on ``kv``, once per
+        ``name``); the table is ``self.table``."""
+        largest = kv.average(name, self.local_largest(keys))
+        self.table = [{"name": n, "largest": float(m), "levels": ladder(m)} for n, m in zip(names, largest)]
+        self._maxima = {}
+        return {k: row["levels"] for k, row in zip(keys, self.table)}
+
+    def choose_over_workers(self, kv, names, sizes):
+        """The Gluon trainer's call (keys 0 .. n-1 in its order); returns the table."""
+        self.fit_over_workers(kv, list(range(len(names))), names)
+        return self.table
+
+    def format(self):
+        return format_table(self.table)
+
+    def state_dict(self):
+        keys = sorted(self._maxima)
+        return {"table": self.table, "largest": [[k, float(v)] for k, v in zip(keys, self.local_largest(keys))]}
+
+    def load_state_dict(self, state):
+        self.table = state["table"]
+        self._maxima = {k: [v] for k, v in state["largest"]}
+
+
+def format_table(table):
+    """The fitted levels as text, one line per key."""
+    lines = ["%-40s %12s %12s %12s" % ("key", "largest |g|", "lowest level", "top level")]
+    for row in table:
+        lines.append("%-40s %12.4g %12.4g %12.4g" % (row["name"], row["largest"], row["levels"][0], row["levels"][-1]))
+    return "\n".join(lines)
