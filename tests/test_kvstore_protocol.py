@@ -11,7 +11,7 @@ from mxnet_gc.kvstore.compression import Compression
 def test_supported_types_and_names():
     assert mxnet_gc.kvstore.supported_types() == ["none", "2bit", "4bit", "gc_2bit", "layerwise_topk", "lgc"]
     assert Compression({"type": "2bit", "threshold": 0.5}).is_mxnet
-    assert Compression({"type": "gc_2bit"}).codec_for("w").config() == {"type": "2bit", "threshold": 0.5}
+    assert Compression({"type": "gc_2bit"}).codec_for("w").config() == {"type": "2bit", "threshold": 0.5, "rounding": "floor"}
     four = Compression({"type": "4bit", "thresholds": "small", "per_key": {"fc": [0.5, 1.0], 3: "large"}})
     assert four.codec_for("fc").group.levels == (0.5, 1.0)
     assert four.codec_for(3).group == mxnet_gc.codecs.default_group("large")
@@ -77,7 +77,10 @@ def test_sparse_arrays_are_refused():
 
 def test_mxnet_gc_codecs_warm_up_by_default():
     assert Compression({"type": "4bit"}).warmup_steps == 50 == Compression({"type": "layerwise_topk"}).warmup_steps
-    assert Compression({"type": "4bit", "warmup_steps": 0}).config["warmup_steps"] == 0
+    assert Compression({"type": "4bit", "warmup_steps": 0, "thresholds": "medium"}).config["warmup_steps"] == 0
+    # 4bit's levels are fitted in the warm-up unless given
+    assert Compression({"type": "4bit"}).config["default"] == {"type": "4bit", "thresholds": "auto", "rounding": "nearest"}
+    assert Compression({"type": "4bit"}).fit_steps == 20
     assert Compression({"type": "2bit"}).warmup_steps == 0 == Compression({"type": "none"}).warmup_steps
     assert Compression({"type": "lgc"}).warmup_steps == 0  # (its own phases)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The original 2bit context: MXNet 1.x's Module.fit with the optimizer (SGD, momentum) on the servers.
 
-Every run is a real job of examples/module_fashion_mnist.py (Fashion-MNIST, a 784-128-64-10 MLP, batch
+Every run is a real job of examples/classic_fashion_mnist.py (Fashion-MNIST, a 784-128-64-10 MLP, batch
 100 per worker, SGD lr 0.1, wd 1e-4, momentum on the servers), W workers and 1 server started by
 tools/launch.py.  Runs are kept in the JSON file as they finish (an interrupted study resumes); a run is
 identified by its arguments, seed and workers.
@@ -64,7 +64,7 @@ def train(argv, workers):
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
         proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                               "--timeout", "3600", sys.executable, os.path.join(ROOT, "examples", "module_fashion_mnist.py"),
+                               "--timeout", "3600", sys.executable, os.path.join(ROOT, "examples", "classic_fashion_mnist.py"),
                                "--log", log] + argv, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))

@@ -6,7 +6,8 @@
 - ``{'type': '2bit', 'threshold': t}``: MXNet's built-in 2bit, run by MXNet's own kernels on the workers
   (quantize, residual) and on the servers (dequantize), so it can be compared with mxnet_gc's codecs.
 - ``{'type': 'gc_2bit', 'threshold': t}``: mxnet_gc's 2bit codec (same encoding, our kernels).
-- ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec.  ``'per_key'``, a dict from
+- ``{'type': '4bit', 'thresholds': [t1, ..., t7]}``: mxnet_gc's 4bit codec ('thresholds' defaults to
+  'auto' here; a codec alone, ``codecs.create``, to 'medium'; 'rounding' to 'nearest').  ``'per_key'``, a dict from
   key to thresholds (a list, a ThresholdGroup or a group name), gives some keys their own group.
   ``'thresholds': 'auto'``: each key gets a ladder whose top level is above its largest gradient values,
   measured during the last FIT_STEPS steps of the warm-up (mxnet_gc/level_fit.py) and agreed by the
@@ -88,13 +89,19 @@ class Compression:
         self.warmup_steps = params.pop("warmup_steps", DEFAULT_WARMUP_STEPS)
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError("'warmup_steps' must be an int >= 0, got %r" % (self.warmup_steps,))
+        if self.codec_type == "4bit" and "thresholds" not in params:  # the store's default: levels fitted
+            if self.warmup_steps < 1 and not per_key:
+                raise ValueError("4bit with 'warmup_steps': 0 needs 'thresholds' (levels or a group name such as "
+                                 "'medium'): the default, 'auto', fits them to the gradients during the warm-up")
+            params["thresholds"] = AUTO
         self.fits_levels = self.codec_type == "4bit" and params.get("thresholds") == AUTO
         if self.fits_levels:
             if self.warmup_steps < 1 and not per_key:
                 raise ValueError("4bit: 'thresholds': 'auto' fits each key's levels to its gradients during the dense "
                                  "warm-up; 'warmup_steps' must be at least 1, got 0")
+            codecs.create(dict(params, type="4bit", thresholds="medium"))  # (checks the other parameters)
             self._default = None
-            default = {"type": "4bit", "thresholds": AUTO}
+            default = {"type": "4bit", "thresholds": AUTO, "rounding": params.get("rounding", "nearest")}
         else:
             self._default = codecs.create(dict(params, type=self.codec_type))
             default = self._default.config()

@@ -1,16 +1,16 @@
 #!/usr/bin/env python
-"""MXNet 1.x's Module.fit on Fashion-MNIST with compressed gradients, as MXNet's image-classification
-example trains: the optimizer (SGD with momentum) runs on the servers, the workers push gradients summed
-over their batch.
+"""MXNet 1.x's classic training APIs on Fashion-MNIST with compressed gradients: ``Module.fit`` (default) or
+a plain ``gluon.Trainer``, with the optimizer (SGD with momentum) on the servers and the workers pushing
+gradients summed over their batch, as MXNet's image-classification example trains.
 
-    python -m mxnet_gc.launch -n 2 -s 1 .venv/bin/python examples/module_fashion_mnist.py \\
-        --gc-type 4bit --num-epochs 5
+    python -m mxnet_gc.launch -n 2 -s 1 .venv/bin/python examples/classic_fashion_mnist.py \
+        --gc-type 4bit --num-epochs 5 [--api gluon]
 
 The only lines that differ from an MXNet 1.x script are the store's creation
 (``mxnet_gc.kvstore.create`` in place of ``mx.kvstore.create``) and the compression's type.  The network
-is an MLP (784-128-64-10).  Rank 0 prints the test accuracy after every epoch and, with --log, writes a
-JSON log: per epoch the accuracy, and every --norms-every pushes of each key the gradient's and the
-residual's norms (``kv.residual_history``) and the update's norm.
+is an MLP (784-128-64-10) on images scaled to [0, 1].  Rank 0 prints the test accuracy after every epoch
+and, with --log, writes a JSON log: per epoch the accuracy, and every --norms-every pushes of each key
+the gradient's and the residual's norms (``kv.residual_history``) and the update's norm.
 """
 import argparse
 import json
@@ -20,10 +20,12 @@ import sys
 
 import numpy as np
 import mxnet as mx
+from mxnet import autograd, gluon
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fashion_mnist  # noqa: E402
 import mxnet_gc  # noqa: E402
+
 
 def mlp(loss_scale):
     data = mx.sym.Variable("data")
@@ -67,24 +69,77 @@ def iterators(args, rank, num_workers):
 
 
 class UpdateNorms:
-    """A batch-end callback: every ``every`` batches the norm of each parameter's change since the last."""
+    """Every ``every`` batches, the norm of each parameter's change since the last sample."""
 
-    def __init__(self, module, every):
-        self.module, self.every, self.rows, self._last = module, every, [], None
+    def __init__(self, weights, every):
+        self.weights, self.every, self.rows, self._last = weights, every, [], None  # weights(): {name: NDArray}
 
-    def __call__(self, param):
-        if param.nbatch % self.every:
+    def __call__(self, epoch, batch):
+        if batch % self.every:
             return
-        weights = {k: v.asnumpy() for k, v in self.module.get_params()[0].items()}
+        weights = {k: v.asnumpy() for k, v in self.weights().items()}
         if self._last is not None:
-            self.rows.append({"epoch": param.epoch, "batch": param.nbatch,
+            self.rows.append({"epoch": epoch, "batch": batch,
                               "update_norm": {k: float(np.linalg.norm(weights[k] - self._last[k])) for k in weights}})
         self._last = weights
+
+
+def train_module(args, kv, train, test, norms_every):
+    """Module.fit, the optimizer on the servers (update_on_kvstore); returns (epochs, update norms)."""
+    mod = mx.mod.Module(mlp(args.loss_scale), context=mx.cpu())
+    norms = UpdateNorms(lambda: mod.get_params()[0], norms_every)
+    epochs = []
+
+    def end_of_epoch(epoch, symbol, arg_params, aux_params):
+        epochs.append({"epoch": epoch, "test_accuracy": mod.score(test, "acc")[0][1]})
+
+    mod.fit(train, num_epoch=args.num_epochs, kvstore=kv, optimizer="sgd",
+            optimizer_params={"learning_rate": args.lr, "momentum": args.mom, "wd": args.wd,
+                              "rescale_grad": 1.0 / (args.loss_scale * args.batch_size * kv.num_workers)},
+            initializer=mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),
+            batch_end_callback=lambda p: norms(p.epoch, p.nbatch),
+            epoch_end_callback=lambda *a: (end_of_epoch(*a), report(kv, epochs[-1])))
+    return epochs, norms.rows
+
+
+def train_gluon(args, kv, train, test, norms_every):
+    """A plain gluon.Trainer on mxnet_gc's store: the optimizer on the servers (Gluon's default for a dist
+    store); ``step`` is given the batch summed over the workers, as Module's rescale_grad."""
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(128, activation="relu"), gluon.nn.Dense(64, activation="relu"), gluon.nn.Dense(10))
+    net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2))
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": args.lr, "momentum": args.mom,
+                                                         "wd": args.wd}, kvstore=kv)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    norms = UpdateNorms(lambda: {p.name: p.data() for p in net.collect_params().values()}, norms_every)
+    epochs = []
+    for epoch in range(args.num_epochs):
+        train.reset()
+        for nbatch, batch in enumerate(train):
+            with autograd.record():
+                loss = loss_fn(net(batch.data[0]), batch.label[0]) * args.loss_scale
+            loss.backward()
+            trainer.step(args.batch_size * kv.num_workers * args.loss_scale)
+            norms(epoch, nbatch)
+        metric = mx.metric.Accuracy()
+        test.reset()
+        for batch in test:
+            metric.update([batch.label[0]], [net(batch.data[0])])
+        epochs.append({"epoch": epoch, "test_accuracy": metric.get()[1]})
+        report(kv, epochs[-1])
+    return epochs, norms.rows
+
+
+def report(kv, row):
+    if kv.rank == 0:
+        print("epoch %d: test accuracy %.4f" % (row["epoch"], row["test_accuracy"]), flush=True)
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--api", choices=["module", "gluon"], default="module",
+                   help="Module.fit or a plain gluon.Trainer, the optimizer on the servers either way")
     p.add_argument("--kv-store", default="dist_sync", help="dist_sync, dist_async or horovod")
     p.add_argument("--gc-type", choices=["none", "2bit", "gc_2bit", "4bit"], default="4bit", help="the compression")
     p.add_argument("--gc-threshold", type=float, default=0.01, help="2bit's threshold")
@@ -113,26 +168,11 @@ def main(argv=None):
     kv = mxnet_gc.kvstore.create(args.kv_store)
     kv.set_gradient_compression(compression_params(args))
     train, test = iterators(args, kv.rank, kv.num_workers)
-    mod = mx.mod.Module(mlp(args.loss_scale), context=mx.cpu())
-    norms = UpdateNorms(mod, args.norms_every)
-    epochs = []
-
-    def end_of_epoch(epoch, symbol, arg_params, aux_params):
-        accuracy = mod.score(test, "acc")[0][1]
-        epochs.append({"epoch": epoch, "test_accuracy": accuracy})
-        if kv.rank == 0:
-            print("epoch %d: test accuracy %.4f" % (epoch, accuracy), flush=True)
-
-    mod.fit(train, num_epoch=args.num_epochs, kvstore=kv, optimizer="sgd",
-            optimizer_params={"learning_rate": args.lr, "momentum": args.mom, "wd": args.wd,
-                              "rescale_grad": 1.0 / (args.loss_scale * args.batch_size * kv.num_workers)},
-            initializer=mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),
-            batch_end_callback=norms if args.log else None, epoch_end_callback=end_of_epoch)
+    epochs, updates = (train_module if args.api == "module" else train_gluon)(args, kv, train, test, args.norms_every)
     if kv.rank == 0 and args.log:
         with open(args.log, "w") as f:
-            json.dump({"args": vars(args), "epochs": epochs, "updates": norms.rows,
+            json.dump({"args": vars(args), "epochs": epochs, "updates": updates,
                        "residuals": {str(k): v for k, v in kv.residual_history.items()}}, f)
-
 
 if __name__ == "__main__":
     main()
