@@ -40,9 +40,10 @@ def mlp(loss_scale):
 def compression_params(args):
     if args.gc_type == "none":
         return {"type": "none"}
-    if args.gc_type in ("2bit", "gc_2bit"):
-        return {"type": args.gc_type, "threshold": args.gc_threshold}
-    params = {"type": "4bit"}
+    rounding = {} if args.gc_rounding is None else {"rounding": args.gc_rounding}
+    if args.gc_type in ("2bit", "gc_2bit"):  # (MXNet's own 2bit takes no rounding: it says so)
+        return {"type": args.gc_type, "threshold": args.gc_threshold, **rounding}
+    params = {"type": "4bit", **rounding}
     if args.gc_thresholds is not None:
         params["thresholds"] = args.gc_thresholds if "," not in args.gc_thresholds else \
             [float(t) for t in args.gc_thresholds.split(",")]
@@ -144,7 +145,9 @@ def parse_args(argv=None):
     p.add_argument("--gc-type", choices=["none", "2bit", "gc_2bit", "4bit"], default="4bit", help="the compression")
     p.add_argument("--gc-threshold", type=float, default=0.01, help="2bit's threshold")
     p.add_argument("--gc-thresholds", default=None,
-                   help="4bit's levels: a group name, 'auto' or comma-separated levels (default: the codec's)")
+                   help="4bit's levels: a group name, 'auto' or comma-separated levels (default: the store's, 'auto')")
+    p.add_argument("--gc-rounding", choices=["floor", "nearest"], default=None,
+                   help="4bit's and gc_2bit's rounding (default: the codec's, 'nearest' for 4bit, 'floor' for gc_2bit)")
     p.add_argument("--num-epochs", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=100, help="per worker")
     p.add_argument("--lr", type=float, default=0.1)

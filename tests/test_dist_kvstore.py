@@ -157,7 +157,8 @@ def test_gc_2bit_equals_mxnet_builtin_2bit(tmp_path):
         check(pulled[kind], simulate(spec, 2), 2, spec)
     for rank in range(2):
         for name, value in pulled["2bit"][rank].items():
-            np.testing.assert_array_equal(pulled["gc_2bit"][rank][name], value)
+            if name != "compression_config":  # (the settings, which differ by name)
+                np.testing.assert_array_equal(pulled["gc_2bit"][rank][name], value)
 
 
 @pytest.mark.parametrize("groups", [None, [["a", "b"]]], ids=["one-message-per-key", "keys-share-a-message"])

@@ -11,6 +11,7 @@ import pytest
 import reference
 import topk_reference as ref
 from dist.job import HERE, ROOT, gradient, initial_value
+from test_dist_kvstore import fitted_levels
 from test_dist_merge import check_sums
 
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
@@ -33,6 +34,9 @@ def run_spec(tmp_path, spec, workers=2):
 
 def expected_sums(spec, workers):
     comp = spec["compression"]
+    warmup = comp.get("warmup_steps", 0)
+    auto = comp["type"] == "4bit" and comp.get("thresholds", "auto") == "auto"
+    levels = fitted_levels(spec, workers, min(20, warmup)) if auto else {}
     out = {}
     for i, (key, shape) in enumerate(spec["keys"]):
         n = int(np.prod(shape))
@@ -42,11 +46,14 @@ def expected_sums(spec, workers):
             total = np.zeros(n, np.float32)
             for r in range(workers):
                 g = gradient(spec["seed"], r, step, i, shape, spec["scale"])
-                if comp["type"] == "layerwise_topk":
+                if step < warmup:
+                    total += g.ravel()
+                elif comp["type"] == "layerwise_topk":
                     idx, vals, _ = ref.step(g, states[r], **{k: v for k, v in comp.items() if k != "type"})
                     total[idx] += vals
                 elif comp["type"] == "4bit":
-                    q, residuals[r] = reference.quantize_array(g, residuals[r], comp["thresholds"], reference.rounding_of(comp))
+                    q, residuals[r] = reference.quantize_array(g, residuals[r], levels.get(key) or comp["thresholds"],
+                                                               reference.rounding_of(comp))
                     total += q.ravel()
                 else:
                     total += g.ravel()
@@ -58,8 +65,9 @@ def expected_sums(spec, workers):
     ({"type": "layerwise_topk", "density": 0.1, "reset_every": 3}, None, None),
     ({"type": "layerwise_topk", "density": 0.1, "momentum": 0.9}, [["b", "w"], ["c"]], 2),
     ({"type": "4bit", "thresholds": POW2}, None, None),
+    ({"type": "4bit", "warmup_steps": 3}, None, None),
     ({"type": "none"}, [["w", "b", "c"]], None),
-], ids=["topk", "topk-momentum-merged-regrouped", "4bit", "dense-merged"])
+], ids=["topk", "topk-momentum-merged-regrouped", "4bit", "4bit-auto-levels", "dense-merged"])
 def test_pulled_sums_match_the_reference(tmp_path, compression, groups, regroup_at):
     spec = {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 9,
             "compression": compression, "groups": groups, "regroup_at": regroup_at}

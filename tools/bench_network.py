@@ -173,7 +173,8 @@ def main():
         report.plot_scaling(rows, args.scaling_plot)
         text += ["", "![step time against workers](%s)" % link(args.scaling_plot, args.markdown)]
     if args.markdown:
-        report.write_markdown(args.markdown, "\n".join(text), args.section)
+        jobfiles.write_section(args.markdown, "bench_network" + (":" + args.section if args.section else ""),
+                               "\n".join(text))
     return 1 if left else 0
 
 

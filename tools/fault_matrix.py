@@ -24,6 +24,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from jobfiles import write_section  # noqa: E402
+
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "fault_worker.py")
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
@@ -258,7 +261,6 @@ MORE_TESTS = {
                   "against the numpy reference)",
     "inf-lgc-horovod": "tests/test_horovod_lgc.py::test_an_inf_in_any_phase_is_dropped_and_poisons_nothing",
 }
-MARKERS = "<!-- fault_matrix:begin -->", "<!-- fault_matrix:end -->"
 
 
 def markdown(rows, command):
@@ -273,17 +275,6 @@ def markdown(rows, command):
         lines.append("| %s | %s | %s | %s | %.0f | %s |" % (r["case"], r["fault"], seen, r["verdict"], r["seconds"],
                                                            "; ".join(tests)))
     return "\n".join(lines)
-
-
-def write_markdown(path, text):
-    """Replaces the text between MARKERS in ``path``."""
-    with open(path) as f:
-        doc = f.read()
-    if MARKERS[0] not in doc or MARKERS[1] not in doc:
-        raise SystemExit("fault_matrix.py: %s has no %s ... %s markers" % (path, *MARKERS))
-    head, rest = doc.split(MARKERS[0], 1)
-    with open(path, "w") as f:
-        f.write(head + MARKERS[0] + "\n" + text + "\n" + MARKERS[1] + rest.split(MARKERS[1], 1)[1])
 
 
 def main(argv=None):
@@ -316,7 +307,7 @@ def main(argv=None):
             json.dump(rows, f, indent=1)
     if args.markdown:
         command = "python tools/fault_matrix.py" + (" --short" if args.short else "")
-        write_markdown(args.markdown, markdown(rows, command))
+        write_section(args.markdown, "fault_matrix", markdown(rows, command))
     return 0 if all(r["verdict"] == "ok" for r in rows) else 1
 
 

@@ -53,3 +53,16 @@ def local_job(worker_argv, out, workers, servers=1, env=(), mxnet_servers=False,
     if proc.returncode != 0:
         sys.exit("%s failed:\n%s\n%s" % (what, proc.stdout[-3000:], proc.stderr[-3000:]))
     return load(out, workers)
+
+
+def write_section(path, name, text):
+    """Replaces the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the page ``path`` (the
+    tools that write a page's measured section)."""
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
+    with open(path) as f:
+        doc = f.read()
+    if begin not in doc or end not in doc:
+        raise SystemExit("%s has no %s ... %s markers" % (path, begin, end))
+    head, rest = doc.split(begin, 1)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + text.rstrip("\n") + "\n" + end + rest.split(end, 1)[1])

@@ -1,22 +1,25 @@
 #!/usr/bin/env python
 """The original 2bit context: MXNet 1.x's Module.fit with the optimizer (SGD, momentum) on the servers.
 
-Every run is a real job of examples/classic_fashion_mnist.py (Fashion-MNIST, a 784-128-64-10 MLP, batch
-100 per worker, SGD lr 0.1, wd 1e-4, momentum on the servers), W workers and 1 server started by
-tools/launch.py.  Runs are kept in the JSON file as they finish (an interrupted study resumes); a run is
-identified by its arguments, seed and workers.
+Every run is a real job of examples/classic_fashion_mnist.py (Fashion-MNIST scaled to [0, 1], a
+784-128-64-10 MLP, Xavier initialization, batch 100 per worker, SGD lr 0.1, wd 1e-4, the optimizer on the
+servers), W workers and 1 server started by tools/launch.py.  Runs are kept in the JSON file as they
+finish (an interrupted study resumes); a run is identified by its arguments and workers.
 
-``--diagnose``: the failure's setting (2 workers, the first 12,000 images, 2 epochs), 4bit's named
-groups and 'auto' against uncompressed, momentum 0 and 0.9; per run the final accuracy and, from the
-example's log, rank 0's residual against its gradient (the largest ratio ||residual|| / ||gradient|| over
-the keys, at the last sample, and how many samples in a row it grew) and the update's norm.
+``--diagnose``: the short setting (2 workers, the first 12,000 images, 2 epochs, 120 steps of which 50
+dense), momentum 0.9 and 0, 3 seeds: uncompressed against 4bit before (the 'medium' group, floor
+rounding) and with each change alone and together (rounding to nearest; 'auto' levels), and the same
+with gradients 10x larger (the loss scaled, rescale_grad divided: the same training).  Per
+configuration the mean final accuracy, and from rank 0's log the residual against the gradient (the
+largest ||residual|| / ||gradient|| over the keys at the last sample) and the update's norm.
 
-Without it: the study of docs/accuracy.md's "original 2bit context" (5 epochs of the 60k images, 3 seeds,
-2 and 4 workers, momentum 0 and 0.9): uncompressed, MXNet-kernel 2bit at the best of a threshold sweep
-(seed 1, momentum 0.9, 2 workers), 4bit with its default thresholds and with each named group.
+Without it: the long setting (5 epochs of the 60k images, 2 and 4 workers, momentum 0.9 and 0, 3 seeds):
+uncompressed, MXNet-kernel 2bit at the best of a threshold sweep (first seed, momentum 0.9, 2 workers),
+and the 4bit configurations of the diagnosis.
 
-    .venv/bin/python tools/study_module.py --diagnose --json docs/results/module_diagnosis.json
-    .venv/bin/python tools/study_module.py --json docs/results/module_study.json
+    .venv/bin/python tools/study_module.py --diagnose --json docs/results/module_diagnosis.json \
+        --markdown docs/accuracy.md
+    .venv/bin/python tools/study_module.py --json docs/results/module_study.json --markdown docs/accuracy.md
 """
 import argparse
 import json
@@ -24,19 +27,25 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+from jobfiles import write_section  # noqa: E402
 from study_accuracy import difference_text, t_interval  # noqa: E402
 
 SWEEP_2BIT = (0.01, 0.05, 0.2, 0.5, 1.0)
-CONFIGS = {"uncompressed": ["--gc-type", "none"], "4bit (default)": ["--gc-type", "4bit"],
-           "4bit 'auto'": ["--gc-type", "4bit", "--gc-thresholds", "auto"],
-           "4bit 'small'": ["--gc-type", "4bit", "--gc-thresholds", "small"],
-           "4bit 'medium'": ["--gc-type", "4bit", "--gc-thresholds", "medium"],
-           "4bit 'large'": ["--gc-type", "4bit", "--gc-thresholds", "large"]}
+CONFIGS = {"uncompressed": ["--gc-type", "none"],
+           "4bit before: 'medium', floor": ["--gc-type", "4bit", "--gc-thresholds", "medium", "--gc-rounding", "floor"],
+           "4bit 'medium', nearest": ["--gc-type", "4bit", "--gc-thresholds", "medium", "--gc-rounding", "nearest"],
+           "4bit 'auto', floor": ["--gc-type", "4bit", "--gc-thresholds", "auto", "--gc-rounding", "floor"],
+           "4bit default: 'auto', nearest": ["--gc-type", "4bit"]}
+SCALED = {"uncompressed, gradients x10": ["--gc-type", "none", "--loss-scale", "10"],
+          "4bit before, gradients x10": CONFIGS["4bit before: 'medium', floor"] + ["--loss-scale", "10"],
+          "4bit 'medium', nearest, gradients x10": CONFIGS["4bit 'medium', nearest"] + ["--loss-scale", "10"],
+          "4bit default, gradients x10": ["--gc-type", "4bit", "--loss-scale", "10"]}
 
 
 class Runs:
@@ -99,51 +108,68 @@ def update_norm(log):
     return float(np.mean([np.sqrt(sum(v ** 2 for v in r["update_norm"].values())) for r in rows])) if rows else float("nan")
 
 
-def diagnose(runs):
-    base = ["--num-examples", "12000", "--num-epochs", "2", "--seed", "1"]
-    lines = ["| configuration | momentum | test accuracy | residual / gradient (last sample, largest key) | "
-             "samples it grew in a row | update norm (last 10 samples) |", "|---|---:|---:|---:|---:|---:|"]
+def rows(runs, base, workers, seeds, configs, diagnostics):
+    """A table row per (momentum, configuration): the mean, min and max final accuracy over the seeds,
+    the paired difference to uncompressed and, with ``diagnostics``, the residual and update norms."""
+    lines = []
     for mom in ("0.9", "0"):
-        for name in ("uncompressed", "4bit 'small'", "4bit 'medium'", "4bit 'large'", "4bit 'auto'"):
-            log = runs.get(base + ["--mom", mom] + CONFIGS[name], 2)
-            ratio, streak = residual_growth(log)
-            lines.append("| %s | %s | %.4f | %s | %d | %.3g |" % (name, mom, final(log), "–" if np.isnan(ratio) else
-                                                                "%.2f" % ratio, streak, update_norm(log)))
-    return "\n".join(lines)
+        logs = {name: [runs.get(base + ["--mom", mom, "--seed", str(s)] + argv, workers) for s in seeds]
+                for name, argv in configs.items()}
+        for name, by_seed in logs.items():
+            finals = [final(log) for log in by_seed]
+            diff = "" if name == "uncompressed" else difference_text(
+                *t_interval([final(a) - final(u) for a, u in zip(by_seed, logs["uncompressed"])]))
+            row = "| %d | %s | %s | %.4f | %.4f | %.4f | %s |" % (workers, mom, name, np.mean(finals), min(finals),
+                                                             max(finals), diff)
+            if diagnostics:
+                ratios = [residual_growth(log)[0] for log in by_seed]
+                row += " %s | %.3g |" % ("–" if np.isnan(ratios).all() else "%.2f" % np.nanmean(ratios),
+                                         np.mean([update_norm(log) for log in by_seed]))
+            lines.append(row)
+    return lines
+
+
+HEADER = ("| workers | momentum | configuration | final test accuracy, mean | min | max | difference to "
+          "uncompressed |")
+
+
+def diagnose(runs, seeds):
+    base = ["--num-examples", "12000", "--num-epochs", "2"]
+    lines = [HEADER + " residual / gradient, last sample | update norm, last 10 samples |",
+             "|---:|---:|---|---:|---:|---:|---|---:|---:|"]
+    return "\n".join(lines + rows(runs, base, 2, seeds, dict(CONFIGS, **SCALED), True))
 
 
 def study(runs, seeds, workers_list):
     base = ["--num-epochs", "5"]
-    sweep = {t: final(runs.get(base + ["--mom", "0.9", "--gc-type", "2bit", "--gc-threshold", repr(t), "--seed",
-                                       str(seeds[0])], 2)) for t in SWEEP_2BIT}
+    sweep = {t: final(runs.get(base + ["--mom", "0.9", "--seed", str(seeds[0]), "--gc-type", "2bit", "--gc-threshold",
+                                       repr(t)], 2)) for t in SWEEP_2BIT}
     best = max(sweep, key=sweep.get)
     configs = dict(CONFIGS, **{"MXNet 2bit %g" % best: ["--gc-type", "2bit", "--gc-threshold", repr(best)]})
     lines = ["MXNet 2bit's sweep (seed %d, momentum 0.9, 2 workers): %s" % (
-        seeds[0], ", ".join("%g: %.4f" % (t, a) for t, a in sweep.items())), "",
-        "| workers | momentum | configuration | seeds | final test accuracy, mean | min | max | "
-        "difference to uncompressed |", "|---:|---:|---|---:|---:|---:|---:|---|"]
+        seeds[0], ", ".join("%g: %.4f" % (t, a) for t, a in sweep.items())), "", HEADER, "|---:|---:|---|---:|---:|---:|---|"]
     for workers in workers_list:
-        for mom in ("0.9", "0"):
-            finals = {name: {s: final(runs.get(base + ["--mom", mom, "--seed", str(s)] + argv, workers)) for s in seeds}
-                      for name, argv in configs.items()}
-            for name, by_seed in finals.items():
-                values = list(by_seed.values())
-                diff = "" if name == "uncompressed" else difference_text(
-                    *t_interval([by_seed[s] - finals["uncompressed"][s] for s in seeds]))
-                lines.append("| %d | %s | %s | %d | %.4f | %.4f | %.4f | %s |" % (
-                    workers, mom, name, len(values), np.mean(values), min(values), max(values), diff))
+        lines += rows(runs, base, workers, seeds, configs, False)
     return "\n".join(lines)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--diagnose", action="store_true", help="the failure's setting, with the residual's norms")
+    p.add_argument("--diagnose", action="store_true", help="the short setting, with the residual's norms")
     p.add_argument("--json", required=True, help="the runs, kept as they finish")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--markdown", help="a page whose section between <!-- study_module:NAME:begin/end --> "
+                                      "markers (NAME: diagnose or study) gets the table")
     args = p.parse_args()
     runs = Runs(args.json)
-    print(diagnose(runs) if args.diagnose else study(runs, args.seeds, args.workers))
+    name = "diagnose" if args.diagnose else "study"
+    table = diagnose(runs, args.seeds) if args.diagnose else study(runs, args.seeds, args.workers)
+    command = "`.venv/bin/python tools/study_module.py %s`" % " ".join(sys.argv[1:])
+    text = "Command: %s (%s, %d runs, 2 cores)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs), table)
+    print(text)
+    if args.markdown:
+        write_section(args.markdown, "study_module:%s" % name, text)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ import os
 
 from .modes import HOROVOD_PREFIX, MODES, RATES_BITS
 
-MARKERS = "<!-- bench_network%s:begin -->", "<!-- bench_network%s:end -->"
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets.json")) as _f:
     TARGETS = json.load(_f)
 FOUR_BIT_MODES = ("4bit", "4bit-groups", "4bit-cpull")
@@ -159,15 +158,3 @@ def plot_scaling(rows, path):
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def write_markdown(path, text, section=""):
-    """Replaces the text between the section's markers in ``path``."""
-    begin, end = (marker % (":" + section if section else "") for marker in MARKERS)
-    with open(path) as f:
-        doc = f.read()
-    if begin not in doc or end not in doc:
-        raise SystemExit("bench_network.py: %s has no %s ... %s markers" % (path, begin, end))
-    head, rest = doc.split(begin, 1)
-    with open(path, "w") as f:
-        f.write(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
