@@ -9,7 +9,7 @@ finish (an interrupted study resumes); a run is identified by its arguments and 
 ``--diagnose``: the short setting (2 workers, the first 12,000 images, 2 epochs, 120 steps of which 50
 dense), momentum 0.9 and 0, 3 seeds: uncompressed against 4bit before (the 'medium' group, floor
 rounding) and with each change alone and together (rounding to nearest; 'auto' levels), and the same
-with gradients 10x larger (the loss scaled, rescale_grad divided: the same training).  Per
+with gradients 10x larger and smaller (the loss scaled, rescale_grad divided: the same training).  Per
 configuration the mean final accuracy, and from rank 0's log the residual against the gradient (the
 largest ||residual|| / ||gradient|| over the keys at the last sample) and the update's norm.
 
@@ -45,7 +45,10 @@ CONFIGS = {"uncompressed": ["--gc-type", "none"],
 SCALED = {"uncompressed, gradients x10": ["--gc-type", "none", "--loss-scale", "10"],
           "4bit before, gradients x10": CONFIGS["4bit before: 'medium', floor"] + ["--loss-scale", "10"],
           "4bit 'medium', nearest, gradients x10": CONFIGS["4bit 'medium', nearest"] + ["--loss-scale", "10"],
-          "4bit default, gradients x10": ["--gc-type", "4bit", "--loss-scale", "10"]}
+          "4bit default, gradients x10": ["--gc-type", "4bit", "--loss-scale", "10"],
+          "uncompressed, gradients x0.1": ["--gc-type", "none", "--loss-scale", "0.1"],
+          "4bit before, gradients x0.1": CONFIGS["4bit before: 'medium', floor"] + ["--loss-scale", "0.1"],
+          "4bit default, gradients x0.1": ["--gc-type", "4bit", "--loss-scale", "0.1"]}
 
 
 class Runs:
