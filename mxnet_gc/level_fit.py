@@ -52,7 +52,8 @@ class LevelFitter:
         whose gradient held NaN or inf is left out)."""
         out = []
         for k in keys:
-            values = np.array([float(getattr(m, "asscalar", lambda m=m: m)()) for m in self._maxima.get(k, [])])
+            values = np.array([m.asscalar() if hasattr(m, "asscalar") else m for m in self._maxima.get(k, [])],
+                              np.float64)
             values = values[np.isfinite(values)]
             out.append(values.max() if values.size else 0.0)
         return np.array(out, np.float64)

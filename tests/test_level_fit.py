@@ -1,0 +1,27 @@
+"""4bit's 'thresholds': 'auto' ladders (mxnet_gc/level_fit.py)."""
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from mxnet_gc.level_fit import HEADROOM, LevelFitter, ladder
+
+
+@pytest.mark.parametrize("largest", [3.0, 1e-6, 250.0, 2.0 ** -3])
+def test_the_top_level_is_the_power_of_two_at_or_above_headroom_times_the_largest(largest):
+    levels = ladder(largest)
+    assert len(levels) == 7 and all(b == 2 * a for a, b in zip(levels, levels[1:]))
+    assert levels[-1] >= HEADROOM * largest > levels[-1] / 2
+    assert math.log2(levels[-1]) == int(math.log2(levels[-1]))
+
+
+def test_largest_values_skip_nonfinite_steps_and_survive_a_checkpoint():
+    fitter = LevelFitter(2)
+    fitter.observe([mx.nd.array([1.0, -3.0]), mx.nd.array([np.nan, 0.5])])
+    fitter.observe({0: mx.nd.array([2.0]), 1: mx.nd.array([0.25])})
+    np.testing.assert_array_equal(fitter.local_largest([0, 1, "never"]), [3.0, 0.25, 0.0])
+    restored = LevelFitter(2)
+    restored.load_state_dict(fitter.state_dict())
+    np.testing.assert_array_equal(restored.local_largest([0, 1]), [3.0, 0.25])
+    assert ladder(0.0) == ladder(float("nan")) == ladder(0.25)  # (a key never observed: the levels of 1.0)
