@@ -24,4 +24,4 @@ def test_largest_values_skip_nonfinite_steps_and_survive_a_checkpoint():
     restored = LevelFitter(2)
     restored.load_state_dict(fitter.state_dict())
     np.testing.assert_array_equal(restored.local_largest([0, 1]), [3.0, 0.25])
-    assert ladder(0.0) == ladder(float("nan")) == ladder(0.25)  # (a key never observed: the levels of 1.0)
+    assert ladder(0.0) == ladder(float("nan")) == ladder(1.0)  # (a key never observed: the levels of 1.0)
