@@ -102,13 +102,13 @@ class Runs:
         return log
 
 
-def train(argv, workers=2):
-    """One job of the example: its JSON log of every epoch."""
+def train(argv, workers=2, example="train_fashion_mnist.py"):
+    """One job of an example (its ``--log`` is its JSON log): that log."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
         launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
                     "--timeout", "7200"]
-        example = [sys.executable, os.path.join(ROOT, "examples", "train_fashion_mnist.py"), "--log-file", log]
+        example = [sys.executable, os.path.join(ROOT, "examples", example), "--log", log]
         proc = subprocess.run(launcher + example + argv, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))

@@ -24,9 +24,7 @@ and the 4bit configurations of the diagnosis.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -34,7 +32,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from jobfiles import write_section  # noqa: E402
-from study_accuracy import difference_text, t_interval  # noqa: E402
+from study_accuracy import difference_text, t_interval, train  # noqa: E402
 
 SWEEP_2BIT = (0.01, 0.05, 0.2, 0.5, 1.0)
 CONFIGS = {"uncompressed": ["--gc-type", "none"],
@@ -65,23 +63,11 @@ class Runs:
             if run["argv"] == argv and run["workers"] == workers:
                 return run["log"]
         print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
-        log = train(argv, workers)
+        log = train(argv, workers, "classic_fashion_mnist.py")
         self.runs.append({"argv": argv, "workers": workers, "log": log})
         with open(self.path, "w") as f:
             json.dump({"runs": self.runs}, f)
         return log
-
-
-def train(argv, workers):
-    with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "log.json")
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                               "--timeout", "3600", sys.executable, os.path.join(ROOT, "examples", "classic_fashion_mnist.py"),
-                               "--log", log] + argv, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))
-        with open(log) as f:
-            return json.load(f)
 
 
 def final(log):
