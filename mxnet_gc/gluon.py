@@ -100,8 +100,8 @@ class Trainer(gluon.Trainer):
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, threshold_groups=None, calibration_steps=50, group_overrides=None,
                  dense_warmup_steps=None, merge=None, pipeline=True, profile_steps=3, nonfinite="warn"):
-        if compression_params is not None:
-            gc_kvstore.Compression(compression_params)  # (a clear error for bad params, before anything else)
+        # (a clear error for bad params, before anything else)
+        compression = gc_kvstore.Compression(compression_params) if compression_params is not None else None
         kvstore = self._store_of(kvstore, compression_params)
         self._merge_policy = MergePolicy(merge)
         if self._merge_policy.planned and not isinstance(kvstore, StoreBase):
@@ -113,7 +113,7 @@ class Trainer(gluon.Trainer):
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
             update_on_kvstore = False
-        fits_levels = gc_kvstore.Compression(compression_params).fits_levels if compression_params else False
+        fits_levels = compression is not None and compression.fits_levels
         defaulted = dense_warmup_steps is None
         dense_warmup_steps = self._warmup_steps(compression_params, dense_warmup_steps)
         if defaulted and (threshold_groups is not None or fits_levels):  # the calibration's dense steps are part of the warm-up
@@ -134,7 +134,7 @@ class Trainer(gluon.Trainer):
                 raise ValueError("threshold_groups must be 'auto' (the groups small, medium and large) or a dict "
                                  "from group name to levels, got %r" % (threshold_groups,))
             self._groups = GroupSelector(None if threshold_groups == "auto" else threshold_groups,
-                                         calibration_steps, group_overrides, gc_kvstore.Compression(compression_params).rounding)
+                                         calibration_steps, group_overrides, compression.rounding)
         elif fits_levels:  # 4bit's 'thresholds': 'auto': a ladder above each parameter's largest values
             self._groups = LevelFitter(calibration_steps)
         if isinstance(kvstore, StoreBase):

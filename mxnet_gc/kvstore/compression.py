@@ -90,15 +90,13 @@ class Compression:
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError("'warmup_steps' must be an int >= 0, got %r" % (self.warmup_steps,))
         if self.codec_type == "4bit" and "thresholds" not in params:  # the store's default: levels fitted
-            if self.warmup_steps < 1 and not per_key:
-                raise ValueError("4bit with 'warmup_steps': 0 needs 'thresholds' (levels or a group name such as "
-                                 "'medium'): the default, 'auto', fits them to the gradients during the warm-up")
             params["thresholds"] = AUTO
         self.fits_levels = self.codec_type == "4bit" and params.get("thresholds") == AUTO
         if self.fits_levels:
             if self.warmup_steps < 1 and not per_key:
                 raise ValueError("4bit: 'thresholds': 'auto' fits each key's levels to its gradients during the dense "
-                                 "warm-up; 'warmup_steps' must be at least 1, got 0")
+                                 "warm-up (it is the default); 'warmup_steps' must be at least 1, got 0, or give "
+                                 "'thresholds' (levels or a group name such as 'medium')")
             codecs.create(dict(params, type="4bit", thresholds="medium"))  # (checks the other parameters)
             self._default = None
             default = {"type": "4bit", "thresholds": AUTO, "rounding": params.get("rounding", "nearest")}
