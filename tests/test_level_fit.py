@@ -25,3 +25,23 @@ def test_largest_values_skip_nonfinite_steps_and_survive_a_checkpoint():
     restored.load_state_dict(fitter.state_dict())
     np.testing.assert_array_equal(restored.local_largest([0, 1]), [3.0, 0.25])
     assert ladder(0.0) == ladder(float("nan")) == ladder(1.0)  # (a key never observed: the levels of 1.0)
+
+
+def test_a_fresh_auto_compression_takes_a_saved_fit_and_nothing_else():
+    """What load_residuals relies on: an 'auto' store adopts the config a fitted one saved (JSON), and
+    refuses a fit of other settings or one made over user levels that differ."""
+    import json
+
+    from mxnet_gc.kvstore.compression import Compression
+
+    auto = {"type": "4bit", "warmup_steps": 5}
+    saved = json.loads(json.dumps(Compression(auto).fitted({"w": ladder(0.3), 3: ladder(2.0)}).config))
+    adopted = Compression(auto).as_fitted(saved)
+    assert adopted is not None and json.loads(json.dumps(adopted.config)) == saved
+    assert adopted.codec_for("w").config()["thresholds"] == ladder(0.3)
+    assert Compression(dict(auto, warmup_steps=6)).as_fitted(saved) is None  # other settings
+    assert Compression(dict(auto, rounding="floor")).as_fitted(saved) is None
+    assert Compression({"type": "4bit", "thresholds": "medium"}).as_fitted(saved) is None  # not 'auto'
+    assert Compression(auto).fitted({"w": ladder(8.0)}).as_fitted(saved) is None  # fitted already
+    user = dict(auto, per_key={"w": ladder(0.01)})
+    assert Compression(user).as_fitted(saved) is None  # the user's levels for 'w' win over the saved fit

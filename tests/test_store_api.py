@@ -13,6 +13,8 @@ from dist.api_worker import data, initial_dense
 from dist.job import HERE, LAUNCH, ROOT
 from test_horovod import horovodrun
 
+pytestmark = pytest.mark.job  # every test a real job (tools/launch.py, horovodrun)
+
 WORKERS = 2
 CONTEXTS = 2
 
@@ -107,26 +109,36 @@ def run_transport(store, out, *args):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("first, second", [("dist_sync", "horovod"), ("horovod", "dist_sync")])
-def test_residuals_move_between_transports(tmp_path, first, second):
-    """Residuals saved by one transport load on the other: the next step's sum and the residuals after
-    it are those of a numpy simulation of four steps on one transport."""
+@pytest.mark.parametrize("first, second, kind", [("dist_sync", "horovod", "fixed"), ("horovod", "dist_sync", "auto")])
+def test_residuals_move_between_transports(tmp_path, first, second, kind):
+    """Residuals saved by one transport load on the other, into a fresh store: the next step's sum and the
+    residuals after it are those of a numpy simulation of four steps on one transport.  With 'auto' the
+    first two steps are the dense warm-up that fits the levels, and the fresh store takes the saved fit."""
     import reference
     from dist.job import gradient
-    from dist.transport_worker import COMPRESSION, KEYS, SAVED_STEPS, SCALE, SEED
+    from dist.transport_worker import COMPRESSIONS, KEYS, SAVED_STEPS, SCALE, SEED
+    from mxnet_gc.level_fit import ladder
 
+    compression = COMPRESSIONS[kind]
+    warmup = compression["warmup_steps"]
     saved, resumed = tmp_path / "saved", tmp_path / "resumed"
     saved.mkdir()
     resumed.mkdir()
-    run_transport(first, saved, "save")
-    run_transport(second, resumed, "load", saved)
+    run_transport(first, saved, kind, "save")
+    run_transport(second, resumed, kind, "load", saved)
     for i, (key, shape) in enumerate(KEYS):
+        grads = [[gradient(SEED, r, index, i, shape, SCALE) for r in range(WORKERS)] for index in range(SAVED_STEPS + 1)]
+        if kind == "auto":  # the workers' mean largest |g| over the warm-up's steps
+            largest = sum(np.float32(max(np.abs(g[r]).max() for g in grads[:warmup])) for r in range(WORKERS))
+            levels = ladder(float(largest / np.float32(WORKERS)))
+        else:
+            levels = compression["thresholds"]
         residuals = [np.zeros(shape, np.float32) for _ in range(WORKERS)]
         total = np.zeros(shape, np.float32)
-        for index in range(SAVED_STEPS + 1):
+        for index in range(warmup, SAVED_STEPS + 1):
             for r in range(WORKERS):
-                q, residuals[r] = reference.quantize_array(gradient(SEED, r, index, i, shape, SCALE), residuals[r],
-                                                           COMPRESSION["thresholds"], reference.rounding_of(COMPRESSION))
+                q, residuals[r] = reference.quantize_array(grads[index][r], residuals[r], levels,
+                                                           reference.rounding_of(compression))
                 if index == SAVED_STEPS:
                     total += q
         for r in range(WORKERS):

@@ -11,8 +11,10 @@ from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files, log
 from ..level_fit import LevelFitter
+from .. import schedule
 from ..schedule import Phase, Schedule
 from . import agreement, arguments
+from .compression import Compression
 from .message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
 from .residual_monitor import ResidualMonitor
@@ -53,6 +55,10 @@ class StoreBase(KVStoreBase):
     """MXNet's KVStoreBase plus the calls both of mxnet_gc's stores implement the same way."""
 
     def __init__(self):
+        self._compression = Compression({"type": "none"})
+        self._shapes = {}  # user key -> shape
+        self._reduce_only = set()  # keys initialized with reduce_only=True
+        self._layout = None  # the transport's Layout (layout.py): where each key's chunks travel
         self._nonfinite = NonFiniteMonitor()
         self._residuals = ResidualMonitor()
         self._residuals.names = self._nonfinite.names
@@ -120,7 +126,7 @@ class StoreBase(KVStoreBase):
     def _lgc_finish(self, dests):
         """Ends the pushed step: in the train and lgc phases writes the coded keys' updates into ``dests``."""
         step, self._lgc_step = self._lgc_step, None
-        if step in ("train", "lgc"):
+        if step in (schedule.AE_TRAIN, schedule.LGC):
             self._lgc.finish(dests)
         else:
             self._lgc.end_step()
@@ -136,10 +142,10 @@ class StoreBase(KVStoreBase):
         """The warm-up as a schedule: dense steps, with 'thresholds': 'auto' the last ones measuring the
         gradients (phase 'fit_levels'), then the codec."""
         fit = compression.fit_steps
-        phases = [Phase("dense", compression.warmup_steps - fit, "dense")] if compression.warmup_steps > fit else []
+        phases = [Phase(schedule.WARMUP, compression.warmup_steps - fit, schedule.DENSE)] if compression.warmup_steps > fit else []
         if fit:
-            phases.append(Phase("fit_levels", fit, "dense"))
-        self._warmup = Schedule(phases + [Phase("compressed", None, "compressed")]) if phases else None
+            phases.append(Phase(schedule.FIT_LEVELS, fit, schedule.DENSE))
+        self._warmup = Schedule(phases + [Phase(schedule.CODEC, None, schedule.COMPRESSED)]) if phases else None
         self._fitter = LevelFitter(fit) if fit else None
         self._step_keys = set()
 
@@ -152,7 +158,7 @@ class StoreBase(KVStoreBase):
         keys = [k for k in keys if k not in self._reduce_only]
         if self._step_keys.intersection(keys):
             self._step_keys.clear()
-            if self._warmup.advance() is not None and self._warmup.current.sends == "compressed":
+            if self._warmup.advance() is not None and self._warmup.current.sends == schedule.COMPRESSED:
                 if self._fitter is not None:
                     self._fit_levels()
                 self._assign_codecs(self._layout.messages)
@@ -160,7 +166,7 @@ class StoreBase(KVStoreBase):
 
     def _observe_warmup(self, grads):
         """In the warm-up's 'fit_levels' phase: measures each key's gradient for 'thresholds': 'auto'."""
-        if self._fitter is not None and self._warmup.current.name == "fit_levels":
+        if self._fitter is not None and self._warmup.current.name == schedule.FIT_LEVELS:
             self._fitter.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
 
     def _fit_levels(self):
@@ -175,11 +181,41 @@ class StoreBase(KVStoreBase):
                         self._compression.fit_steps, self._fitter.format())
         self._fitter = None
 
+    def _warmup_state(self):
+        """Where the warm-up is (its schedule, the keys pushed in the current step, the level fitter's
+        measurements so far), or None without a warm-up."""
+        if self._warmup is None:
+            return None
+        return {"schedule": self._warmup.state_dict(),
+                "step_keys": sorted(self._step_keys, key=agreement.key_order),
+                "fitter": self._fitter.state_dict() if self._fitter is not None else None}
+
+    def _restore_warmup(self, state):
+        """Resumes the warm-up where ``_warmup_state`` was taken; past it, the codecs start."""
+        if self._warmup is None or state is None:
+            return
+        self._warmup.load_state_dict(state["schedule"])
+        self._step_keys = set(state["step_keys"])
+        if self._warmup.current.sends == schedule.COMPRESSED:
+            self._fitter = None
+            self._assign_codecs(self._layout.messages)
+        elif self._fitter is not None and state["fitter"] is not None:
+            self._fitter.load_state_dict(state["fitter"])
+
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        if key in self._reduce_only or (self._warmup is not None and self._warmup.current.sends == "dense"):
+        if key in self._reduce_only or (self._warmup is not None and self._warmup.current.sends == schedule.DENSE):
             return None
         return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
+
+    def chunks_of(self, key):
+        """The chunks (layout.py) ``key`` travels in, each with its codec and error-feedback state."""
+        return self._layout.chunks[key]
+
+    def start_codecs(self, keys):
+        """Gives the messages of ``keys`` their codecs (and states) as ``codec_for`` says now (a
+        collective call): for LGC's rounds, whose phases change the codecs."""
+        self._assign_codecs(self._layout.messages_of(keys))
 
     def set_pull_each_message(self, on):
         """Whether a pull returns each message as soon as its round is complete (a pipelined merge plan,
@@ -307,7 +343,7 @@ class StoreBase(KVStoreBase):
         states go beside rank 0's file (``state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
         arrays.update({"owed/%r" % (k,): owed for k, owed in self._owed.items()})
-        meta = {"compression": self._compression.config, "servers": self.num_servers}
+        meta = {"compression": self._compression.config, "servers": self.num_servers, "warmup": self._warmup_state()}
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
@@ -319,14 +355,20 @@ class StoreBase(KVStoreBase):
 
     def load_residuals(self, fname):
         """Restores what ``save_residuals`` wrote, into a store with the same compression and keys (with
-        'lgc', on either transport: a checkpoint of one loads into the other when the groups match)."""
+        'lgc', on either transport: a checkpoint of one loads into the other when the groups match), and
+        where the store's warm-up was: a fresh 'thresholds': 'auto' store takes the saved levels fitted
+        to the gradients.  A collective call when the saved warm-up was over (the codecs start)."""
         with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
             meta = json.loads(str(saved["__meta__"]))
             saved_compression = meta["compression"]
             if saved_compression != json.loads(json.dumps(self._compression.config)):
-                raise ValueError("%s holds residuals of gradient compression %s; this store uses %s"
-                                 % (fname, json.dumps(saved_compression, sort_keys=True),
-                                    json.dumps(self._compression.config, sort_keys=True)))
+                fitted = self._compression.as_fitted(saved_compression)
+                if fitted is None:
+                    raise ValueError("%s holds residuals of gradient compression %s; this store uses %s"
+                                     % (fname, json.dumps(saved_compression, sort_keys=True),
+                                        json.dumps(self._compression.config, sort_keys=True)))
+                self._compression = fitted
+            self._restore_warmup(meta.get("warmup"))
             for k, i, residual in self._residual_items():
                 name = "%r/%d" % (k, i)
                 if name not in saved.files or saved[name].size != residual.size:

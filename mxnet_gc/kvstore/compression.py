@@ -23,6 +23,8 @@ without an optimizer on the servers, since weights are not gradients), and ``'wa
 starts: from a random initialization the first gradients are large and their quantization error can
 stop a network from learning at all (0: the codec from the first step, as MXNet's own 2bit).
 """
+import json
+
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
 from ..lgc.options import LGCOptions
@@ -125,6 +127,17 @@ class Compression:
         per_key = {str(k): v for k, v in levels.items()}
         per_key.update(self._params["per_key"])  # (levels the user gave win)
         return Compression(dict(self._params, per_key=per_key))
+
+    def as_fitted(self, config):
+        """This 'thresholds': 'auto' compression with the levels a fitted one (its ``config``) holds, or
+        None when ``config`` is not a fit of this compression."""
+        if not self.fits_levels or self._per_key.keys() - self._params["per_key"].keys():
+            return None
+        try:
+            candidate = self.fitted({k: c["thresholds"] for k, c in config.get("per_key", {}).items()})
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+        return candidate if json.loads(json.dumps(candidate.config)) == config else None
 
     def _key_codec(self, params, key, value):
         if self.codec_type == "4bit":

@@ -1,8 +1,10 @@
 """A worker of tests/test_store_api.py::test_residuals_move_between_transports.
 
-    transport_worker.py STORE OUT save        3 steps of 4bit pushes, then OUT/rank<r>.residuals
-    transport_worker.py STORE OUT load FROM   FROM/rank<r>.residuals loaded, one more step (its pulled sum
-                                              to OUT/rank<r>.npz), then OUT/rank<r>.residuals again
+    transport_worker.py STORE OUT KIND save        3 steps of 4bit pushes, then OUT/rank<r>.residuals
+    transport_worker.py STORE OUT KIND load FROM   FROM/rank<r>.residuals loaded, one more step (its pulled
+                                                   sum to OUT/rank<r>.npz), then OUT/rank<r>.residuals again
+
+KIND: a key of COMPRESSIONS ('fixed' levels from the first step; 'auto' levels fitted in a 2-step warm-up).
 """
 import os
 import sys
@@ -15,7 +17,8 @@ import mxnet_gc  # noqa: E402
 from dist.job import gradient  # noqa: E402
 
 KEYS = [["w", (5, 7)], [3, (130,)]]
-COMPRESSION = {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0}
+COMPRESSIONS = {"fixed": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0},
+                "auto": {"type": "4bit", "warmup_steps": 2}}
 SEED, SCALE, SAVED_STEPS = 21, 0.9, 3
 
 
@@ -29,16 +32,16 @@ def step(kv, index):
 
 
 def main():
-    store, out, mode = sys.argv[1:4]
+    store, out, kind, mode = sys.argv[1:5]
     kv = mxnet_gc.kvstore.create(store)
-    kv.set_gradient_compression(COMPRESSION)
+    kv.set_gradient_compression(COMPRESSIONS[kind])
     kv.init([k for k, _ in KEYS], [mx.nd.zeros(shape) for _, shape in KEYS])
     mine = os.path.join(out, "rank%d.residuals" % kv.rank)
     if mode == "save":
         for index in range(SAVED_STEPS):
             step(kv, index)
     else:
-        kv.load_residuals(os.path.join(sys.argv[4], "rank%d.residuals" % kv.rank))
+        kv.load_residuals(os.path.join(sys.argv[5], "rank%d.residuals" % kv.rank))
         np.savez(os.path.join(out, "rank%d.npz" % kv.rank), **step(kv, SAVED_STEPS))
     kv.save_residuals(mine)
 
