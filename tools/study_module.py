@@ -9,13 +9,15 @@ finish (an interrupted study resumes); a run is identified by its arguments and 
 ``--diagnose``: the short setting (2 workers, the first 12,000 images, 2 epochs, 120 steps of which 50
 dense), momentum 0.9 and 0, 3 seeds: uncompressed against 4bit before (the 'medium' group, floor
 rounding) and with each change alone and together (rounding to nearest; 'auto' levels), and the same
-with gradients 10x larger and smaller (the loss scaled, rescale_grad divided: the same training).  Per
+with gradients 10x larger and smaller (the loss scaled, rescale_grad divided: the same training);
+gc_2bit with either rounding.  Per
 configuration the mean final accuracy, and from rank 0's log the residual against the gradient (the
 largest ||residual|| / ||gradient|| over the keys at the last sample) and the update's norm.
 
 Without it: the long setting (5 epochs of the 60k images, 2 and 4 workers, momentum 0.9 and 0, 3 seeds):
 uncompressed, MXNet-kernel 2bit at the best of a threshold sweep (first seed, momentum 0.9, 2 workers),
-and the 4bit configurations of the diagnosis.
+and the 4bit configurations of the diagnosis; and uncompressed against 4bit's default through a plain
+gluon.Trainer (2 workers, momentum 0.9).
 
     .venv/bin/python tools/study_module.py --diagnose --json docs/results/module_diagnosis.json \
         --markdown docs/accuracy.md
@@ -47,6 +49,9 @@ SCALED = {"uncompressed, gradients x10": ["--gc-type", "none", "--loss-scale", "
           "uncompressed, gradients x0.1": ["--gc-type", "none", "--loss-scale", "0.1"],
           "4bit before, gradients x0.1": CONFIGS["4bit before: 'medium', floor"] + ["--loss-scale", "0.1"],
           "4bit default, gradients x0.1": ["--gc-type", "4bit", "--loss-scale", "0.1"]}
+GC_2BIT = {"gc_2bit 0.01, floor": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "floor"],
+           "gc_2bit 0.01, nearest": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "nearest"]}
+GLUON = {"uncompressed": CONFIGS["uncompressed"], "4bit default: 'auto', nearest": CONFIGS["4bit default: 'auto', nearest"]}
 
 
 class Runs:
@@ -97,19 +102,19 @@ def update_norm(log):
     return float(np.mean([np.sqrt(sum(v ** 2 for v in r["update_norm"].values())) for r in rows])) if rows else float("nan")
 
 
-def rows(runs, base, workers, seeds, configs, diagnostics):
+def rows(runs, base, workers, seeds, configs, diagnostics, moms=("0.9", "0"), prefix=""):
     """A table row per (momentum, configuration): the mean, min and max final accuracy over the seeds,
     the paired difference to uncompressed and, with ``diagnostics``, the residual and update norms."""
     lines = []
-    for mom in ("0.9", "0"):
+    for mom in moms:
         logs = {name: [runs.get(base + ["--mom", mom, "--seed", str(s)] + argv, workers) for s in seeds]
                 for name, argv in configs.items()}
         for name, by_seed in logs.items():
             finals = [final(log) for log in by_seed]
             diff = "" if name == "uncompressed" else difference_text(
                 *t_interval([final(a) - final(u) for a, u in zip(by_seed, logs["uncompressed"])]))
-            row = "| %d | %s | %s | %.4f | %.4f | %.4f | %s |" % (workers, mom, name, np.mean(finals), min(finals),
-                                                             max(finals), diff)
+            row = "| %d | %s | %s%s | %.4f | %.4f | %.4f | %s |" % (workers, mom, prefix, name, np.mean(finals),
+                                                               min(finals), max(finals), diff)
             if diagnostics:
                 ratios = [residual_growth(log)[0] for log in by_seed]
                 row += " %s | %.3g |" % ("–" if np.isnan(ratios).all() else "%.2f" % np.nanmean(ratios),
@@ -126,7 +131,7 @@ def diagnose(runs, seeds):
     base = ["--num-examples", "12000", "--num-epochs", "2"]
     lines = [HEADER + " residual / gradient, last sample | update norm, last 10 samples |",
              "|---:|---:|---|---:|---:|---:|---|---:|---:|"]
-    return "\n".join(lines + rows(runs, base, 2, seeds, dict(CONFIGS, **SCALED), True))
+    return "\n".join(lines + rows(runs, base, 2, seeds, dict(CONFIGS, **SCALED, **GC_2BIT), True))
 
 
 def study(runs, seeds, workers_list):
@@ -139,6 +144,9 @@ def study(runs, seeds, workers_list):
         seeds[0], ", ".join("%g: %.4f" % (t, a) for t, a in sweep.items())), "", HEADER, "|---:|---:|---|---:|---:|---:|---|"]
     for workers in workers_list:
         lines += rows(runs, base, workers, seeds, configs, False)
+        if workers == 2:
+            lines += rows(runs, base + ["--api", "gluon"], 2, seeds, GLUON, False, moms=("0.9",),
+                          prefix="plain gluon.Trainer: ")
     return "\n".join(lines)
 
 
