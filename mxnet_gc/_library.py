@@ -7,9 +7,8 @@ import ctypes
 import os
 
 import mxnet as mx
-from mxnet.base import _LIB
 
-from . import _build_id, config
+from . import _build_id, _mx, config
 
 LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmxnet_gc.so")
 REBUILD = "run `make install` in the mxnet-gc source tree (or `pip install --no-build-isolation -e .`)"
@@ -39,7 +38,7 @@ def load():
                           % (settings.isa, handle.mxgc_kernel_isa().decode(), ", ".join(config.ISAS)))
     handle.mxgc_set_num_threads(settings.num_threads)
     handle.mxgc_plan_new.restype = ctypes.c_void_p
-    handle.mxgc_engine_bind(*[ctypes.cast(getattr(_LIB, name), ctypes.c_void_p) for name in
+    handle.mxgc_engine_bind(*[_mx.c_function(name) for name in
                               ("MXEnginePushSyncND", "MXNDArrayGetData", "MXNDArrayDetach", "MXNDArrayFree")])
     mx.library.load(LIBRARY_PATH, verbose=False)
     _handle = handle

@@ -38,7 +38,7 @@ import warnings
 import mxnet as mx
 from mxnet import gluon
 
-from . import checkpoint, checkpoint_files, config
+from . import _mx, checkpoint, checkpoint_files, config
 from . import kvstore as gc_kvstore
 from .groups import GroupSelector
 from .level_fit import LevelFitter
@@ -46,17 +46,17 @@ from .log import logger
 from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
-from .schedule import Phase, Schedule
+from .schedule import CALIBRATE, CODEC, COMPRESSED, DENSE, PROFILE, WARMUP, Phase, Schedule
 
 
 def _warn_if_never_compressed(schedule):
     """At exit: a run that trained but never reached its compressed phase says so (all its pushes dense)."""
-    if 0 < schedule.step and schedule.current.sends == "dense":
+    if 0 < schedule.step and schedule.current.sends == DENSE:
         warnings.warn("mxnet_gc: the compression never started: all %d steps pushed dense gradients (schedule: %s)"
                       % (schedule.step, schedule.describe()), stacklevel=1)
 
 
-class Trainer(gluon.Trainer):
+class Trainer(_mx.TrainerBase):
     """gluon.Trainer with mxnet_gc's compressed stores: a schedule of phases and the components it drives.
 
     Parameters
@@ -142,14 +142,14 @@ class Trainer(gluon.Trainer):
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
         self.schedule = self._build_schedule(compression_params, dense_warmup_steps, calibration_steps, profile_steps)
-        if self.schedule.has("compressed"):
+        if self.schedule.has(CODEC):
             atexit.register(_warn_if_never_compressed, self.schedule)
         self._compression = self._without_warmup(compression_params)
         # gluon.Trainer sorts a dict of parameters by name; backward's order is the reverse of the order
         # they were given in (a network's collect_params() lists them as the layers were defined).
         given = list(params.values()) if isinstance(params, (dict, gluon.ParameterDict)) else list(params)
         self._definition_rank = {p.name: i for i, p in enumerate(given)}
-        first_sends_dense = self.schedule.current.sends == "dense"
+        first_sends_dense = self.schedule.current.sends == DENSE
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params={"type": "none"} if compression_params and first_sends_dense
                          else self._compression, update_on_kvstore=update_on_kvstore)
@@ -194,13 +194,13 @@ class Trainer(gluon.Trainer):
 
     def _build_schedule(self, compression, warmup, calibration_steps, profile_steps):
         if not compression or compression.get("type") == "none":
-            return Schedule([Phase("dense", None, "dense")])
-        phases = [Phase("dense", warmup, "dense")] if warmup else []
+            return Schedule([Phase(WARMUP, None, DENSE)])
+        phases = [Phase(WARMUP, warmup, DENSE)] if warmup else []
         if self._groups is not None:
-            phases.append(Phase("calibrate", calibration_steps, "dense"))
+            phases.append(Phase(CALIBRATE, calibration_steps, DENSE))
         if self._merge_policy.planned:
-            phases.append(Phase("profile", profile_steps, "compressed"))
-        return Schedule(phases + [Phase("compressed", None, "compressed")])
+            phases.append(Phase(PROFILE, profile_steps, COMPRESSED))
+        return Schedule(phases + [Phase(CODEC, None, COMPRESSED)])
 
     @property
     def store(self):
@@ -216,7 +216,7 @@ class Trainer(gluon.Trainer):
         return self._merge_policy.plan
 
     def _ours(self):
-        return isinstance(self._kvstore, StoreBase)
+        return isinstance(self.active_store, StoreBase)
 
     def step(self, batch_size, ignore_stale_grad=False):
         """One training step, as ``gluon.Trainer.step``: pushes the gradients, pulls, updates."""
@@ -230,66 +230,66 @@ class Trainer(gluon.Trainer):
     def _trained(self, backward=False):
         """(store keys, parameters) of the parameters with gradients, in the trainer's order or, with
         ``backward``, in the order backward produces their gradients (the last defined layer's first)."""
-        params = [p for p in self._params if p.grad_req != "null"]
+        params = [p for p in self.parameter_list if p.grad_req != "null"]
         if backward:
             params.sort(key=lambda p: -self._definition_rank[p.name])
-        return [self._param2idx[p.name] for p in params], params
+        return [self.key_of(p.name) for p in params], params
 
-    def _init_params(self):
+    def init_parameters(self):
         if not self._ours():
-            return super()._init_params()
-        ready = [p for p in self._params_to_init if not p._deferred_init]
-        self._kvstore.set_key_names({self._param2idx[p.name]: p.name for p in ready})
+            return super().init_parameters()
+        ready = [p for p in self.waiting_parameters if not self.is_deferred(p)]
+        self.active_store.set_key_names({self.key_of(p.name): p.name for p in ready})
         # Parameters that get gradients are pushed together each step, so they are initialized together
         # (and may share messages); the others (batch-norm statistics) apart from them.
         trained = [p for p in ready if p.grad_req != "null"]
         order = sorted(trained, key=lambda p: -self._definition_rank[p.name])  # backward's
-        groups = self._merge_policy.initial_groups([self._param2idx[p.name] for p in order],
+        groups = self._merge_policy.initial_groups([self.key_of(p.name) for p in order],
                                                    [p.data().size for p in order])
         for group, grouping in ((trained, groups), ([p for p in ready if p.grad_req == "null"], None)):
             if group:
-                keys = [self._param2idx[p.name] for p in group]
-                self._kvstore.init(keys, [p.list_data()[0] for p in group], groups=grouping)
-                self._kvstore.pull(keys, out=[p.list_data() for p in group])
-        self._params_to_init = [p for p in self._params_to_init if p._deferred_init]
+                keys = [self.key_of(p.name) for p in group]
+                self.active_store.init(keys, [p.list_data()[0] for p in group], groups=grouping)
+                self.active_store.pull(keys, out=[p.list_data() for p in group])
+        self.waiting_parameters = [p for p in self.waiting_parameters if self.is_deferred(p)]
 
-    def _allreduce_grads(self):
+    def reduce_gradients(self):
         if not self._ours():
-            return super()._allreduce_grads()
+            return super().reduce_gradients()
         keys, grads, outs = [], [], []
-        for i, param in enumerate(self._params):
+        for i, param in enumerate(self.parameter_list):
             if param.grad_req != "null":
                 keys.append(i)
                 grads.append(param.list_grad())
-                outs.append(param.list_data() if self._update_on_kvstore else param.list_grad())
+                outs.append(param.list_data() if self.updates_on_store else param.list_grad())
         if not keys:
             return
         phase = self.schedule.current
-        if phase.name == "calibrate":
+        if phase.name == CALIBRATE:
             self._groups.observe([g[0] for g in grads])  # this worker's gradients, before the push
-        if phase.name == "profile":
+        if phase.name == PROFILE:
             self._profiler.sample(self._trained(backward=True)[1])
         elif not self._pipeline:  # the baseline: communication starts after the whole backward
             for g in grads:
                 g[0].wait_to_read()
-        self._kvstore.push(keys, grads)
-        self._kvstore.pull(keys, out=outs)
+        self.active_store.push(keys, grads)
+        self.active_store.pull(keys, out=outs)
         entered = self.schedule.advance()
         if entered is not None:
             self._switch(phase, entered)
 
     def _switch(self, left, entered):
         """What changes between two phases (a collective call: every worker switches at the same step)."""
-        kv = self._kvstore
+        kv = self.active_store
         logger.info("step %d: phase %s -> %s (%s)", self.schedule.step, left.name, entered.name, entered.sends)
         keys, params = self._trained()
-        if left.name == "calibrate":  # (the statistics were gathered in the trainer's order)
+        if left.name == CALIBRATE:  # (the statistics were gathered in the trainer's order)
             self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
             logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
                         self._groups.format())
-        if entered.sends == "compressed" and left.sends == "dense":
+        if entered.sends == COMPRESSED and left.sends == DENSE:
             kv.set_gradient_compression(self._compression_of(keys))
-        if left.name == "profile":
+        if left.name == PROFILE:
             kv.set_pull_each_message(self._pipeline)
             backward_keys, backward_params = self._trained(backward=True)
             layers, cost = self._profiler.measure(kv, backward_params, backward_keys)
@@ -304,23 +304,23 @@ class Trainer(gluon.Trainer):
         if self.group_table is None:
             return self._compression
         by_name = {row["name"]: row["levels"] for row in self.group_table}
-        return dict(self._compression, per_key={self._param2idx[p.name]: by_name[p.name] for p in self._params
+        return dict(self._compression, per_key={self.key_of(p.name): by_name[p.name] for p in self.parameter_list
                                                 if p.name in by_name})
 
     def _use_plan(self):
         """Sends each group of the merge plan as one message from now on (a collective call)."""
-        self._kvstore.set_pull_each_message(self._pipeline)
-        self._kvstore.regroup([[self._param2idx[name] for name in g] for g in self.merge_plan.groups])
+        self.active_store.set_pull_each_message(self._pipeline)
+        self.active_store.regroup([[self.key_of(name) for name in g] for g in self.merge_plan.groups])
 
     # ---- checkpoints ----
 
     def _configuration(self):
         """The settings a job that resumes this one's checkpoint must share with it."""
         compression = self._compression
-        return {"num_workers": self._kvstore.num_workers,
+        return {"num_workers": self.active_store.num_workers,
                 "compression": gc_kvstore.Compression(compression).config if compression else None,
-                "threshold_groups": self._groups is not None, "update_on_kvstore": bool(self._update_on_kvstore),
-                "parameters": [[p.name, list(p.shape)] for p in self._params]}
+                "threshold_groups": self._groups is not None, "update_on_kvstore": self.updates_on_store,
+                "parameters": [[p.name, list(p.shape)] for p in self.parameter_list]}
 
     def save_checkpoint(self, prefix, extra=None, keep=1):
         """Saves what an exact resume needs (a collective call on the workers; see checkpoint.py): files
@@ -328,14 +328,14 @@ class Trainer(gluon.Trainer):
         it (older ones are deleted).  ``extra`` (JSON) comes back from ``load_checkpoint``."""
         if not self._ours():
             raise RuntimeError("save_checkpoint needs one of mxnet_gc's stores")
-        state = {"configuration": self._configuration(), "rescale_grad": self._optimizer.rescale_grad,
+        state = {"configuration": self._configuration(), "rescale_grad": self.optimizer.rescale_grad,
                  "schedule": self.schedule.state_dict(), "merge": self._merge_policy.state_dict(),
                  "profile": self._profiler.state_dict(),
                  "groups": self._groups.state_dict() if self._groups is not None else None, "extra": extra,
-                 "servers": self._kvstore.num_servers}
-        weights = {p.name: p.data() for p in self._params}
-        states = None if self._update_on_kvstore else self._updaters[0].get_states(dump_optimizer=True)
-        checkpoint.save(prefix, self._kvstore, self.schedule.step, weights, states, state, keep)
+                 "servers": self.active_store.num_servers}
+        weights = {p.name: p.data() for p in self.parameter_list}
+        states = None if self.updates_on_store else _mx.optimizer_states(self)
+        checkpoint.save(prefix, self.active_store, self.schedule.step, weights, states, state, keep)
 
     def load_checkpoint(self, prefix, step=None):
         """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step): the
@@ -348,37 +348,33 @@ class Trainer(gluon.Trainer):
         state, tag = checkpoint.load(prefix, step)
         # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
         # a resumed trainer sends it now, so it needs the value of the run that saved.
-        self._optimizer.rescale_grad = state["rescale_grad"]
-        if not self._kv_initialized:
-            self._init_kvstore()
+        self.optimizer.rescale_grad = state["rescale_grad"]
+        self.ensure_store()
         if not self._ours():
             raise RuntimeError("load_checkpoint needs one of mxnet_gc's stores")
         checkpoint.check_configuration(prefix, state["configuration"], self._configuration())
-        if self._update_on_kvstore and state.get("servers") != self._kvstore.num_servers:
+        if self.updates_on_store and state.get("servers") != self.active_store.num_servers:
             raise ValueError("checkpoint %s holds the optimizer states of the %s server(s) the optimizer ran on, one "
                              "file each; this job has %d: resume with %s servers"
-                             % (prefix, state.get("servers"), self._kvstore.num_servers, state.get("servers")))
+                             % (prefix, state.get("servers"), self.active_store.num_servers, state.get("servers")))
         saved = mx.nd.load(tag + ".params")
-        for p in self._params:
+        for p in self.parameter_list:
             p.set_data(saved[p.name])
-        if self._params_to_init:
-            self._init_params()
+        if self.waiting_parameters:
+            self.init_parameters()
         self.schedule.load_state_dict(state["schedule"])
         if self._groups is not None:
             self._groups.load_state_dict(state["groups"])
         self._merge_policy.load_state_dict(state["merge"])
         self._profiler.load_state_dict(state["profile"])
-        kv = self._kvstore
-        if self.schedule.current.sends == "compressed":
+        kv = self.active_store
+        if self.schedule.current.sends == COMPRESSED:
             kv.set_gradient_compression(self._compression_of(self._trained()[0]))
         if self.merge_plan is not None:
             self._use_plan()
         kv.load_residuals("%s.rank%d.residuals" % (tag, kv.rank))
-        if self._update_on_kvstore:
+        if self.updates_on_store:
             kv.load_optimizer_states(tag + ".opt")
         else:
-            states = checkpoint_files.read(tag + ".opt")
-            for updater in self._updaters:
-                updater.set_states(states)
-            self._optimizer = self._updaters[0].optimizer
+            _mx.set_optimizer_states(self, checkpoint_files.read(tag + ".opt"))
         return state["extra"]

@@ -12,7 +12,20 @@ methods (a density ramp, an autoencoder's training) are new phases, not new coun
 """
 import dataclasses
 
-SENDS = ("dense", "compressed")
+# What a phase's pushes send.
+DENSE, COMPRESSED = "dense", "compressed"
+SENDS = (DENSE, COMPRESSED)
+
+# Phase names, of every schedule: the trainer's (gluon.py), the store's warm-up (kvstore/base.py) and
+# learned gradient compression's (lgc/options.py).
+WARMUP = "dense"  # dense float32 pushes before a codec starts
+FIT_LEVELS = "fit_levels"  # the store's warm-up steps that fit 4bit's 'auto' levels (level_fit.py)
+CALIBRATE = "calibrate"  # the trainer's dense steps that choose the threshold groups / levels
+PROFILE = "profile"  # the trainer's compressed steps that measure the merge planner's costs
+CODEC = "compressed"  # the codec, to the end
+SPARSE_PREFIX = "sparse-"  # LGC's ramp stages: sparse-1, sparse-2, ...
+AE_TRAIN = "train"  # LGC: the autoencoder trains on the workers' sparse vectors
+LGC = "lgc"  # LGC: the autoencoder's codes travel
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,9 +8,9 @@ layerwise_topk.py    'layerwise_topk': adaptive-threshold sparsification (indice
 """
 from .base import Codec
 from .layerwise_topk import LayerwiseTopkCodec
-from .registry import available, create, register
+from .registry import available, create
 from .threshold_codecs import FourBitCodec, ThresholdCodec, TwoBitCodec
 from .threshold_group import DEFAULT_GROUPS, ThresholdGroup, default_group
 
 __all__ = ["Codec", "LayerwiseTopkCodec", "ThresholdCodec", "TwoBitCodec", "FourBitCodec", "ThresholdGroup", "DEFAULT_GROUPS",
-           "available", "create", "default_group", "register"]
+           "available", "create", "default_group"]

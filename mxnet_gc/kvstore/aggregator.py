@@ -15,9 +15,8 @@ import pickle
 
 import mxnet as mx
 import numpy as np
-from mxnet.base import _LIB, check_call
 
-from .. import checkpoint_files, codecs
+from .. import _mx, checkpoint_files, codecs
 from . import agreement, protocol
 from .lgc_server import LGCServer
 from .message_plan import MessagePlan
@@ -36,9 +35,7 @@ def numpy_view(array):
     if array.dtype != np.float32:
         raise TypeError("numpy_view needs a float32 array, got %s" % np.dtype(array.dtype).name)
     array.wait_to_read()
-    ptr = ctypes.c_void_p()
-    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
-    return np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(array.size,))
+    return np.ctypeslib.as_array(ctypes.cast(_mx.data_pointer(array), ctypes.POINTER(ctypes.c_float)), shape=(array.size,))
 
 
 class MessageState:

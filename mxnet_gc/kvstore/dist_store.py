@@ -14,26 +14,21 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import config, log
-from . import agreement, protocol
+from .. import _mx, config, log, schedule
+from . import agreement
 from .base import StoreBase, exit_at_once_on_error
 from .compression import Compression
 from .layout import Layout
 from .lgc_ps import PSRounds
-from .server_link import ServerLink, wait_to_write
-
-# A pull brings a step's pushes back in stages, a barrier each (the servers answer a pull with what they
-# hold, so a barrier tells that every worker's push of a stage has been summed): about PULL_STAGES stages of
-# at least PULL_STAGE_MIN_BYTES of pushed payload.  A barrier costs about a millisecond here; 1 MB takes
-# 80 ms at 100 Mbit/s and a few milliseconds on loopback.
-PULL_STAGES = 8
-PULL_STAGE_MIN_BYTES = 1 << 20
+from .ps_port import PSPort
+from .pull_stages import PushQueue, stages as pull_stages
 
 
-def _end_job(link, end_line):
+
+def _end_job(port, end_line):
     """At exit (or when the store is freed): this worker's part of the job's end (MXNet's last barrier),
     then, under mxnet_gc's launcher, the line that tells it this worker ended with the job."""
-    link.end_job()
+    port.end_job()
     if end_line:
         print(end_line, flush=True)
 
@@ -51,7 +46,7 @@ class DistSyncStore(StoreBase):
     Start the processes with ``tools/launch.py``.  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
     (mxnet_gc/config.py) is cut into parts of at most that many values, as many on every server.  Keys initialized with ``groups`` share
     one message per group (the Gluon trainer's merge policy); they must then be pushed together.
-    Pushes beyond the first megabyte of a step go out with the pull (see ``_send``), or at the latest
+    Pushes beyond the first megabyte of a step go out with the pull (pull_stages.py), or at the latest
     with the next barrier or other collective call (DistAsyncStore sends each push at once).
     """
 
@@ -60,36 +55,28 @@ class DistSyncStore(StoreBase):
         settings = config.settings()
         if not settings.num_servers:
             raise RuntimeError("mxnet_gc dist store: no DMLC_* environment; start the job with tools/launch.py")
-        with config.kvstore_environ(protocol.MXNET_BIGARRAY_BOUND):  # MXNet never splits: we place keys
-            self._kv = mx.kv.create("dist_async")
-        if self._kv.type != "dist_async":
-            raise RuntimeError("mxnet_gc dist store: MXNet did not create a dist store (got %r)" % self._kv.type)
+        self._port = PSPort(settings.num_servers)
         exit_at_once_on_error()
         log.set_up(self.rank)
         if settings.rank_line:
-            print("%s %d" % (settings.rank_line, self._kv.rank), flush=True)
+            print("%s %d" % (settings.rank_line, self._port.rank), flush=True)
         self._num_servers = settings.num_servers
-        self._alloc = protocol.KeyAllocator(self._num_servers)
-        self._layout = Layout(self._num_servers, settings.bigarray_bound, self._alloc)
+        self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator)
         self._chunks = self._layout.chunks  # user key -> [Chunk]
-        self._shapes = {}  # user key -> shape
-        self._reduce_only = set()  # keys initialized with reduce_only=True
-        self._compression = Compression({"type": "none"})
         self._round = 0
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
-        self._unsent = []  # (message, payload array, priority) encoded, not yet handed to MXNet (see _send)
-        self._sent_early = 0  # payload bytes handed to MXNet since the last pull
         self._pulled = []  # arrays whose pulls the next push waits for
         self._decoding = []  # message plans whose decodes the next push checks
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
-        self._link = ServerLink(self._kv, self._num_servers, self._alloc)
-        weakref.finalize(self, _end_job, self._link, settings.end_line)
+        self._port.connect()
+        self._queue = PushQueue(self._port)
+        weakref.finalize(self, _end_job, self._port, settings.end_line)
         if self.asynchronous:
-            self._link.count_rounds = False
-            self._link.command("asynchronous")
-            self._link.synchronize()
+            self._port.stop_counting_rounds()
+            self._port.command("asynchronous")
+            self._port.synchronize()
 
     asynchronous = False  # DistAsyncStore: each push applied at once, no barrier
 
@@ -101,15 +88,20 @@ class DistSyncStore(StoreBase):
 
     @property
     def rank(self):
-        return self._kv.rank
+        return self._port.rank
 
     @property
     def num_workers(self):
-        return self._kv.num_workers
+        return self._port.num_workers
 
     @property
     def num_servers(self):
         return self._num_servers
+
+    @property
+    def port(self):
+        """The transport (ps_port.py) that rounds send through."""
+        return self._port
 
     @staticmethod
     def is_capable(capability):
@@ -134,7 +126,7 @@ class DistSyncStore(StoreBase):
         self._check_compression_replaceable()
         self.agree("compression", compression.config)
         if compression.is_mxnet and compression.type == "2bit":
-            self._kv.set_gradient_compression(compression.config)
+            self._port.set_mxnet_compression(compression.config)
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
@@ -147,8 +139,8 @@ class DistSyncStore(StoreBase):
         ``config`` (a collective; ``what``: one of agreement.SUBJECTS)."""
         self._send(everything=True)
         self._round += 1
-        self._link.command("config", rank=self.rank, round=self._round, config=config, what=what, all_ranks=True)
-        self._link.synchronize(config=config)
+        self._port.command("config", rank=self.rank, round=self._round, config=config, what=what, all_ranks=True)
+        self._port.synchronize(config=config)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (a collective call, like MXNet's init).
@@ -169,8 +161,8 @@ class DistSyncStore(StoreBase):
         # layout cannot be viewed flat.
         flat = {k: v.asnumpy().ravel() for k, v in zip(keys, values)}
         initial = [mx.nd.array(np.concatenate([flat[c.key][c.begin:c.end] for c in m.chunks])) for m in messages]
-        self._kv.init([m.value_key for m in messages], initial)
-        self._link.register([m.value_key for m in messages], [m.size for m in messages])
+        self._port.init([m.value_key for m in messages], initial)
+        self._port.register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages)
 
     def regroup(self, groups):
@@ -186,8 +178,8 @@ class DistSyncStore(StoreBase):
         for a in self._pulled:
             a.wait_to_read()
         gone, messages = self._relayout(groups)
-        self._kv.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
-        self._link.register([m.value_key for m in messages], [m.size for m in messages])
+        self._port.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
+        self._port.register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages, dropped=[m.value_key for m in gone])
 
     def wire_bytes(self, codec, n):
@@ -214,8 +206,7 @@ class DistSyncStore(StoreBase):
                 raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
                                  "merge policy); push them in the same call"
                                  % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
-        held = {id(m) for m, _, _ in self._unsent}
-        if any(id(m) in held for m in messages):
+        if self._queue.holds(messages):
             self._send(everything=True)  # (its payload buffer is about to be written again)
         # A pull still in flight must read the value before this push can start a new round: the engine
         # cannot order them (they use different keys), so wait here.
@@ -230,10 +221,11 @@ class DistSyncStore(StoreBase):
                                m.buffers["payload" if m.coded else "send"], priority)
         self._watch_residuals(keys, grads)
         arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
-        self._unsent += [(m, a, priority) for m, a in zip(messages, arrays)]
+        for m, a in zip(messages, arrays):
+            self._queue.add(m, a, priority)
         self._send(everything=self.asynchronous)
         self._pushed += zip(messages, arrays)
-        if lgc_phase in ("train", "lgc"):
+        if lgc_phase in (schedule.AE_TRAIN, schedule.LGC):
             self._lgc.push(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
@@ -241,7 +233,7 @@ class DistSyncStore(StoreBase):
 
         After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
         push at once and a pull with what they hold, so a barrier tells when the round is complete.
-        The pushed messages are pulled in stages, a barrier each, in push order (see ``_stages``): early
+        The pushed messages are pulled in stages, a barrier each, in push order (pull_stages.py): early
         messages come back while later ones are still being pushed.
         With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) every
         message is a stage.  Every worker must pull the same keys.  dist_async: no barrier.
@@ -250,7 +242,7 @@ class DistSyncStore(StoreBase):
         keys = list(targets)
         lgc_step, keys = self._lgc_pull(keys)
         pushed, self._pushed = self._pushed, []
-        coded = lgc_step in ("train", "lgc")  # LGC's results of the coded keys come with the last stage
+        coded = lgc_step in (schedule.AE_TRAIN, schedule.LGC)  # LGC's results of the coded keys come with the last stage
         # Weights (pulled before any push, or updated on the servers) land in a private array first, then
         # are copied whole into the outputs: an inference-mode forward leaves MKL-DNN's own layout in
         # weight arrays, which cannot be written through a flat view.  Summed gradients are pulled
@@ -258,22 +250,22 @@ class DistSyncStore(StoreBase):
         staged = self._optimizer_on_servers or not (pushed or coded)
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
-        stages = self._stages(pushed, messages)
+        stages = pull_stages(pushed, messages, self._pull_each_message, self.asynchronous)
         self._send(through=stages[0][0])
         direct = set()
         for i, (arrays, stage) in enumerate(stages):
             for array in arrays:
-                wait_to_write(array)
+                _mx.wait_to_write(array)
             last = i == len(stages) - 1
             if (arrays or (last and coded and not pushed)) and not self.asynchronous:
-                self._kv._barrier()
+                self._port.barrier()
             # the servers' status comes with a round's last values
             direct |= self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
             if not last:  # the next stage's pushes go out behind this stage's pull requests
                 self._send(through=stages[i + 1][0])
-        self._sent_early = 0
+        self._queue.pulled()
         if pushed or coded:
-            self._link.check()
+            self._port.check()
         if lgc_step is not None:
             self._lgc_finish(dests)
         for k, t in targets.items():
@@ -289,56 +281,8 @@ class DistSyncStore(StoreBase):
                 self._pulled.append(token)
 
     def _send(self, through=(), everything=False):
-        """Hands encoded pushes to MXNet in push order: at least through the last one whose payload array is
-        in ``through`` (or all of them), and before a pull while fewer than PULL_STAGE_MIN_BYTES have gone.
-
-        ps-lite has one connection per worker and server, so a stage's pull request waits behind every push
-        handed over before it: the pull hands over the next stage's pushes only after each stage's pulls.
-        """
-        wanted = {id(a) for a in through}
-        last = len(self._unsent) - 1 if everything else \
-            max((i for i, (_, a, _) in enumerate(self._unsent) if id(a) in wanted), default=-1)
-        sent = 0
-        for i, (m, array, priority) in enumerate(self._unsent):
-            if i > last and self._sent_early >= PULL_STAGE_MIN_BYTES:
-                break
-            self._kv.push(m.push_key, array, priority=priority)
-            m.rounds += 1
-            self._link.rounds_pushed[m.server] += 1
-            self._sent_early += 4 * array.size
-            sent = i + 1
-        del self._unsent[:sent]
-
-    def _stages(self, pushed, messages):
-        """The pull in stages: [(payloads to wait for, messages then pulled)], each stage one barrier.
-
-        Pushed messages are pulled in push order, in about PULL_STAGES stages of at least PULL_STAGE_MIN_BYTES
-        of payload (a last stage of less than half that joins the one before), or each message a stage with
-        ``set_pull_each_message(True)``: a stage's values come back while later messages are still being
-        pushed, so both directions of a link carry data at once.  Every worker pushes the same messages in
-        a step (as Gluon's and Module's trainers do), so every worker makes the same barriers.
-        dist_async: one stage, no barrier.
-        """
-        wanted = {id(m) for m in messages}
-        total = sum(4 * array.size for _, array in pushed)
-        each = max(PULL_STAGE_MIN_BYTES, total / PULL_STAGES)
-        stages, arrays, batch, size = [], [], [], 0
-        for sent, array in pushed:
-            arrays.append(array)
-            if id(sent) in wanted:
-                batch.append(sent)
-            size += 4 * array.size
-            if not self.asynchronous and (self._pull_each_message or size >= each):
-                stages.append((arrays, batch))
-                arrays, batch, size = [], [], 0
-        pushed_ids = {id(m) for m, _ in pushed}
-        batch += [m for m in messages if id(m) not in pushed_ids]
-        if stages and size < each / 2 and not self._pull_each_message:
-            stages[-1][0].extend(arrays)
-            stages[-1][1].extend(batch)
-        else:
-            stages.append((arrays, batch))
-        return stages
+        """Hands queued pushes to the transport (pull_stages.PushQueue.send)."""
+        self._queue.send(through, everything)
 
     def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
         """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
@@ -361,14 +305,14 @@ class DistSyncStore(StoreBase):
                 pull_outs.append(m.buffers["recv"])
                 decodes.append((m.values_plan, m.buffers["recv"], outputs, m.token))
         if status:
-            pull_keys += self._link.status_keys
-            pull_outs += self._link.status
+            pull_keys += self._port.status[0]
+            pull_outs += self._port.status[1]
         if lgc_results:
             results = self._lgc.pull_keys()
             pull_keys += results[0]
             pull_outs += results[1]
         if pull_keys:
-            self._kv.pull(pull_keys, out=pull_outs, priority=priority)
+            self._port.pull(pull_keys, pull_outs, priority=priority)
         for plan, payload, outputs, token in decodes:
             plan.push_decode(payload, outputs, token, priority=priority)
             self._decoding.append(plan)
@@ -383,14 +327,14 @@ class DistSyncStore(StoreBase):
         self._send(everything=True)
         if self.rank == 0:
             blob = base64.b64encode(pickle.dumps(optimizer)).decode()
-            self._link.command("optimizer", blob=blob)
+            self._port.command("optimizer", blob=blob)
         self._optimizer_on_servers = True
-        self._link.synchronize()
+        self._port.synchronize()
 
     def barrier(self):
         """Returns when every worker has called it."""
         self._send(everything=True)
-        self._kv._barrier()
+        self._port.barrier()
 
     def optimizer_state_files(self, fname):
         """The files ``save_optimizer_states(fname)`` writes: one per server."""
@@ -401,16 +345,16 @@ class DistSyncStore(StoreBase):
         self._require_server_optimizer()
         self._send(everything=True)
         if self.rank == 0:
-            self._link.command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
-        self._link.synchronize()
+            self._port.command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
+        self._port.synchronize()
 
     def load_optimizer_states(self, fname):
         """Each server reads its states back from ``fname.server<rank>``."""
         self._require_server_optimizer()
         self._send(everything=True)
         if self.rank == 0:
-            self._link.command("load_states", path=os.path.abspath(fname))
-        self._link.synchronize()
+            self._port.command("load_states", path=os.path.abspath(fname))
+        self._port.synchronize()
 
     # ---- key layout ----
 
@@ -422,12 +366,12 @@ class DistSyncStore(StoreBase):
         changed = self._give_codecs(messages)
         for m in messages:
             if m in changed:
-                m.payload_key = self._alloc.on_server(m.server)
+                m.payload_key = self._port.key_on(m.server)
                 m.buffers["payload"] = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
                 m.pull_key = None
             if m.coded and self._compression.compressed_pull and m.pull_key is None:
-                m.pull_key = self._alloc.on_server(m.server)
+                m.pull_key = self._port.key_on(m.server)
                 m.buffers["pulled"] = mx.nd.zeros(m.pull_words)
                 new_pull.append(m)
             elif not (m.coded and self._compression.compressed_pull):
@@ -439,14 +383,14 @@ class DistSyncStore(StoreBase):
             if m.token is None:
                 m.token = mx.nd.zeros(1)
         if new_payload:
-            self._kv.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
+            self._port.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
         if new_pull:
-            self._kv.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.pull_words) for m in new_pull])
-            self._link.register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
+            self._port.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.pull_words) for m in new_pull])
+            self._port.register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
         if self.rank == 0:
-            self._link.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
+            self._port.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
-        self._link.synchronize()
+        self._port.synchronize()
 
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:

@@ -21,7 +21,7 @@ import time
 import mxnet as mx
 import numpy as np
 
-from .. import config, log
+from .. import config, log, schedule
 from . import agreement, protocol
 from .base import PeerFailure, StoreBase, exit_at_once_on_error
 from .collective_wait import CollectiveError, Waiter
@@ -50,10 +50,8 @@ class HorovodStore(StoreBase):
         self._waiter = Waiter()
         self._pushes = collections.Counter()  # collective name -> how often this worker started it
         self._inflight = {}  # collective name -> (its output, what it carries) until waited for
-        self._compression = Compression({"type": "none"})
-        self._shapes, self._values = {}, {}
+        self._values = {}
         self._decoding = set()  # message plans of the last pull's decodes
-        self._reduce_only = set()
         self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
 
     # ---- the KVStoreBase interface ----
@@ -71,6 +69,11 @@ class HorovodStore(StoreBase):
         return self._hvd.size()
 
     num_servers = 0  # (a ring: no servers)
+
+    @property
+    def hvd(self):
+        """horovod.mxnet: the collectives that rounds start through ``collective``."""
+        return self._hvd
 
     @staticmethod
     def is_capable(capability):
@@ -130,7 +133,7 @@ class HorovodStore(StoreBase):
             m.buffers["result"] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
                                                   blocking=m.coded)
         self._watch_residuals(keys, grads)
-        if lgc_phase in ("train", "lgc"):
+        if lgc_phase in (schedule.AE_TRAIN, schedule.LGC):
             self._lgc.push(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
@@ -156,7 +159,7 @@ class HorovodStore(StoreBase):
         self.wait_collectives([self._name(m) for m in messages])  # (after the decodes are queued behind them)
         if lgc_step is not None:
             self._lgc_finish({k: t[0] for k, t in targets.items()})
-            if lgc_step in ("train", "lgc"):
+            if lgc_step in (schedule.AE_TRAIN, schedule.LGC):
                 for k in set(targets) - set(keys):
                     for extra in targets[k][1:]:
                         targets[k][0].copyto(extra)

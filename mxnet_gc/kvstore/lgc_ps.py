@@ -15,23 +15,24 @@ keys ('tune_lead', 'tune_all') and 'index'; after each the workers pull the new 
 """
 import mxnet as mx
 
+from .. import _mx
+from ..schedule import AE_TRAIN, LGC
 from .lgc_rounds import LGCRounds
-from .server_link import wait_to_write
 
 
 class PSRounds(LGCRounds):
     """The worker side of LGC for a DistSyncStore."""
 
     def push(self, grads):
-        step, phase, kv = self.schedule.step, self.installed, self.store._kv
+        step, phase, port = self.schedule.step, self.installed, self.store.port
         self.accumulate(grads)
         lead = self.store.rank == self.leader()
-        if self.mode() == "train":
-            keys = ("lead", "all") if phase == "train" else ("tune_lead", "tune_all")
+        if self.mode() == AE_TRAIN:
+            keys = ("lead", "all") if phase == AE_TRAIN else ("tune_lead", "tune_all")
             if lead:
                 self._send([(g, keys[0], g.coder.index_message(step)) for g in self.groups])
-            kv._barrier()
-            kv.pull([g.keys["index"] for g in self.groups], out=[g.buffers["index"] for g in self.groups])
+            port.barrier()
+            port.pull([g.keys["index"] for g in self.groups], [g.buffers["index"] for g in self.groups])
             messages = []
             for g in self.groups:
                 indices = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
@@ -41,16 +42,16 @@ class PSRounds(LGCRounds):
             messages = [(g, "lead", g.coder.lead_message(step)) for g in self.groups] if lead else []
             self._send(messages + [(g, "all", g.coder.innov_message(step)) for g in self.groups])
         for g in self.groups:
-            self.store._link.rounds_pushed[g.server] += 2
+            port.count_round(g.server, 2)
 
     def _send(self, messages):
         arrays = []
         for g, name, words in messages:
             g.buffers[name][:] = words
             arrays.append(g.buffers[name])
-        self.store._kv.push([g.keys[name] for g, name, _ in messages], arrays)
+        self.store.port.push([g.keys[name] for g, name, _ in messages], arrays)
         for a in arrays:
-            wait_to_write(a)
+            _mx.wait_to_write(a)
 
     def pull_keys(self):
         return [g.keys["result"] for g in self.groups], [g.buffers["result"] for g in self.groups]
@@ -60,52 +61,51 @@ class PSRounds(LGCRounds):
         for g in self.groups:
             result = g.fmt.read("RESULT", g.buffers["result"].asnumpy(), step)
             self.apply(g, dests, g.coder.finish(mode, result))
-        if phase == "lgc" and mode == "train":  # fine-tuned: the servers' new weights
+        if phase == LGC and mode == AE_TRAIN:  # fine-tuned: the servers' new weights
             self._fetch_autoencoder()
         self.end_step()
 
     # ---- phase switches (collective) ----
 
     def _install(self, phase, state_path):
-        store = self.store
+        port = self.store.port
         self._make_keys(phase)
         if state_path is not None:  # the servers' autoencoders of the checkpoint
-            store._link.command("lgc_load", path=state_path)
-            store._link.synchronize()
-        if phase == "lgc":
+            port.command("lgc_load", path=state_path)
+            port.synchronize()
+        if phase == LGC:
             self._fetch_autoencoder()
 
     def _make_keys(self, phase):
         """New push and value keys on each group's server for ``phase``, told to the servers."""
-        store = self.store
-        sizes = {"train": {"lead": "INDEX", "all": "VECTOR", "index": "INDEX", "result": "RESULT"},
-                 "lgc": {"lead": "LEAD", "all": "INNOV", "result": "RESULT"}}[phase]
-        if phase == "lgc" and self.options.fine_tune_every:
+        store, port = self.store, self.store.port
+        sizes = {AE_TRAIN: {"lead": "INDEX", "all": "VECTOR", "index": "INDEX", "result": "RESULT"},
+                 LGC: {"lead": "LEAD", "all": "INNOV", "result": "RESULT"}}[phase]
+        if phase == LGC and self.options.fine_tune_every:
             sizes = dict(sizes, tune_lead="INDEX", tune_all="VECTOR", index="INDEX")
         pushing = [n for n in sizes if n in ("lead", "all", "tune_lead", "tune_all")]
         pushes, values = [], []
         for g in self.groups:
-            g.keys = {name: store._alloc.on_server(g.server) for name in sizes}
+            g.keys = {name: port.key_on(g.server) for name in sizes}
             g.buffers = {name: mx.nd.zeros(g.fmt.words[kind]) for name, kind in sizes.items()}
             pushes += [(g.keys[n], g.fmt.words[sizes[n]]) for n in pushing]
             values += [(g.keys[n], g.fmt.words[sizes[n]]) for n in sizes if n not in pushing]
-        if phase == "lgc":
+        if phase == LGC:
             for g in self.groups:
-                g.keys["weights"] = store._alloc.on_server(g.server)
+                g.keys["weights"] = port.key_on(g.server)
                 values.append((g.keys["weights"], self._autoencoder().weight_count()))
-        store._kv.init([k for k, _ in pushes], [mx.nd.zeros(n) for _, n in pushes])
-        store._kv.init([k for k, _ in values], [mx.nd.zeros(n) for _, n in values])
-        store._link.register([k for k, _ in values], [n for _, n in values])
-        store._link.command("lgc", phase=phase, step=self.schedule.step, options=self.options.config,
+        port.init([k for k, _ in pushes], [mx.nd.zeros(n) for _, n in pushes])
+        port.init([k for k, _ in values], [mx.nd.zeros(n) for _, n in values])
+        port.register([k for k, _ in values], [n for _, n in values])
+        port.command("lgc", phase=phase, step=self.schedule.step, options=self.options.config,
                             num_workers=store.num_workers,
                             groups=[{"number": s, "server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
                                      "chunks": [c.id for c in g.chunks]} for s, g in enumerate(self.groups)])
         store.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
 
     def _fetch_autoencoder(self):
-        kv = self.store._kv
         outs = [mx.nd.zeros(self._autoencoder().weight_count()) for _ in self.groups]
-        kv.pull([g.keys["weights"] for g in self.groups], out=outs)
+        self.store.port.pull([g.keys["weights"] for g in self.groups], outs)
         for g, weights in zip(self.groups, outs):
             g.coder.set_autoencoder(self._autoencoder(), weights.asnumpy())
             self.autoencoder_bytes += 4 * weights.size
@@ -114,5 +114,5 @@ class PSRounds(LGCRounds):
 
     def save_states(self, path):
         """Has each server write its groups' autoencoder states to ``path.lgc<g>`` (a collective)."""
-        self.store._link.command("lgc_save", path=path)
-        self.store._link.synchronize()
+        self.store.port.command("lgc_save", path=path)
+        self.store.port.synchronize()

@@ -21,6 +21,7 @@ import mxnet as mx
 
 from ..lgc.combiner import Combiner
 from ..lgc.wire import CorruptMessage
+from ..schedule import AE_TRAIN, LGC
 from .lgc_rounds import LGCRounds
 
 
@@ -32,9 +33,9 @@ class RingRounds(LGCRounds):
         self._gathered = None  # this step's collectives in flight: per group, (INDEX fields, outputs)
 
     def push(self, grads):
-        step, hvd, rank = self.schedule.step, self.store._hvd, self.store.rank
+        step, hvd, rank = self.schedule.step, self.store.hvd, self.store.rank
         self.accumulate(grads)
-        leader, train = self.leader(), self.mode() == "train"
+        leader, train = self.leader(), self.mode() == AE_TRAIN
         self._gathered = []
         for s, g in enumerate(self.groups):
             mine = mx.nd.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
@@ -62,12 +63,12 @@ class RingRounds(LGCRounds):
         step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.store.rank
         leader, W = self.leader(), self.store.num_workers
         self.store.wait_collectives(["mxgc.lgc.%d.%s" % (s, what) for s in range(len(self.groups))
-                                     for what in (("vector",) if mode == "train" else ("code", "innov"))])
+                                     for what in (("vector",) if mode == AE_TRAIN else ("code", "innov"))])
         for g, (index, out) in zip(self.groups, self._gathered):
-            kind = "VECTOR" if mode == "train" else "INNOV"
+            kind = "VECTOR" if mode == AE_TRAIN else "INNOV"
             words = out[-1].asnumpy().reshape(W, g.fmt.words[kind])
             try:
-                if mode == "train":
+                if mode == AE_TRAIN:
                     result, mean = g.combiner.combine_train(step, leader, index, list(words), learn=rank == 0), None
                 else:
                     start = time.perf_counter()
@@ -77,7 +78,7 @@ class RingRounds(LGCRounds):
                 raise RuntimeError("mxnet_gc horovod store: lgc step %d of the coded tensors: %s" % (step, e)) from None
             self.apply(g, dests, g.coder.finish(mode, g.fmt.read("RESULT", result, step), mean))
         self._gathered = None
-        if phase == "lgc" and mode == "train":  # fine-tuned: rank 0's new weights
+        if phase == LGC and mode == AE_TRAIN:  # fine-tuned: rank 0's new weights
             self._share_autoencoder()
         self.end_step()
 
@@ -98,12 +99,12 @@ class RingRounds(LGCRounds):
                 g.combiner = Combiner(g.fmt, self.options, overlap=False)
             if state_path is not None:  # the autoencoder of the checkpoint (every worker reads rank 0's)
                 g.combiner.load("%s.lgc%d" % (state_path, s), self.schedule.step)
-        if phase == "lgc":
+        if phase == LGC:
             self._share_autoencoder()
 
     def _share_autoencoder(self):
         """Rank 0's autoencoder weights to every worker (a broadcast), for its coder and combiner."""
-        hvd = self.store._hvd
+        hvd = self.store.hvd
         for s, g in enumerate(self.groups):
             mine = mx.nd.array(g.combiner.weights())
             weights = self._collective("weights", s, lambda n: hvd.broadcast(mine, root_rank=0, name=n))

@@ -17,7 +17,7 @@ from ..lgc.coder import GroupCoder
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
 from ..log import logger
-from ..schedule import Schedule
+from ..schedule import AE_TRAIN, LGC, SPARSE_PREFIX, WARMUP, Schedule
 
 REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
 
@@ -52,7 +52,7 @@ class LGCRounds:
     def codec_for(self, key):
         """The codec of a key's pushes through the store's messages in the installed phase."""
         phase = self.installed
-        if key in self.coded and phase is not None and phase.startswith("sparse-"):
+        if key in self.coded and phase is not None and phase.startswith(SPARSE_PREFIX):
             return codecs.create(self.options.sparse_codec(phase))
         return None
 
@@ -64,7 +64,7 @@ class LGCRounds:
 
     def through_messages(self, keys):
         """The keys of a push or pull that travel in the store's messages in the installed phase."""
-        if self.installed in ("train", "lgc"):
+        if self.installed in (AE_TRAIN, LGC):
             return [k for k in keys if k not in set(self.coded)]
         return list(keys)
 
@@ -93,7 +93,7 @@ class LGCRounds:
     def mode(self):
         """How this step travels: 'train' (exact values at the leader's indices; the autoencoder trains)
         or 'lgc'."""
-        return "train" if self.options.trains(self.installed, self.schedule.step) else "lgc"
+        return AE_TRAIN if self.options.trains(self.installed, self.schedule.step) else LGC
 
     def leader(self):
         return self.options.leader_at(self.schedule.step, self.store.num_workers)
@@ -110,7 +110,7 @@ class LGCRounds:
 
     def end_step(self):
         step = self.schedule.step
-        if self.installed == "lgc" and (step + 1) % REPORT_EVERY == 0:
+        if self.installed == LGC and (step + 1) % REPORT_EVERY == 0:
             if self.store.rank == 0:
                 errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
                 seconds = sum(g.coder.network_seconds for g in self.groups)
@@ -134,10 +134,10 @@ class LGCRounds:
         logger.info("lgc step %d: phase %s -> %s", self.schedule.step, self.installed, phase)
         previous, self.installed = self.installed, phase
         resume, self._resume = self._resume, None
-        if phase.startswith("sparse-") or phase == "dense":
-            store._assign_codecs(store._layout.messages_of(self.coded))
+        if phase.startswith(SPARSE_PREFIX) or phase == WARMUP:
+            store.start_codecs(self.coded)
             for k in self.coded:
-                for i, c in enumerate(store._layout.chunks[k]):
+                for i, c in enumerate(store.chunks_of(k)):
                     if c.residual is None:
                         continue
                     name = "%r/%d" % (k, i)
@@ -146,7 +146,7 @@ class LGCRounds:
                     if self.schedule.step == self.schedule.start(phase):  # a new density: the exact threshold
                         c.residual[-2:-1] = 0
             return
-        if phase == "train" or resume is not None:
+        if phase == AE_TRAIN or resume is not None:
             self._make_groups(previous, resume[0] if resume is not None else None)
             for g in self.groups:  # the ramp's codec states now live in the accumulators
                 for c in g.chunks:
@@ -178,7 +178,7 @@ class LGCRounds:
                                      % (s, [c.size for c in chunks]))
                 coder.load(v, [saved.get("lgc/%d/u/%d" % (s, c)) for c in range(len(chunks))])
             else:
-                if previous is not None and previous.startswith("sparse-"):
+                if previous is not None and previous.startswith(SPARSE_PREFIX):
                     states = [c.residual.asnumpy() for c in chunks]
                 elif saved is not None and all(name in saved for _, name in by_server[server]):
                     states = [saved[name] for _, name in by_server[server]]
@@ -194,7 +194,7 @@ class LGCRounds:
         """{server: [(coded chunk, its name in checkpoints)]}: the groups' chunks, in vector order."""
         by_server = {}
         for k in self.coded:
-            for i, c in enumerate(self.store._layout.chunks[k]):
+            for i, c in enumerate(self.store.chunks_of(k)):
                 by_server.setdefault(c.message.server, []).append((c, "%r/%d" % (k, i)))
         return by_server
 
@@ -230,7 +230,7 @@ class LGCRounds:
                 "groups": [list(g.fmt.sizes) for g in self.groups]}, arrays
 
     def _has_states(self):
-        return self.installed in ("train", "lgc")
+        return self.installed in (AE_TRAIN, LGC)
 
     def state_files(self, path):
         """The autoencoder state files ``save_states(path)`` writes: ``path.lgc<g>`` per group."""

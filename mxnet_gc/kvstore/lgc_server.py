@@ -15,6 +15,7 @@ import numpy as np
 from ..lgc.combiner import Combiner
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
+from ..schedule import LGC
 
 
 class ServerGroup:
@@ -59,7 +60,7 @@ class LGCServer:
                 for key in (name, "tune_" + name):
                     if key in desc["keys"]:
                         self.by_key[desc["keys"][key]] = (group, name)
-            if phase == "lgc":
+            if phase == LGC:
                 self.values_np[desc["keys"]["weights"]][:] = group.combiner.weights()
 
     def save(self, path):
@@ -71,7 +72,7 @@ class LGCServer:
         """Restores ``save``'s states into the groups configured (after the phase's ``configure``)."""
         for g in self.groups.values():
             g.combiner.load("%s.lgc%d" % (path, g.number), g.step)
-            if self.phase == "lgc":
+            if self.phase == LGC:
                 self.values_np[g.keys["weights"]][:] = g.combiner.weights()
 
     def push(self, key, words):
@@ -115,7 +116,7 @@ class LGCServer:
                 if group.index is None:
                     raise ValueError("the leader's indices of this step were rejected")
                 out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.index, messages)
-                if self.phase == "lgc":  # fine-tuned: the workers pull the new weights after this step
+                if self.phase == LGC:  # fine-tuned: the workers pull the new weights after this step
                     self.values_np[group.keys["weights"]][:] = group.combiner.weights()
             else:
                 out[:] = group.combiner.combine_lgc(group.step, self._leader_of(group.step), lead, messages)

@@ -8,27 +8,26 @@ import logging
 import sys
 
 import mxnet as mx
-from mxnet.kvstore.kvstore_server import KVStoreServer
 
-from .. import config
+from .. import _mx, config
 from .aggregator import Aggregator
 
 log = logging.getLogger("mxnet_gc.server")
 
 
-class CompressedServer(KVStoreServer):
+class CompressedServer(_mx.ServerBase):
     """mxnet_gc's parameter server: MXNet's server whose updater and commands go to an Aggregator."""
 
     def __init__(self):
         super().__init__(mx.kv.create("dist_async"))
         self.aggregator = None  # made at the first command: the server's rank exists once ps-lite runs
 
-    def _controller(self):
+    def command_handler(self):
         def handle(cmd_id, body, _):
             if self.aggregator is None:
                 settings = config.settings()
                 self.aggregator = Aggregator(self.kvstore.rank, settings.num_servers, settings.num_workers)
-                self.kvstore._set_updater(self.aggregator.update)
+                _mx.set_server_updater(self.kvstore, self.aggregator.update)
             self.aggregator.command(cmd_id, body)
         return handle
 

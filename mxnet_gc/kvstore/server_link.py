@@ -6,14 +6,9 @@ worker raises when a server reports a new error, when the workers' configuration
 server completed fewer rounds of pushes than this worker sent it (a push was lost).
 """
 import mxnet as mx
-from mxnet.base import _LIB, check_call
 
+from .. import _mx
 from . import protocol
-
-
-def wait_to_write(array):
-    """Waits until every pending read of ``array`` (such as a push sending it) has finished."""
-    check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
 
 
 class ServerLink:
@@ -29,7 +24,7 @@ class ServerLink:
         self.count_rounds = True  # (dist_async: a round is one worker's push, of any worker)
         self.servers_are_ours = False  # (MXNet's own servers take every command for an optimizer)
         if self.rank == 0:
-            kv._send_command_to_servers(0, protocol.encode_hello(status_keys=self.status_keys))
+            _mx.send_command_to_servers(kv, 0, protocol.encode_hello(status_keys=self.status_keys))
         kv.init(self.status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers)
         self.register(self.status_keys, [protocol.STATUS_WORDS] * num_servers)
         kv.pull(self.status_keys, out=self.status)
@@ -51,13 +46,12 @@ class ServerLink:
             return
         if self.servers_are_ours:
             self.command("ended", rank=self.rank, all_ranks=True)
-        check_call(_LIB.MXKVStoreFree(self.kv.handle))
-        self.kv.handle = None
+        _mx.free_kvstore(self.kv)
 
     def command(self, op, all_ranks=False, **fields):
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
         if all_ranks or self.rank == 0:
-            self.kv._send_command_to_servers(0, protocol.encode_command(op, **fields))
+            _mx.send_command_to_servers(self.kv, 0, protocol.encode_command(op, **fields))
 
     def register(self, value_keys, sizes):
         """Lets each server keep a handle on the value arrays it will write (one push each, by rank 0)."""
@@ -67,12 +61,12 @@ class ServerLink:
             for k, z in zip(value_keys, zeros):
                 self.kv.push(k, z)
             for z in zeros:
-                wait_to_write(z)
-        self.kv._barrier()
+                _mx.wait_to_write(z)
+        _mx.barrier(self.kv)
 
     def synchronize(self, config=None):
         """A barrier of all workers, then every server's status, checked (see ``check``)."""
-        self.kv._barrier()
+        _mx.barrier(self.kv)
         self.kv.pull(self.status_keys, out=self.status)
         self.check(config)
 

@@ -31,6 +31,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from .. import _mx
+
 SLOPE = 0.2  # LeakyReLU
 
 
@@ -197,14 +199,11 @@ class AutoencoderTrainer:
     def state(self):
         """What a checkpoint needs: weights, Adam's states, the buffer, the step count."""
         # (with the optimizer: Adam's per-weight update counts, its bias correction, live there)
-        states = self.trainer._updaters[0].get_states(dump_optimizer=True)
-        return {"weights": Autoencoder.flat(self.ae.params()), "adam": states, "steps": self.steps,
+        return {"weights": Autoencoder.flat(self.ae.params()), "adam": _mx.optimizer_states(self.trainer), "steps": self.steps,
                 "buffer": self.buffer}
 
     def load_state(self, state):
         Autoencoder.set_flat(self.ae.params(), state["weights"])
-        updater = self.trainer._updaters[0]
-        updater.set_states(state["adam"])
-        self.trainer._optimizer = updater.optimizer
+        _mx.set_optimizer_states(self.trainer, state["adam"])
         self.steps = state["steps"]
         self.buffer = list(state["buffer"])

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from ..schedule import LGC
 from . import vectors
 from .autoencoder import Autoencoder
 
@@ -120,8 +121,8 @@ class GroupCoder:
         scales = result["scales"]
         update = vectors.dense_update(fmt, fmt.sizes, result["indices"], result["sums"], result["innov_indices"],
                                       result["innov_values"])
-        subtract = phase == "lgc" and self.options.error_feedback == "subtract"
-        if phase == "lgc":
+        subtract = phase == LGC and self.options.error_feedback == "subtract"
+        if phase == LGC:
             if estimate is None:  # this worker's estimate, decoded as the server did
                 channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
                 start = time.perf_counter()

@@ -19,7 +19,7 @@ import fnmatch
 import math
 import numbers
 
-from ..schedule import Phase, Schedule
+from ..schedule import AE_TRAIN, COMPRESSED, DENSE, LGC, SPARSE_PREFIX, WARMUP, Phase, Schedule
 
 DEFAULTS = {
     "density": 1e-3,             # fraction of each coded tensor in the leader's index set
@@ -133,7 +133,7 @@ class LGCOptions:
         if self.fine_tune_every and not self.autoencoder:
             _fail("fine_tune_every", "0 without the autoencoder", self.fine_tune_every)
         self.config = {"type": "lgc", **{k: getattr(self, k) for k in DEFAULTS}}
-        self._lgc_first = Schedule(self.phases()).start("lgc") if self.autoencoder else None
+        self._lgc_first = Schedule(self.phases()).start(LGC) if self.autoencoder else None
 
     def ramp_densities(self):
         """The densities of the ramp's stages: geometric from ramp_start to density (its last stage)."""
@@ -144,14 +144,14 @@ class LGCOptions:
 
     def phases(self):
         """The run's phases: dense, the ramp's sparse stages, train (the autoencoder), lgc."""
-        phases = [Phase("dense", self.dense_steps, "dense")] if self.dense_steps else []
+        phases = [Phase(WARMUP, self.dense_steps, DENSE)] if self.dense_steps else []
         if self.ramp_steps:
             sizes = [self.ramp_steps // self.ramp_stages + (i < self.ramp_steps % self.ramp_stages)
                      for i in range(self.ramp_stages)]
-            phases += [Phase("sparse-%d" % (i + 1), n, "compressed") for i, n in enumerate(sizes)]
+            phases += [Phase("%s%d" % (SPARSE_PREFIX, i + 1), n, COMPRESSED) for i, n in enumerate(sizes)]
         if not self.autoencoder:  # the last stage to the end
-            return phases[:-1] + [Phase(phases[-1].name, None, "compressed")]
-        return phases + [Phase("train", self.ae_steps, "compressed"), Phase("lgc", None, "compressed")]
+            return phases[:-1] + [Phase(phases[-1].name, None, COMPRESSED)]
+        return phases + [Phase(AE_TRAIN, self.ae_steps, COMPRESSED), Phase(LGC, None, COMPRESSED)]
 
     def tunes(self, step):
         """Whether ``step`` of the lgc phase trains the autoencoder (the last of every ``fine_tune_every``)."""
@@ -163,7 +163,7 @@ class LGCOptions:
     def trains(self, phase_name, step):
         """Whether a step of ``phase_name`` sends exact values at the leader's indices and trains the
         autoencoder: every step of the train phase, and the lgc phase's fine-tuning steps."""
-        return phase_name == "train" or (phase_name == "lgc" and self.tunes(step))
+        return phase_name == AE_TRAIN or (phase_name == LGC and self.tunes(step))
 
     def stage_density(self, phase_name):
         """The layerwise_topk density of a ramp phase."""

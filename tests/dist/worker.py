@@ -148,13 +148,13 @@ def corrupt_payload(kind, message):
 def save_after_corrupt_push(kv, keys, outs, saved, spec):
     """Rank 1 pushes a corrupt payload (spec['corrupt_kind'], default a wrong size) for the first key;
     every worker saves the error it gets and the value it pulls next; then one good round follows."""
-    message = kv._chunks[keys[0]][0].message
+    message = kv.chunks_of(keys[0])[0].message
     kv.barrier()  # every worker is done with init (whose status check would otherwise see the error first)
     if kv.rank == 1:
         corrupt = corrupt_payload(spec.get("corrupt_kind", "size"), message)
-        kv._kv.push(message.push_key, corrupt)
-        kv._pushed.append((message, corrupt))
-        kv._link.rounds_pushed[message.server] += 1
+        kv.port.push(message.push_key, corrupt)  # behind the store's back, as a faulty process would
+        kv._pushed.append((message, corrupt))  # so that its next status check looks for this push's result
+        kv.port.count_round(message.server)
     else:
         kv.push(keys[0], mx.nd.ones(outs[0].shape))
     try:

@@ -1,0 +1,145 @@
+"""Every use of MXNet 1.9.1's private API (names with a leading underscore), in one place.
+
+Porting mxnet_gc to another MXNet version means checking this file (and the NDArray reads of the C++
+library, src_cpp/mxnet_ops.cc).  Each function says why no public API serves.  The C functions called
+through ``mxnet.base._LIB`` are MXNet's public C API (include/mxnet/c_api.h); only the Python handle to
+the library is private.
+"""
+import ctypes
+
+import mxnet as mx
+from mxnet.base import _LIB, check_call
+from mxnet.kvstore.kvstore_server import KVStoreServer
+
+
+def c_function(name):
+    """The address of MXNet's C API function ``name``: the C++ library calls the engine through these
+    (it is loaded beside MXNet and does not link against libmxnet.so)."""
+    return ctypes.cast(getattr(_LIB, name), ctypes.c_void_p)
+
+
+def data_pointer(array):
+    """The address of an NDArray's memory (the servers read payloads in place, outside the engine; the
+    Python API offers only copies)."""
+    ptr = ctypes.c_void_p()
+    check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
+    return ptr
+
+
+def wait_to_write(array):
+    """Waits until every pending read of ``array`` (such as a push sending it) has finished: the Python
+    API waits for writes only (``wait_to_read``)."""
+    check_call(_LIB.MXNDArrayWaitToWrite(array.handle))
+
+
+def free_kvstore(kv):
+    """Frees a dist store now (a barrier, rank 0 stops the servers, ps-lite shuts down), as MXNet does
+    when the store is garbage-collected; mxnet_gc ends its jobs in a known order instead."""
+    check_call(_LIB.MXKVStoreFree(kv.handle))
+    kv.handle = None
+
+
+def barrier(kv):
+    """ps-lite's barrier of all workers (``KVStore._barrier``; no public name in 1.9.1)."""
+    kv._barrier()
+
+
+def send_command_to_servers(kv, head, body):
+    """A command to every server (``KVStore._send_command_to_servers``: MXNet's own channel for
+    ``set_optimizer``, the only way a worker reaches the servers' controller)."""
+    kv._send_command_to_servers(head, body)
+
+
+def set_server_updater(kv, updater):
+    """The function a server applies to every push (``KVStore._set_updater``: MXNet's public
+    ``set_updater`` takes float32 values and pickles, not the raw payloads mxnet_gc sends)."""
+    kv._set_updater(updater)
+
+
+def optimizer_states(trainer):
+    """A gluon.Trainer's optimizer states (and the optimizer) as bytes, when it runs on the workers
+    (``Trainer.save_states`` writes them to a file only)."""
+    return trainer._updaters[0].get_states(dump_optimizer=True)
+
+
+def set_optimizer_states(trainer, states):
+    """Restores ``optimizer_states`` into every updater of ``trainer`` and makes the restored optimizer
+    the trainer's, as ``Trainer.load_states`` does from a file."""
+    for updater in trainer._updaters:
+        updater.set_states(states)
+    trainer._optimizer = trainer._updaters[0].optimizer
+
+
+class TrainerBase(mx.gluon.Trainer):
+    """gluon.Trainer with the state a subclass needs under public names.
+
+    gluon.Trainer keeps its store, its parameters' keys and its optimizer's updaters in private
+    attributes, and calls two private hooks (``_init_params``, ``_allreduce_grads``); mxnet_gc's Trainer
+    replaces the hooks (``init_parameters``, ``reduce_gradients``) and reads the state through the
+    properties below.
+    """
+
+    def _init_params(self):
+        self.init_parameters()
+
+    def _allreduce_grads(self):
+        self.reduce_gradients()
+
+    def init_parameters(self):
+        """Initializes the parameters that are ready in the store (MXNet's way)."""
+        mx.gluon.Trainer._init_params(self)
+
+    def reduce_gradients(self):
+        """Sums the gradients over the workers (MXNet's way: a push and a pull per parameter)."""
+        mx.gluon.Trainer._allreduce_grads(self)
+
+    def ensure_store(self):
+        """Creates the store as the first step would (``_init_kvstore``), if not done yet."""
+        if not self._kv_initialized:
+            self._init_kvstore()
+
+    @property
+    def active_store(self):
+        """The store the trainer talks to (None without one)."""
+        return self._kvstore
+
+    @property
+    def parameter_list(self):
+        """The parameters in the trainer's order (its store keys are their indices)."""
+        return self._params
+
+    def key_of(self, name):
+        """The store key of the parameter ``name``."""
+        return self._param2idx[name]
+
+    @property
+    def updates_on_store(self):
+        """Whether the optimizer runs on the store (the servers)."""
+        return bool(self._update_on_kvstore)
+
+    @property
+    def waiting_parameters(self):
+        """The parameters not yet initialized in the store."""
+        return self._params_to_init
+
+    @waiting_parameters.setter
+    def waiting_parameters(self, params):
+        self._params_to_init = params
+
+    @staticmethod
+    def is_deferred(param):
+        """Whether ``param`` still waits for its shape (deferred initialization)."""
+        return bool(param._deferred_init)
+
+
+
+class ServerBase(KVStoreServer):
+    """MXNet's parameter server process, with the hook that makes its command handler (``_controller``)
+    under a public name: mxnet_gc's server handles the workers' commands itself."""
+
+    def _controller(self):
+        return self.command_handler()
+
+    def command_handler(self):
+        """A function (command id, body, server) run for each command a worker sends."""
+        return KVStoreServer._controller(self)
