@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test docs demo bench bench-network bench-overlap bench-sparse study study-resnet20 study-lgc bench-lgc asan clean
+.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-resnet20 study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -34,6 +34,10 @@ data:
 
 test: install data
 	$(PY) -m pytest -q tests
+
+# The inner loop: the unit tier only (in-process, no jobs; tests/conftest.py, pytest.ini), a few minutes.
+test-fast: install data
+	$(PY) -m pytest -q -m unit tests
 
 # The API reference from the docstrings (Sphinx, numpy style), into docs/_build/api; warnings fail it.
 docs: install

@@ -12,6 +12,17 @@ import mxnet_gc
 os.environ.setdefault("MXNET_GC_NETNS", "mxgct%d" % os.getpid())
 
 
+@pytest.hookimpl(tryfirst=True)  # (before -m selects: the unit marks must be there by then)
+def pytest_collection_modifyitems(config, items):
+    """Tiers (pytest.ini): a test marked neither job nor system is unit; a root test is skipped without root."""
+    needs_root = pytest.mark.skip(reason="needs root: network namespaces and tc link shaping (ip netns, tc)")
+    for item in items:
+        if item.get_closest_marker("job") is None and item.get_closest_marker("system") is None:
+            item.add_marker(pytest.mark.unit)
+        if item.get_closest_marker("root") is not None and os.geteuid() != 0:
+            item.add_marker(needs_root)
+
+
 def payload_bytes(payload):
     """The payload's bytes in memory order."""
     return np.frombuffer(payload.asnumpy().tobytes(), np.uint8)

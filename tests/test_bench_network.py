@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from dist.job import ROOT
 
 BURST_BYTES = 256e3 / 8  # tools/netns_cluster.py shapes each link with tbf, burst 256 kbit
@@ -21,6 +23,8 @@ def check_wire_bounds(r, rate_bits=100e6):
     assert float(r["wire_bound_ms"]) > 0
 
 
+@pytest.mark.system  # the benchmark on network namespaces with shaped links
+@pytest.mark.root
 def test_small_benchmark_run(tmp_path):
     """Dense, 4bit and merged+pipelined top-k training steps of the Fashion-MNIST CNN at 100 Mbit/s, 2 workers
     and 2 servers."""
@@ -62,6 +66,8 @@ def test_small_benchmark_run(tmp_path):
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG" == (tmp_path / "s.png").read_bytes()[:4]
 
 
+@pytest.mark.system  # the benchmark on network namespaces with shaped links
+@pytest.mark.root
 def test_horovod_jobs_on_the_shaped_hosts(tmp_path):
     """horovodrun across the namespaced hosts: dense allreduce against sparse allgather, 2 workers."""
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_network.py"), "--models", "fmnist-cnn",

@@ -13,6 +13,8 @@ import mxnet_gc
 from dist.checkpoint_worker import network
 from dist.job import HERE, LAUNCH, ROOT
 
+pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
+
 
 def job(tmp_path, *args):
     argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "120", sys.executable,

@@ -14,6 +14,8 @@ import pytest
 
 from dist.job import LAUNCH, ROOT
 
+pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
+
 EXAMPLE = os.path.join(ROOT, "examples", "classic_fashion_mnist.py")
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from dist.job import LAUNCH, ROOT
 
+pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOUR_BIT = {"type": "4bit", "thresholds": [0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032]}  # (warms up 50 steps)
 FROM_THE_FIRST_STEP = dict(FOUR_BIT, warmup_steps=0)

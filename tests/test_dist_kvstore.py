@@ -15,6 +15,8 @@ import mxnet as mx
 import reference
 from dist.job import gradient, initial_value, run_job
 
+pytestmark = pytest.mark.job  # every test a real job (run_job)
+
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 
 

@@ -10,6 +10,8 @@ import topk_reference as ref
 from dist.job import gradient, run_job
 from mxnet_gc.kvstore import protocol
 
+pytestmark = pytest.mark.job  # every test a real job (run_job)
+
 PARAMS = {"density": 0.05, "adapt_rate": 0.1, "tolerance": 0.2, "reset_every": 3}
 
 

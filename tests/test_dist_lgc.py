@@ -2,6 +2,7 @@
 tools/launch.py): the phases, and every pulled update equal to tests/lgc_reference.py's simulation."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,10 +12,16 @@ import pytest
 import lgc_reference as ref
 from dist.job import HERE, LAUNCH, ROOT
 
+pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
+
 WORKER = os.path.join(HERE, "lgc_worker.py")
 PARAMS = {"type": "lgc", "density": 0.05, "innovation_density": 0.01, "dense_steps": 2, "ramp_steps": 2,
           "ramp_stages": 2, "ae_steps": 3}
 STEPS = 10
+# The uninterrupted jobs test_checkpoints_resume_to_the_uninterrupted_run resumes (2 workers, 1 server), by
+# their options: the steps each saves a checkpoint after, with the phase of the step
+POINTS = [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")]
+FINE_TUNED, FINE_TUNED_POINTS = {"fine_tune_every": 2}, [(8, "lgc")]  # (after a fine-tuning step)
 
 
 def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_success=True):
@@ -34,13 +41,48 @@ def load(tmp_path, workers, steps):
     return saved, names, locals_
 
 
+_RUNS = {}  # the uninterrupted jobs run so far this session: (options, steps saved) -> (directory, stdout)
+
+
+def uninterrupted_run(tmp_path_factory, options, points):
+    """The job of 2 workers and 1 server with PARAMS and ``options`` that saves a checkpoint after each step
+    of ``points``, run once a session for every test that checks it (here and in test_horovod_lgc.py):
+    (its directory, its stdout).  Saving reads the state and changes nothing the job computes
+    (Trainer.save_checkpoint), so it is also the every-phase run of its settings.  The directory is
+    shared: a test that runs more jobs resumes in a copy of it (``copy_run``)."""
+    save_at = [s for s, _ in points]
+    key = json.dumps([options, save_at], sort_keys=True)
+    if key not in _RUNS:
+        out = tmp_path_factory.mktemp("lgc-ps")
+        _RUNS[key] = out, run(out, dict(PARAMS, **options), 2, 1, extra={"save_at": save_at}).stdout
+    return _RUNS[key]
+
+
+def copy_run(directory, tmp_path):
+    """A shared run's files (its rank<r>.npz and checkpoints) into a test's own directory."""
+    shutil.copytree(directory, tmp_path, dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    return uninterrupted_run(tmp_path_factory, {}, POINTS)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_fine_tuned(tmp_path_factory):
+    return uninterrupted_run(tmp_path_factory, FINE_TUNED, FINE_TUNED_POINTS)
+
+
 @pytest.mark.parametrize("workers, servers, options", [
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
-    (2, 1, {"autoencoder": False}), (2, 1, {"fine_tune_every": 2})])
-def test_every_phase_pulls_the_reference_update(tmp_path, workers, servers, options):
+    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED)])
+def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
-    proc = run(tmp_path, params, workers, servers)
-    check_every_phase(tmp_path, proc.stdout, params, workers, servers)
+    if (workers, servers) == (2, 1) and options in ({}, FINE_TUNED):  # an uninterrupted job's settings: that job
+        out, stdout = request.getfixturevalue("uninterrupted_fine_tuned" if options else "uninterrupted")
+    else:
+        out, stdout = tmp_path, run(tmp_path, params, workers, servers).stdout
+    check_every_phase(out, stdout, params, workers, servers)
 
 
 def check_every_phase(tmp_path, stdout, params, workers, groups_wanted, ring=False):
@@ -118,16 +160,15 @@ def run_fault(tmp_path, fault):
     return run(tmp_path, PARAMS, 2, 1, extra={"fault": fault}, expect_success=False)
 
 
-@pytest.mark.parametrize("options, points", [
-    ({}, [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")]),
-    ({"fine_tune_every": 2}, [(8, "lgc")])])  # after a fine-tuning step
-def test_checkpoints_resume_to_the_uninterrupted_run(tmp_path, options, points):
-    # one job runs all the steps and saves after each step of ``points``; a job per checkpoint resumes
-    # from it and runs the rest: every later pulled update and the final weights are the same, bit for
+@pytest.mark.parametrize("options, points", [({}, POINTS), (FINE_TUNED, FINE_TUNED_POINTS)])
+def test_checkpoints_resume_to_the_uninterrupted_run(request, tmp_path, options, points):
+    # one job runs all the steps and saves after each step of ``points`` (the fixture's: shared with
+    # test_every_phase_pulls_the_reference_update); a job per checkpoint resumes from it (in a copy of its
+    # directory) and runs the rest: every later pulled update and the final weights are the same, bit for
     # bit (the servers' autoencoders, their Adam states and replay buffers, and the workers'
     # accumulators are in the checkpoint)
     params = dict(PARAMS, **options)
-    run(tmp_path, params, 2, 1, extra={"save_at": [s for s, _ in points]})
+    copy_run(request.getfixturevalue("uninterrupted_fine_tuned" if options else "uninterrupted")[0], tmp_path)
     for save_at, phase in points:
         run(tmp_path, params, 2, 1, extra={"resume": save_at})
         check_resumed(tmp_path, save_at, phase)

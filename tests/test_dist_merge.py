@@ -47,6 +47,7 @@ def check_sums(saved, workers, steps=5, dense_steps=0):
                                               err_msg="param %d step %d rank %d" % (i, step, r))
 
 
+@pytest.mark.job  # a real job (tools/launch.py); the last two tests run in-process
 @pytest.mark.parametrize("merge, pipeline", [("dp", True), ("layerwise", False), ("one", True), (2000, True)])
 def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     proc, plan, saved = run(tmp_path, merge, pipeline)
@@ -72,6 +73,7 @@ def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     assert pushes == [2 * (2 * len(names) + 3 * len(plan["groups"]) + 4 * 4 * 8 + 1)]
 
 
+@pytest.mark.job
 def test_plan_is_made_after_the_warm_up_with_the_codec_that_runs(tmp_path):
     """With a dense warm-up, the profile phase starts with the compression: the plan's message sizes are
     the codec's payloads (not the warm-up's dense gradients); every worker is in the same phase at every

@@ -48,6 +48,7 @@ def resume_and_compare(tmp_path, *args):
     return proc, again, whole.format(epoch=2), epochs
 
 
+@pytest.mark.job  # the example on real jobs (tools/launch.py, horovodrun); the last three tests run in-process
 def test_resumed_run_equals_uninterrupted_run(tmp_path):
     proc, _, whole, epochs = resume_and_compare(tmp_path, *GROUPS)
     assert "threshold groups after 5 calibration steps" in proc.stdout
@@ -57,6 +58,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path):
     assert {row["group"] for row in table} <= {"small", "medium", "large"}
 
 
+@pytest.mark.job
 def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
     """The merge plan is in the checkpoint: the resumed run sends the same messages without profiling."""
     proc, resumed, whole, epochs = resume_and_compare(tmp_path, "--compression", "layerwise_topk", "--density",
@@ -68,6 +70,7 @@ def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
     assert "merge plan" not in resumed.stdout  # no new profiling: the saved plan is used
 
 
+@pytest.mark.job
 def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
     log = str(tmp_path / "log.json")
     proc = train(tmp_path, "--model", "resnet20", "--epochs", "1", "--log", log, *GROUPS)
@@ -78,6 +81,7 @@ def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
     assert run["epochs"][0]["test_accuracy"] > 0.1  # better than chance after 10 steps
 
 
+@pytest.mark.job
 def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
     """A checkpoint names the settings of the job that saved it; a job with other workers or another codec,
     or a checkpoint file with a flipped bit, is refused on every worker with what differs."""
@@ -110,6 +114,7 @@ def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
     assert "checkpoint file %s is not the one its manifest lists" % mine in refused("--compression", "4bit")
 
 
+@pytest.mark.job
 def test_phases_in_the_log_and_the_report(tmp_path):
     """The JSON log says which phases each epoch ran in; a run whose compression never started says so."""
     log = str(tmp_path / "log.json")
@@ -152,6 +157,7 @@ def same_state(a, b):
                     np.testing.assert_array_equal(p[k], q[k], err_msg=k)
 
 
+@pytest.mark.job
 def test_checkpoint_moves_between_transports(tmp_path):
     """A checkpoint saved on the parameter server resumes on Horovod, and Horovod's back on the parameter
     server.  With 2 workers both transports add the same two sparse payloads (lossless sparse pulls), so
@@ -172,6 +178,7 @@ def test_checkpoint_moves_between_transports(tmp_path):
     same_state(stay3, back3)
 
 
+@pytest.mark.job
 def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
     # 10 steps an epoch: dense 0-2, sparse ramp 3-4, the autoencoder's training 5-7, coded from step 8; the
     # checkpoint after epoch 1 is in the lgc phase (the servers' autoencoders are part of it)

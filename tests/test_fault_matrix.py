@@ -24,6 +24,7 @@ def test_the_short_form_covers_every_case_of_the_issue():
             "checkpoint-servers", "checkpoint-servers-lgc", "missing-command"} <= set(CASES)
 
 
+@pytest.mark.system  # the fault matrix harness: real jobs per case
 @pytest.mark.parametrize("case", CASES)
 def test_case_ends_exactly_or_with_a_clear_error(case, tmp_path):
     out = tmp_path / "rows.json"

@@ -14,6 +14,8 @@ from dist.job import HERE, ROOT, gradient, initial_value
 from test_dist_kvstore import fitted_levels
 from test_dist_merge import check_sums
 
+pytestmark = pytest.mark.job  # every test a real job (horovodrun)
+
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 

@@ -8,10 +8,15 @@ import pytest
 
 import lgc_reference as ref
 from mxnet_gc.lgc.options import DEFAULTS
-from test_dist_lgc import INFS, PARAMS, STEPS, check_every_phase, check_infs_dropped, check_resumed, run as run_ps
+from test_dist_lgc import (INFS, PARAMS, POINTS as PS_POINTS, STEPS, check_every_phase, check_infs_dropped,
+                           check_resumed, copy_run, run as run_ps, uninterrupted_run)
 from test_horovod import horovodrun
 
+pytestmark = pytest.mark.job  # every test a real job (horovodrun, tools/launch.py)
+
 HOROVOD = {"store": "horovod"}
+# the steps the uninterrupted ring job saves a checkpoint after, with the phase of the step
+POINTS = [(1, "dense"), (3, "sparse-2"), (5, "train"), (8, "lgc")]
 
 
 def run(tmp_path, params, workers=2, extra=None, expect_success=True, timeout=240):
@@ -22,12 +27,31 @@ def run(tmp_path, params, workers=2, extra=None, expect_success=True, timeout=24
     return proc
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The ring job of 2 workers with PARAMS that saves a checkpoint after each step of POINTS, run once for
+    every test that checks it: (its directory, its stdout).  Saving reads the state and changes nothing the
+    job computes (Trainer.save_checkpoint), so it is also the every-phase run of its settings.  The
+    directory is shared: a test that runs more jobs resumes in a copy of it (``copy_run``)."""
+    out = tmp_path_factory.mktemp("lgc-ring")
+    return out, run(out, PARAMS, extra={"save_at": [s for s, _ in POINTS]}).stdout
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_ps(tmp_path_factory):
+    """test_dist_lgc.py's uninterrupted parameter-server job of PARAMS (run once a session)."""
+    return uninterrupted_run(tmp_path_factory, {}, PS_POINTS)
+
+
 @pytest.mark.parametrize("workers, options", [
     (2, {}), (3, {}), (2, {"order": "magnitude", "error_feedback": "subtract", "leader": 1, "fine_tune_every": 2})])
-def test_every_phase_pulls_the_reference_update(tmp_path, workers, options):
+def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, options):
     params = dict(PARAMS, **options)
-    proc = run(tmp_path, params, workers)
-    check_every_phase(tmp_path, proc.stdout, params, workers, 1, ring=True)
+    if (workers, options) == (2, {}):  # the uninterrupted job's settings: that job
+        out, stdout = request.getfixturevalue("uninterrupted")
+    else:
+        out, stdout = tmp_path, run(tmp_path, params, workers).stdout
+    check_every_phase(out, stdout, params, workers, 1, ring=True)
 
 
 def test_an_inf_in_any_phase_is_dropped_and_poisons_nothing(tmp_path):
@@ -35,26 +59,27 @@ def test_an_inf_in_any_phase_is_dropped_and_poisons_nothing(tmp_path):
     check_infs_dropped(tmp_path, proc.stdout + proc.stderr, ring=True)
 
 
-def test_checkpoints_resume_to_the_uninterrupted_run(tmp_path):
-    # as on the parameter server: each resumed job's later updates, autoencoders and final weights equal
-    # the uninterrupted job's, bit for bit (rank 0's autoencoder state is in the checkpoint)
-    points = [(1, "dense"), (3, "sparse-2"), (5, "train"), (8, "lgc")]
-    run(tmp_path, PARAMS, extra={"save_at": [s for s, _ in points]})
-    for save_at, phase in points:
+def test_checkpoints_resume_to_the_uninterrupted_run(uninterrupted, tmp_path):
+    # as on the parameter server: each resumed job (in a copy of the uninterrupted job's directory) has
+    # later updates, autoencoders and final weights equal to the uninterrupted job's, bit for bit (rank
+    # 0's autoencoder state is in the checkpoint)
+    copy_run(uninterrupted[0], tmp_path)
+    for save_at, phase in POINTS:
         run(tmp_path, PARAMS, extra={"resume": save_at})
         check_resumed(tmp_path, save_at, phase)
 
 
 @pytest.mark.parametrize("direction", ["ps-to-ring", "ring-to-ps"])
-def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(tmp_path, direction):
-    # saved in the lgc phase by one transport, resumed by the other: the frozen autoencoder and the
+def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(request, tmp_path, direction):
+    # saved in the lgc phase by one transport (its uninterrupted job, which saves after step 8 among
+    # others), resumed by the other in a copy of its directory: the frozen autoencoder and the
     # accumulators carry over, and the next step's update is the resuming method's reference from them
     save_at = 8
     if direction == "ps-to-ring":
-        run_ps(tmp_path, PARAMS, 2, 1, extra={"save_at": [save_at]})
+        copy_run(request.getfixturevalue("uninterrupted_ps")[0], tmp_path)
         run(tmp_path, PARAMS, extra={"resume": save_at})
     else:
-        run(tmp_path, PARAMS, extra={"save_at": [save_at]})
+        copy_run(request.getfixturevalue("uninterrupted")[0], tmp_path)
         run_ps(tmp_path, PARAMS, 2, 1, extra={"resume": save_at})
     saved = [np.load(tmp_path / ("rank%d.npz" % r)) for r in range(2)]
     resumed = [np.load(tmp_path / ("rank%d.resumed-%d.npz" % (r, save_at))) for r in range(2)]

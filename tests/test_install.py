@@ -6,6 +6,10 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.system  # builds a venv, pip installs, then a job
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

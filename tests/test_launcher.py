@@ -33,6 +33,7 @@ def launch(tag, *args, timeout=120, **kw):
                           timeout=timeout, **kw)
 
 
+@pytest.mark.job  # a job through tools/launch.py (test_bad_arguments starts none: refused at once)
 def test_successful_job_exits_zero(tag):
     proc = launch(tag, "-n", "2", "-s", "2", "--timeout", "60", sys.executable, "-c",
                   STORE + "print('worker', kv.rank, 'of', kv.num_workers)")
@@ -44,6 +45,7 @@ def test_successful_job_exits_zero(tag):
     assert processes_with(tag) == []
 
 
+@pytest.mark.job
 def test_report_has_each_process_cpu_time(tag, tmp_path):
     """--report: each worker is charged at least the CPU time it measured itself (1 s of spinning)."""
     spin = STORE + "import time\nend = time.process_time() + 1.0\nwhile time.process_time() < end: pass\n" \
@@ -62,6 +64,7 @@ def test_report_has_each_process_cpu_time(tag, tmp_path):
         assert measured >= 1.0 and 0.85 * measured <= total <= measured + 3.0
 
 
+@pytest.mark.job
 def test_failing_worker_fails_the_job_with_its_last_lines(tag):
     code = "import os, sys; print('about to fail'); sys.exit(3 if os.environ.get('FAIL') else 0)"
     start = time.time()
@@ -73,6 +76,7 @@ def test_failing_worker_fails_the_job_with_its_last_lines(tag):
     assert "ended all 4 processes" in proc.stderr
 
 
+@pytest.mark.job
 def test_timeout_ends_everything(tag):
     start = time.time()
     proc = launch(tag, "-n", "2", "-s", "1", "--timeout", "5", sys.executable, "-c",
@@ -82,6 +86,7 @@ def test_timeout_ends_everything(tag):
     assert time.time() - start < 30
 
 
+@pytest.mark.job
 def test_mxnet_own_servers_are_found_out_at_once(tag):
     """Servers that are MXNet's own (as when MXNet's launcher runs the training script on every host):
     the workers' first contact fails with what to do, and the job ends in order within seconds (MXNet's
@@ -96,6 +101,7 @@ def test_mxnet_own_servers_are_found_out_at_once(tag):
     assert "not reached" not in proc.stdout and "Updater needs to be set" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.job
 def test_ctrl_c_ends_everything(tag):
     proc = subprocess.Popen(LAUNCH + ["--env", tag, "-n", "2", "-s", "1", sys.executable, "-c",
                                       STORE + "print('ready', flush=True); import time; time.sleep(300)"],
@@ -113,6 +119,7 @@ def test_ctrl_c_ends_everything(tag):
     assert time.time() - start < 30
 
 
+@pytest.mark.job
 def test_ssh_launcher_with_a_stand_in_for_ssh(tag, tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# two hosts\n127.0.0.1\n127.0.0.1  # again\n")
@@ -124,6 +131,7 @@ def test_ssh_launcher_with_a_stand_in_for_ssh(tag, tmp_path):
     assert proc.stdout.count("host 127.0.0.1 worker") == 2
 
 
+@pytest.mark.job
 @pytest.mark.parametrize("launcher", ["local", "ssh"])
 def test_sigkill_of_the_launcher_ends_every_process(tag, tmp_path, launcher):
     """kill -9 of the launcher (no handler runs): its watchdog ends scheduler, server and workers."""
@@ -163,6 +171,7 @@ def test_bad_arguments():
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
 
 
+@pytest.mark.job
 def test_mxnet_launcher_environment_options(tag, tmp_path):
     """MXNet's --env NAME passes this environment's value (MXNet's local launcher copies every variable;
     ours too), --env KEY:VALUE and KEY=VALUE set one, --env-worker / --env-server only for that role; -s
@@ -192,6 +201,7 @@ def test_mxnet_launcher_environment_options(tag, tmp_path):
                                                                          "worker"]
 
 
+@pytest.mark.job
 def test_mxnet_launcher_command_forms_and_hostfile_ports(tag, tmp_path):
     """A command given as one string, or after VAR=value, runs through the shell as MXNet's launcher runs it;
     a dmlc hostfile's HOST:PORT is ssh's port, not part of the host (DMLC_PS_ROOT_URI is the host)."""

@@ -6,7 +6,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from dist.job import HERE, ROOT
+
+pytestmark = [pytest.mark.system, pytest.mark.root]  # network namespaces (ip netns, tc)
 
 CLUSTER = os.path.join(ROOT, "tools", "netns_cluster.py")
 NAME = os.environ.get("MXNET_GC_NETNS", "mxgc")  # the clusters' namespace prefix (as in netns_cluster.py)
