@@ -15,9 +15,9 @@ configuration the mean final accuracy, and from rank 0's log the residual agains
 largest ||residual|| / ||gradient|| over the keys at the last sample) and the update's norm.
 
 Without it: the long setting (5 epochs of the 60k images, 2 and 4 workers, momentum 0.9 and 0, 3 seeds):
-uncompressed, MXNet-kernel 2bit at the best of a threshold sweep (first seed, momentum 0.9, 2 workers),
-and the 4bit configurations of the diagnosis; and uncompressed against 4bit's default through a plain
-gluon.Trainer (2 workers, momentum 0.9).
+uncompressed, 4bit's default ('auto' levels, rounding to nearest) and MXNet-kernel 2bit at the best of
+a threshold sweep (first seed, momentum 0.9, 2 workers); and uncompressed against 4bit's default through
+a plain gluon.Trainer (2 workers, momentum 0.9).
 
     .venv/bin/python tools/study_module.py --diagnose --json docs/results/module_diagnosis.json \
         --markdown docs/accuracy.md
@@ -51,6 +51,7 @@ SCALED = {"uncompressed, gradients x10": ["--gc-type", "none", "--loss-scale", "
           "4bit default, gradients x0.1": ["--gc-type", "4bit", "--loss-scale", "0.1"]}
 GC_2BIT = {"gc_2bit 0.01, floor": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "floor"],
            "gc_2bit 0.01, nearest": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "nearest"]}
+# the long study's rows (the ablations of CONFIGS, SCALED and GC_2BIT are the short diagnosis's)
 GLUON = {"uncompressed": CONFIGS["uncompressed"], "4bit default: 'auto', nearest": CONFIGS["4bit default: 'auto', nearest"]}
 
 
@@ -139,7 +140,7 @@ def study(runs, seeds, workers_list):
     sweep = {t: final(runs.get(base + ["--mom", "0.9", "--seed", str(seeds[0]), "--gc-type", "2bit", "--gc-threshold",
                                        repr(t)], 2)) for t in SWEEP_2BIT}
     best = max(sweep, key=sweep.get)
-    configs = dict(CONFIGS, **{"MXNet 2bit %g" % best: ["--gc-type", "2bit", "--gc-threshold", repr(best)]})
+    configs = dict(GLUON, **{"MXNet 2bit %g" % best: ["--gc-type", "2bit", "--gc-threshold", repr(best)]})
     lines = ["MXNet 2bit's sweep (seed %d, momentum 0.9, 2 workers): %s" % (
         seeds[0], ", ".join("%g: %.4f" % (t, a) for t, a in sweep.items())), "", HEADER, "|---:|---:|---|---:|---:|---:|---|"]
     for workers in workers_list:
