@@ -18,6 +18,9 @@ from setuptools.command.build_ext import build_ext
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CXXFLAGS = ["-O3", "-fno-trapping-math", "-ffp-contract=off", "-std=c++17", "-fopenmp", "-fPIC", "-Wall"]
 X86_LEVELS = {"x86_64_v3": "-march=x86-64-v3", "x86_64_v4": "-march=x86-64-v4"}
+# Compiled once per instruction-set level (src_cpp/kernels.def lists their entry points); every other
+# src_cpp/*.cc once.
+ISA_SOURCES = ("quantizer_kernels.cc", "topk_sparsifier.cc")
 
 
 def _build_id():
@@ -53,10 +56,11 @@ class BuildMXNetLibrary(build_ext):
         if multi_isa:
             levels.update({name: [flag] for name, flag in X86_LEVELS.items()})
         units = [(source, "%s_%s.o" % (source[:-3], name), ["-DMXGC_ISA=" + name] + flags)
-                 for source in ("quantizer_kernels.cc", "topk_sparsifier.cc") for name, flags in levels.items()]
-        units.append(("dispatch.cc", "dispatch.o", ["-DMXGC_MULTI_ISA"] if multi_isa else []))
-        units.append(("message_plan.cc", "message_plan.o", []))
-        units.append(("mxnet_ops.cc", "mxnet_ops.o", ['-DMXGC_BUILD_ID="%s"' % _build_id()]))
+                 for source in ISA_SOURCES for name, flags in levels.items()]
+        unit_flags = {"dispatch.cc": ["-DMXGC_MULTI_ISA"] if multi_isa else [],
+                      "mxnet_ops.cc": ['-DMXGC_BUILD_ID="%s"' % _build_id()]}
+        units += [(source, source[:-3] + ".o", unit_flags.get(source, [])) for source in sorted(os.listdir(src))
+                  if source.endswith(".cc") and source not in ISA_SOURCES]
         commands = [["g++", *CXXFLAGS, *includes, *flags, "-c", os.path.join(src, source), "-o",
                      os.path.join(tmp, obj)] for source, obj, flags in units]
         # MXNet's half of the library interface, compiled as shipped (its own warnings are not ours).

@@ -45,46 +45,6 @@ def load():
     return handle
 
 
-def _floats(array):
-    return array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-
-
-def encode_now(bits, grad, residual, payload, levels, bounds):
-    """Encodes numpy arrays on this thread, at once (see decode_now); updates residual in place.  ``bounds``:
-    the encoder's decision bounds, one float32 per level."""
-    load().mxgc_encode_now(ctypes.c_int(bits), _floats(grad), _floats(residual), payload.ctypes.data_as(ctypes.c_void_p),
-                           ctypes.c_int64(grad.size), _floats(levels), _floats(bounds), ctypes.c_int(levels.size))
-
-
-def decode_now(bits, payload, out, levels, add):
-    """Decodes a payload held in numpy arrays into ``out`` (or adds to it) on this thread, at once.
-
-    For code that runs outside MXNet's engine (the parameter server's updater); payload and out must
-    be C-contiguous, out float32 of the decoded size; levels a float32 array.
-    """
-    out_ptr = _floats(out)
-    load().mxgc_decode_now(ctypes.c_int(bits), payload.ctypes.data_as(ctypes.c_void_p), out_ptr if add else None,
-                           out_ptr, ctypes.c_int64(out.size), _floats(levels), ctypes.c_int(levels.size))
-
-
-def topk_decode_now(payload, capacity, out, add):
-    """decode_now for 'layerwise_topk' payloads; raises ValueError for a corrupt payload (out untouched)."""
-    error = ctypes.create_string_buffer(256)
-    out_ptr = _floats(out)
-    code = load().mxgc_topk_decode_now(_floats(payload), ctypes.c_int64(capacity), out_ptr if add else None, out_ptr,
-                                       ctypes.c_int64(out.size), error, ctypes.c_int(len(error)))
-    if code != 0:
-        raise ValueError("layerwise_topk: corrupt payload: %s" % error.value.decode())
-
-
-def sparse_pack_now(values, capacity, payload):
-    """Packs the nonzeros of numpy ``values`` into a 'layerwise_topk' payload, losslessly, at once."""
-    error = ctypes.create_string_buffer(256)
-    if load().mxgc_sparse_pack_now(_floats(values), ctypes.c_int64(values.size), ctypes.c_int64(capacity),
-                                   _floats(payload), error, ctypes.c_int(len(error))) != 0:
-        raise ValueError("layerwise_topk: %s" % error.value.decode())
-
-
 def set_num_threads(n):
     """Threads the codec kernels use (default: MXNET_GC_NUM_THREADS, OMP_NUM_THREADS or all cores).
 

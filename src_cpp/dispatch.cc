@@ -109,33 +109,4 @@ int mxgc_select_isa(const char* isa) {
   return 0;
 }
 
-// Synchronous encode and decode on the caller's thread, outside MXNet's engine (for the parameter
-// server, which must finish reading a received payload before it returns to ps-lite).  acc may be null.
-void mxgc_encode_now(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
-                     const float* bounds, int num_levels) {
-  mxgc::encode(bits, grad, residual, payload, n, levels, bounds, num_levels);
-}
-
-void mxgc_decode_now(int bits, const void* payload, const float* acc, float* out, int64_t n,
-                     const float* levels, int num_levels) {
-  mxgc::decode(bits, payload, acc, out, n, levels, num_levels);
-}
-
-// The same for the top-k sparsifier's payloads; returns 0, or -1 with a message in error[0..error_size).
-int mxgc_topk_decode_now(const float* payload, int64_t capacity, const float* acc, float* out, int64_t n,
-                         char* error, int error_size) {
-  std::string message;
-  if (mxgc::topk_decode(payload, capacity, acc, out, n, &message)) return 0;
-  std::snprintf(error, error_size, "%s", message.c_str());
-  return -1;
-}
-
-int mxgc_sparse_pack_now(const float* values, int64_t n, int64_t capacity, float* payload, char* error,
-                         int error_size) {
-  std::string message;
-  if (mxgc::sparse_pack(values, n, capacity, payload, &message)) return 0;
-  std::snprintf(error, error_size, "%s", message.c_str());
-  return -1;
-}
-
 }  // extern "C"

@@ -1,19 +1,12 @@
 // One engine operation per message.  A message of the dist store is a run of segments (a chunk of a key
-// each) that travel together; a plan holds each segment's codec and offsets, and one call encodes,
-// decodes or copies all of them:
+// each) that travel together; a plan holds each segment's codec (codec.h, made by name from the table
+// in codec_table.cc) and offsets, and one call encodes, decodes or copies all of them:
 //
 //   worker, on MXNet's engine (mxgc_plan_push_encode / mxgc_plan_push_decode): one operation per
 //     message, pushed with MXEnginePushSyncND with only the arrays as dependencies, so it needs none
 //     of MXNet's temporary-space resources and runs beside backward with MXNet's defaults;
 //   server, at once on the caller's thread (mxgc_plan_decode_now / mxgc_plan_encode_sum_now): a
 //     worker's whole payload decoded into the message's accumulator in one call.
-//
-// Segment kinds: 0 dense (a float32 copy), 1 the layer-wise top-k sparsifier, 2 and 4 the 2bit and
-// 4bit quantizers.  Parameters per segment: none or one for dense (nonzero: NaN and inf values are
-// dropped, sent as 0, as the codecs drop them); the levels, then the encoder's decision bounds (2bit,
-// 4bit); density, momentum, gamma,
-// delta, reset_every and capacity (top-k).  Python checks the codecs' parameters; a plan checks
-// only what would make a kernel read or write out of bounds.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -23,23 +16,16 @@
 #include <utility>
 #include <vector>
 
-#include "threshold_quantizer.h"
-#include "topk_sparsifier.h"
+#include "codec.h"
 
 namespace {
 
-enum Kind { kDense = 0, kTopk = 1 };  // otherwise the number of bits (2, 4)
-
 struct Segment {
-  int kind;
+  std::unique_ptr<mxgc::Codec> codec;
   int64_t n;               // values
   int64_t value_offset;    // first value in the message's values (the server's accumulator)
   int64_t key_offset;      // first value in its key's array (a key split over servers)
   int64_t payload_offset;  // first word in the message's payload
-  std::vector<float> levels;
-  std::vector<float> bounds;  // the encoder's decision bounds, one per level
-  mxgc::TopkParams topk;
-  bool drop_nonfinite = false;  // dense: NaN and inf values sent as 0
 };
 
 struct Plan {
@@ -73,39 +59,9 @@ void report(char* error, int error_size, const std::string& message) {
   if (error && error_size > 0) std::snprintf(error, error_size, "%s", message.c_str());
 }
 
-// Copies n values, each NaN or inf (all exponent bits set: an integer test) as 0.
-void copy_finite(const float* values, float* out, int64_t n) {
-  const uint32_t* bits = reinterpret_cast<const uint32_t*>(values);
-  for (int64_t i = 0; i < n; ++i) out[i] = (bits[i] & 0x7f800000u) == 0x7f800000u ? 0.0f : values[i];
-}
-
-// Encodes one segment's n values (a worker's gradient with its state, or a dense copy).
-void encode_segment(const Segment& s, const float* values, float* state, float* payload) {
-  if (s.kind == kDense && s.drop_nonfinite) {
-    copy_finite(values, payload, s.n);
-  } else if (s.kind == kDense) {
-    std::memcpy(payload, values, s.n * sizeof(float));
-  } else if (s.kind == kTopk) {
-    mxgc::topk_encode(values, state, s.n, s.topk, payload);
-  } else {
-    mxgc::encode(s.kind, values, state, payload, s.n, s.levels.data(), s.bounds.data(),
-                 static_cast<int>(s.levels.size()));
-  }
-}
-
 // Writes (or, with ``add``, adds) one segment's decoded values to out.
 bool decode_segment(const Segment& s, const float* payload, float* out, bool add, std::string* error) {
-  if (s.kind == kDense) {
-    if (add) {
-      for (int64_t i = 0; i < s.n; ++i) out[i] += payload[i];
-    } else {
-      std::memcpy(out, payload, s.n * sizeof(float));
-    }
-    return true;
-  }
-  if (s.kind == kTopk) return mxgc::topk_decode(payload, s.topk.capacity, add ? out : nullptr, out, s.n, error);
-  mxgc::decode(s.kind, payload, add ? out : nullptr, out, s.n, s.levels.data(), static_cast<int>(s.levels.size()));
-  return true;
+  return s.codec->decode(payload, add ? out : nullptr, out, error);
 }
 
 // The engine variable behind an NDArray handle is its storage chunk's: the first word of an
@@ -180,13 +136,13 @@ void run_job(void*, void* param) {
     if (!job->values[i]) continue;
     float* values = data_of(job->values[i]);
     float* state = data_of(job->states[i]);
-    if (!values || (job->encode && s.kind != kDense && !state)) {
+    if (!values || (job->encode && s.codec->state_words() > 0 && !state)) {
       job->plan->fail("segment " + std::to_string(i) + ": an array without data");
       continue;
     }
     values += s.key_offset;
     if (job->encode) {
-      encode_segment(s, values, state, payload + s.payload_offset);
+      s.codec->encode(values, state, payload + s.payload_offset);
       continue;
     }
     for (int k = 0; k < job->count; ++k) {
@@ -228,36 +184,21 @@ void mxgc_engine_bind(void* push_sync_nd, void* get_data, void* detach, void* fr
   g_free = reinterpret_cast<Free>(free);
 }
 
-// A new plan of ``num_segments`` segments; per segment its kind, values, offsets and ``num_params[i]``
-// parameters (concatenated in ``params``).  Returns null with a message in ``error`` for a bad one.
-void* mxgc_plan_new(int num_segments, const int* kinds, const int64_t* sizes, const int64_t* value_offsets,
+// A new plan of ``num_segments`` segments; per segment its codec's name ("dense" or a line of
+// codecs.def), values, offsets and ``num_params[i]`` parameters (concatenated in ``params``).  Returns
+// null with a message in ``error`` for a bad one.
+void* mxgc_plan_new(int num_segments, const char* const* names, const int64_t* sizes, const int64_t* value_offsets,
                     const int64_t* key_offsets, const int64_t* payload_offsets, const int* num_params,
                     const double* params, char* error, int error_size) {
   auto plan = std::make_shared<Plan>();
   for (int i = 0; i < num_segments; ++i) {
-    Segment s{kinds[i], sizes[i], value_offsets[i], key_offsets[i], payload_offsets[i], {}, {}, {}};
-    const double* p = params;
+    std::string message;
+    Segment s{mxgc::make_codec(names[i], params, num_params[i], sizes[i], &message), sizes[i], value_offsets[i],
+              key_offsets[i], payload_offsets[i]};
     params += num_params[i];
-    const bool threshold = s.kind == 2 || s.kind == 4;
-    const int want = s.kind == kTopk ? 6 : (threshold || s.kind == kDense ? -1 : 0);
-    if (s.n < 1 || (!threshold && s.kind != kTopk && s.kind != kDense) || (want >= 0 && num_params[i] != want) ||
-        (s.kind == kDense && num_params[i] > 1) ||
-        (threshold && (num_params[i] < 2 || num_params[i] % 2 || num_params[i] > 2 * (s.kind == 2 ? 1 : mxgc::kMaxLevels)))) {
-      report(error, error_size, "segment " + std::to_string(i) + ": bad kind, size or parameters");
+    if (!s.codec) {
+      report(error, error_size, "segment " + std::to_string(i) + ": " + message);
       return nullptr;
-    }
-    if (threshold) {  // the levels, then as many decision bounds
-      s.levels.assign(p, p + num_params[i] / 2);
-      s.bounds.assign(p + num_params[i] / 2, p + num_params[i]);
-    }
-    if (s.kind == kDense) s.drop_nonfinite = num_params[i] == 1 && p[0] != 0;
-    if (s.kind == kTopk) {
-      s.topk = mxgc::TopkParams{p[0], static_cast<float>(p[1]), static_cast<float>(p[2]), static_cast<float>(p[3]),
-                                static_cast<int>(p[4]), static_cast<int64_t>(p[5])};
-      if (s.topk.capacity < 1 || s.topk.capacity < mxgc::topk_target(s.n, s.topk.density)) {
-        report(error, error_size, "segment " + std::to_string(i) + ": top-k capacity below its target");
-        return nullptr;
-      }
     }
     plan->segments.push_back(std::move(s));
   }
@@ -289,7 +230,7 @@ int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payloa
   for (size_t i = 0; i < n; ++i) {
     job->values[i] = own(values[i]);
     job->states[i] = own(states[i]);
-    if (!job->values[i] || (p->segments[i].kind != kDense && !job->states[i])) {
+    if (!job->values[i] || (p->segments[i].codec->state_words() > 0 && !job->states[i])) {
       delete job;
       report(error, error_size, "segment " + std::to_string(i) + ": no array");
       return -1;
@@ -340,21 +281,17 @@ int mxgc_plan_decode_now(void* plan, const float* payload, float* values, int ad
 }
 
 // At once: re-encodes the message's summed values into ``payload`` for a compressed pull, with the
-// server's own residual (quantizers) or packed without loss (top-k, whose residual stays untouched).
+// server's own residual (each codec's encode_sum).
 int mxgc_plan_encode_sum_now(void* plan, const float* values, float* residual, float* payload, char* error,
                              int error_size) {
   const Plan& p = **static_cast<PlanRef*>(plan);
   for (size_t i = 0; i < p.segments.size(); ++i) {
     const Segment& s = p.segments[i];
-    const float* v = values + s.value_offset;
-    if (s.kind == kTopk) {
-      std::string message;
-      if (!mxgc::sparse_pack(v, s.n, s.topk.capacity, payload + s.payload_offset, &message)) {
-        report(error, error_size, "segment " + std::to_string(i) + ": " + message);
-        return -1;
-      }
-    } else {
-      encode_segment(s, v, residual + s.value_offset, payload + s.payload_offset);
+    std::string message;
+    if (!s.codec->encode_sum(values + s.value_offset, residual + s.value_offset, payload + s.payload_offset,
+                             &message)) {
+      report(error, error_size, "segment " + std::to_string(i) + ": " + message);
+      return -1;
     }
   }
   return 0;

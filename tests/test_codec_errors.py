@@ -119,9 +119,9 @@ def test_wrong_payload_dtype_rejected():
 def test_operator_checks_sizes_too():
     """The C++ operators refuse a mismatched payload even when called directly, without the Python checks."""
     with pytest.raises(mx.base.MXNetError, match="payload has 2 float32 words, expected 3 for 17 values"):
-        mx.nd.mxgc_4bit_decode(mx.nd.zeros(2), levels="0.1,0.2", shape="17").wait_to_read()
+        mx.nd.mxgc_4bit_decode(mx.nd.zeros(2), params="0.1,0.2,0.1,0.2", shape="17").wait_to_read()
     with pytest.raises(mx.base.MXNetError, match="strictly increasing"):
-        mx.nd.mxgc_4bit_encode(mx.nd.zeros(2), mx.nd.zeros(2), levels="0.2,0.1").wait_to_read()
+        mx.nd.mxgc_4bit_encode(mx.nd.zeros(2), mx.nd.zeros(2), params="0.2,0.1,0.2,0.1").wait_to_read()
     with pytest.raises(mx.base.MXNetError, match="must be float32"):
         mx.nd.mxgc_2bit_encode(mx.nd.zeros(2, dtype="float16"), mx.nd.zeros(2, dtype="float16"),
-                               levels="0.5").wait_to_read()
+                               params="0.5,0.5").wait_to_read()

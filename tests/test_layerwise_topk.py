@@ -175,8 +175,7 @@ def test_operator_refuses_a_capacity_below_its_target():
     """Called directly, the encode operator checks what the codec guarantees: room for k values."""
     g, state = mx.nd.ones(100), mx.nd.zeros(102)
     with pytest.raises(mx.base.MXNetError, match="capacity 3 is below the 50 values density 0.5 aims to send"):
-        mx.nd.mxgc_topk_encode(g, state, density="0.5", momentum="0", gamma="0.1", delta="0.2", reset_every="3",
-                               capacity="3").wait_to_read()
+        mx.nd.mxgc_topk_encode(g, state, params="0.5,0,0.1,0.2,3,3").wait_to_read()
 
 
 def test_pull_codec_packs_a_sum_without_loss():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mxnet_gc import codecs
-from mxnet_gc.kvstore.message_plan import MessagePlan
+from mxnet_gc.message_plan import MessagePlan
 
 CODECS = {"4bit": {"type": "4bit", "thresholds": [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64]},
           "2bit": {"type": "2bit", "threshold": 0.05},
@@ -120,16 +120,17 @@ class _Capacity:
     def __init__(self, codec):
         self.codec = codec
 
+    kernel_name = "topk"
+
     def kernel_params(self, n):
-        kind, params = self.codec.kernel_params(n)
-        return kind, params[:5] + [1]
+        return self.codec.kernel_params(n)[:5] + [1]
 
 
 def test_views_of_one_array_as_outputs_do_not_deadlock():
     """Outputs that are views of one array (one engine variable) are one dependency of the operation."""
     script = textwrap.dedent("""
         import mxnet as mx, numpy as np
-        from mxnet_gc.kvstore.message_plan import MessagePlan
+        from mxnet_gc.message_plan import MessagePlan
         plan = MessagePlan([(None, 5, 0, 0, 0), (None, 17, 5, 0, 5)])
         big = mx.nd.zeros(30)
         plan.push_decode(mx.nd.arange(22), [big[0:5], big[5:22]], big[29:30])

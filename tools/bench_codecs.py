@@ -20,7 +20,7 @@ import numpy as np
 import mxnet as mx
 
 import mxnet_gc
-from mxnet_gc.kvstore.message_plan import MessagePlan
+from mxnet_gc.message_plan import MessagePlan
 
 CONFIGS = {"2bit": {"type": "2bit", "threshold": 0.5},
            "4bit": {"type": "4bit", "thresholds": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4]}}

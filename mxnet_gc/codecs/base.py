@@ -3,15 +3,27 @@
 A codec turns one float32 gradient (with its per-worker residual, for error feedback) into a payload,
 a float32 NDArray whose bytes are the codec's wire format, and turns a payload back into values.
 Codecs know nothing of transports; transports know nothing of codec internals.
+
+Every codec runs on its C++ description (src_cpp/codecs.def): ``kernel_name`` names it and
+``kernel_params(n)`` gives its parameters as numbers.  From those two this class runs it everywhere:
+the MXNet operators ``mxgc_<kernel_name>_encode/_decode/_decode_add`` (on the engine), a one-segment
+message plan (numpy, at once) and the stores' message plans.
 """
 import numpy as np
 import mxnet as mx
 
+from ..message_plan import MessagePlan
+
+_PLANS_KEPT = 64  # one-segment plans kept per codec (one per size) for the numpy calls
+
 
 class Codec:
-    """Interface of a gradient codec.  Subclasses set ``type`` and implement the four methods."""
+    """Interface of a gradient codec.  Subclasses set ``type`` and ``kernel_name`` and implement
+    ``config``, ``payload_size`` and ``kernel_params``; a codec with state other than one residual
+    value per gradient value overrides ``state_shape``."""
 
     type = None
+    kernel_name = None
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""
@@ -20,6 +32,13 @@ class Codec:
     def payload_size(self, n):
         """Number of float32 words in the payload of an n-value gradient."""
         raise NotImplementedError
+
+    def kernel_params(self, n):
+        """The parameters of this codec's C++ description for n values: a list of numbers."""
+        raise NotImplementedError
+
+    def check_size(self, n):
+        """Raises ValueError if this codec cannot encode n values (n >= 1)."""
 
     def state_shape(self, shape):
         """The shape of the per-worker state ``encode`` takes as its residual, for a gradient of ``shape``
@@ -34,36 +53,81 @@ class Codec:
         """The codec of a compressed pull: the servers' sum of num_workers pushes (by default this one)."""
         return self
 
-    def kernel_params(self, n):
-        """(kind, parameters) of this codec's C++ kernels for n values, as a message plan takes them
-        (src_cpp/message_plan.cc): kind 1 for top-k, else the bits per value."""
-        raise NotImplementedError
+    def _params(self, n):
+        return ",".join(repr(float(v)) for v in self.kernel_params(n))
+
+    def _operator(self, step):
+        return getattr(mx.nd, "mxgc_%s_%s" % (self.kernel_name, step))
 
     def encode(self, grad, residual, out=None):
         """Compresses ``grad`` with error feedback, updating ``residual`` in place; returns the payload.
 
         ``out``, if given, is a float32 NDArray of ``payload_size(grad.size)`` words to write into.
         """
-        raise NotImplementedError
+        check_dense_float32("gradient", grad)
+        check_dense_float32("residual", residual)
+        if grad.size == 0:
+            raise ValueError("cannot encode an empty gradient")
+        self.check_size(grad.size)
+        want = self.state_shape(grad.shape)
+        if residual.shape != want:
+            raise ValueError("%s: the state for %d values must have shape %s (new_residual), got %s"
+                             % (self.type, grad.size, want, residual.shape))
+        if grad is residual:
+            raise ValueError("the residual must be a separate array from the gradient")
+        kwargs = {"params": self._params(grad.size)}
+        if out is not None:
+            check_payload(self, out, grad.size)
+            kwargs["out"] = out
+        return self._operator("encode")(grad, residual, **kwargs)
 
     def decode(self, payload, out):
         """Writes the dequantized values of ``payload`` into ``out``; returns ``out``."""
-        raise NotImplementedError
+        check_dense_float32("out", out)
+        check_payload(self, payload, out.size)
+        return self._operator("decode")(payload, params=self._params(out.size), shape=",".join(map(str, out.shape)),
+                                        out=out)
 
     def decode_add(self, payload, acc):
         """Adds the dequantized values of ``payload`` to ``acc`` in place; returns ``acc``."""
-        raise NotImplementedError
+        check_dense_float32("acc", acc)
+        check_payload(self, payload, acc.size)
+        return self._operator("decode_add")(payload, acc, params=self._params(acc.size), out=acc)
+
+    def _plan(self, n):
+        plans = self.__dict__.setdefault("_numpy_plans", {})
+        if n not in plans:
+            if len(plans) >= _PLANS_KEPT:
+                plans.clear()
+            plans[n] = MessagePlan([(self, n, 0, 0, 0)])
+        return plans[n]
+
+    def _check_numpy(self, payload, values):
+        if payload.dtype != np.float32 or payload.shape != (self.payload_size(values.size),):
+            raise ValueError("%s payload for %d values must be float32 of shape (%d,), got %s %s"
+                             % (self.type, values.size, self.payload_size(values.size), payload.dtype, payload.shape))
+        if values.dtype != np.float32 or not values.flags.c_contiguous or not payload.flags.c_contiguous:
+            raise ValueError("the numpy codec calls need C-contiguous float32 arrays")
 
     def encode_numpy(self, grad, residual, out):
-        """``encode`` on numpy arrays, synchronously on this thread; returns ``out`` (the payload).
-
-        For code outside MXNet's engine, such as the parameter server's updater.
-        """
-        raise NotImplementedError
+        """A server's re-encoding of a sum (numpy arrays) for a compressed pull, synchronously on this
+        thread, with the server's ``residual`` (one value per value; top-k packs without loss and leaves
+        it untouched); returns ``out`` (the payload)."""
+        self._check_numpy(out, grad)
+        if residual.shape != grad.shape or residual.dtype != np.float32 or not residual.flags.c_contiguous:
+            raise ValueError("residual must be a C-contiguous float32 array shaped like the values")
+        self._plan(grad.size).encode_sum_now(grad.reshape(-1), residual.reshape(-1), out)
+        return out
 
     def decode_numpy(self, payload, out, add=False):
-        """``decode`` (or, with ``add``, ``decode_add``) on numpy arrays, synchronously on this thread."""
-        raise NotImplementedError
+        """``decode`` (or, with ``add``, ``decode_add``) on numpy arrays, synchronously on this thread;
+        raises ValueError for a corrupt payload."""
+        self._check_numpy(payload, out)
+        self._plan(out.size).decode_now(payload, out.reshape(-1), add)
+        return out
+
+    def __getstate__(self):  # the plans hold C++ handles: made again where needed
+        return {k: v for k, v in self.__dict__.items() if k != "_numpy_plans"}
 
     def __eq__(self, other):
         return isinstance(other, Codec) and self.config() == other.config()

@@ -19,11 +19,9 @@ array made by ``new_residual(shape)``, which takes the residual's place in the s
 import math
 import numbers
 
-import mxnet as mx
 import numpy as np
 
-from .._library import sparse_pack_now, topk_decode_now
-from .base import Codec, check_dense_float32, check_payload
+from .base import Codec
 from .registry import register
 
 MAX_VALUES = 2 ** 31 - 1  # indices are int32
@@ -45,6 +43,7 @@ class LayerwiseTopkCodec(Codec):
     """Adaptive-threshold top-k sparsification with error feedback; payload: count, indices, values."""
 
     type = "layerwise_topk"
+    kernel_name = "topk"
 
     def __init__(self, density=0.01, adapt_rate=0.1, tolerance=0.2, reset_every=100, momentum=0.0, sum_of=1):
         self.density = _number("density", density, 0, 1, low_open=True)
@@ -57,8 +56,6 @@ class LayerwiseTopkCodec(Codec):
         if isinstance(sum_of, bool) or not isinstance(sum_of, int) or sum_of < 1:
             raise ValueError("layerwise_topk: 'sum_of' must be an int >= 1, got %r" % (sum_of,))
         self.sum_of = sum_of
-        self._attrs = dict(density=repr(self.density), gamma=repr(self.adapt_rate), delta=repr(self.tolerance),
-                           momentum=repr(self.momentum), reset_every=str(reset_every))
 
     def config(self):
         return {"type": self.type, "density": self.density, "adapt_rate": self.adapt_rate,
@@ -88,54 +85,9 @@ class LayerwiseTopkCodec(Codec):
         """The per-layer state for a gradient of ``shape``: residual, velocity, threshold, step count, flat."""
         return (self.state_size(int(np.prod(shape))),)
 
-    def _check_size(self, n):
-        if n == 0:
-            raise ValueError("cannot encode an empty gradient")
+    def check_size(self, n):
         if n > MAX_VALUES:
             raise ValueError("layerwise_topk: %d values exceed the int32 indices (split the layer)" % n)
 
     def kernel_params(self, n):
-        return 1, [self.density, self.momentum, self.adapt_rate, self.tolerance, self.reset_every, self.capacity(n)]
-
-    def encode(self, grad, residual, out=None):
-        check_dense_float32("gradient", grad)
-        check_dense_float32("state", residual)
-        self._check_size(grad.size)
-        if residual.shape != (self.state_size(grad.size),):
-            raise ValueError("layerwise_topk: the state for %d values must have shape (%d,) (new_residual), "
-                             "got %s" % (grad.size, self.state_size(grad.size), residual.shape))
-        if out is not None:
-            check_payload(self, out, grad.size)
-        kwargs = dict(self._attrs, capacity=str(self.capacity(grad.size)))
-        if out is not None:
-            kwargs["out"] = out
-        return mx.nd.mxgc_topk_encode(grad, residual, **kwargs)
-
-    def decode(self, payload, out):
-        check_dense_float32("out", out)
-        check_payload(self, payload, out.size)
-        return mx.nd.mxgc_topk_decode(payload, capacity=str(self.capacity(out.size)),
-                                      shape=",".join(map(str, out.shape)), out=out)
-
-    def decode_add(self, payload, acc):
-        check_dense_float32("acc", acc)
-        check_payload(self, payload, acc.size)
-        return mx.nd.mxgc_topk_decode_add(payload, acc, capacity=str(self.capacity(acc.size)), out=acc)
-
-    def encode_numpy(self, grad, residual, out):
-        """A server's sparse pull: packs every nonzero of the sum (at most capacity), losslessly;
-        ``residual`` stays untouched (nothing is left out)."""
-        if out.dtype != np.float32 or out.shape != (self.payload_size(grad.size),):
-            raise ValueError("layerwise_topk payload for %d values must be float32 of shape (%d,), got %s %s"
-                             % (grad.size, self.payload_size(grad.size), out.dtype, out.shape))
-        sparse_pack_now(grad, self.capacity(grad.size), out)
-        return out
-
-    def decode_numpy(self, payload, out, add=False):
-        if payload.dtype != np.float32 or payload.shape != (self.payload_size(out.size),):
-            raise ValueError("layerwise_topk payload for %d values must be float32 of shape (%d,), got %s %s"
-                             % (out.size, self.payload_size(out.size), payload.dtype, payload.shape))
-        if out.dtype != np.float32 or not out.flags.c_contiguous or not payload.flags.c_contiguous:
-            raise ValueError("the numpy codec calls need C-contiguous float32 arrays")
-        topk_decode_now(payload, self.capacity(out.size), out, add)
-        return out
+        return [self.density, self.momentum, self.adapt_rate, self.tolerance, self.reset_every, self.capacity(n)]

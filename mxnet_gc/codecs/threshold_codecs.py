@@ -18,11 +18,9 @@ ones.  (MXNet's own 2bit keeps NaN/inf in the residual from then on.)
 import math
 import numbers
 
-import mxnet as mx
 import numpy as np
 
-from .._library import decode_now, encode_now
-from .base import Codec, check_dense_float32, check_payload
+from .base import Codec
 from .registry import register
 from .threshold_group import ThresholdGroup, default_group
 
@@ -39,20 +37,16 @@ class ThresholdCodec(Codec):
         if rounding not in ROUNDINGS:
             raise ValueError("%s: 'rounding' must be 'floor' or 'nearest', got %r" % (self.type, rounding))
         self.group, self.rounding = group, rounding
-        self._levels = group.attr()
-        self._levels_np = np.array(group.levels, np.float32)
-        self._bounds_np = decision_bounds(self._levels_np, rounding)
-        self._bounds = ",".join(repr(float(d)) for d in self._bounds_np)
-        self._encode = getattr(mx.nd, "mxgc_%dbit_encode" % self.bits)
-        self._decode = getattr(mx.nd, "mxgc_%dbit_decode" % self.bits)
-        self._decode_add = getattr(mx.nd, "mxgc_%dbit_decode_add" % self.bits)
+        levels = np.array(group.levels, np.float32)
+        self._kernel_params = [float(t) for t in levels] + [float(d) for d in decision_bounds(levels, rounding)]
 
     def payload_size(self, n):
         per_word = 32 // self.bits
         return (n + per_word - 1) // per_word
 
     def kernel_params(self, n):
-        return self.bits, [float(t) for t in self._levels_np] + [float(d) for d in self._bounds_np]
+        """The levels, then the encoder's decision bounds."""
+        return list(self._kernel_params)
 
     def pull_codec(self, num_workers):
         """The servers' sum of num_workers pushes is re-encoded on the levels times num_workers (the
@@ -64,56 +58,13 @@ class ThresholdCodec(Codec):
         """This codec with every level multiplied by ``factor``."""
         raise NotImplementedError
 
-    def encode(self, grad, residual, out=None):
-        check_dense_float32("gradient", grad)
-        check_dense_float32("residual", residual)
-        if grad.shape != residual.shape:
-            raise ValueError("gradient shape %s and residual shape %s differ" % (grad.shape, residual.shape))
-        if grad is residual:
-            raise ValueError("the residual must be a separate array from the gradient")
-        if grad.size == 0:
-            raise ValueError("cannot encode an empty gradient")
-        if out is not None:
-            check_payload(self, out, grad.size)
-        if out is None:
-            return self._encode(grad, residual, levels=self._levels, bounds=self._bounds)
-        return self._encode(grad, residual, levels=self._levels, bounds=self._bounds, out=out)
-
-    def decode(self, payload, out):
-        check_dense_float32("out", out)
-        check_payload(self, payload, out.size)
-        return self._decode(payload, levels=self._levels, shape=",".join(map(str, out.shape)), out=out)
-
-    def decode_add(self, payload, acc):
-        check_dense_float32("acc", acc)
-        check_payload(self, payload, acc.size)
-        return self._decode_add(payload, acc, levels=self._levels, out=acc)
-
-    def _check_numpy(self, payload, values):
-        if payload.dtype != np.float32 or payload.shape != (self.payload_size(values.size),):
-            raise ValueError("%s payload for %d values must be float32 of shape (%d,), got %s %s"
-                             % (self.type, values.size, self.payload_size(values.size), payload.dtype, payload.shape))
-        if values.dtype != np.float32 or not values.flags.c_contiguous or not payload.flags.c_contiguous:
-            raise ValueError("the numpy codec calls need C-contiguous float32 arrays")
-
-    def encode_numpy(self, grad, residual, out):
-        self._check_numpy(out, grad)
-        if residual.shape != grad.shape or residual.dtype != np.float32 or not residual.flags.c_contiguous:
-            raise ValueError("residual must be a C-contiguous float32 array shaped like the gradient")
-        encode_now(self.bits, grad, residual, out, self._levels_np, self._bounds_np)
-        return out
-
-    def decode_numpy(self, payload, out, add=False):
-        self._check_numpy(payload, out)
-        decode_now(self.bits, payload, out, self._levels_np, add)
-        return out
-
 
 @register
 class TwoBitCodec(ThresholdCodec):
     """MXNet 1.9.1's 2bit: values at or beyond +-threshold are sent as +-threshold, 16 per word."""
 
     type = "2bit"
+    kernel_name = "2bit"
     bits = 2
 
     def __init__(self, threshold=0.5, rounding="floor"):
@@ -142,6 +93,7 @@ class FourBitCodec(ThresholdCodec):
     """
 
     type = "4bit"
+    kernel_name = "4bit"
     bits = 4
     hints = {"threshold": "4bit takes 'thresholds', 1 to 7 levels or a group name ('small', 'medium', 'large'); "
                           "a 2bit 'threshold' does not carry over to them (docs/migration.md)"}

@@ -31,10 +31,6 @@ class ThresholdGroup:
         """base * ratio**k for k = 0 .. count-1."""
         return cls([base * ratio ** k for k in range(count)], name=name)
 
-    def attr(self):
-        """The levels as the operators' 'levels' attribute: exact float32 values, comma-separated."""
-        return ",".join(repr(t) for t in self.levels)
-
     def __len__(self):
         return len(self.levels)
 

@@ -19,7 +19,7 @@ import numpy as np
 from .. import _mx, checkpoint_files, codecs
 from . import agreement, protocol
 from .lgc_server import LGCServer
-from .message_plan import MessagePlan
+from ..message_plan import MessagePlan
 
 log = logging.getLogger("mxnet_gc.server")
 

@@ -15,7 +15,7 @@ from .. import schedule
 from ..schedule import Phase, Schedule
 from . import agreement, arguments
 from .compression import Compression
-from .message_plan import MessagePlan
+from ..message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
 from .residual_monitor import ResidualMonitor
 

@@ -1,17 +1,19 @@
 """One engine operation per message: a message's segments encoded, decoded or copied by one C++ call.
 
-A message (layout.py) is a run of segments, a chunk of a key each.  Its plan (src_cpp/message_plan.cc)
-holds every segment's codec and offsets once; then
+A message (kvstore/layout.py) is a run of segments, a chunk of a key each.  Its plan
+(src_cpp/message_plan.cc) holds every segment's codec (by its kernel name and parameters, made from the
+C++ codec table, src_cpp/codecs.def) and offsets once; then
 
 - a worker pushes one operation per message to MXNet's engine (``push_encode``, ``push_decode``), with
   only the arrays as its dependencies: no temporary-space resource (which MXNet's operators share,
   four by default), so it runs beside backward with MXNet's defaults, and no Python per key;
 - a server decodes a worker's whole payload into the message's accumulator in one call
-  (``decode_now``) and re-encodes the sum for a compressed pull in another (``encode_sum_now``).
+  (``decode_now``) and re-encodes the sum for a compressed pull in another (``encode_sum_now``);
+- a codec's numpy calls (``Codec.encode_numpy``, ``decode_numpy``) are a plan of one segment.
 """
 import ctypes
 
-from .._library import load
+from ._library import load
 
 _ERROR_SIZE = 512
 
@@ -32,16 +34,17 @@ class MessagePlan:
 
     def __init__(self, segments, drop_nonfinite=False):
         self._lib = load()
-        kinds, params, counts = [], [], []
+        names, params, counts = [], [], []
         for codec, n, _, _, _ in segments:
-            kind, p = (0, [1.0] if drop_nonfinite else []) if codec is None else codec.kernel_params(n)
-            kinds.append(kind)
+            name, p = ("dense", [1.0] if drop_nonfinite else []) if codec is None else (
+                codec.kernel_name, codec.kernel_params(n))
+            names.append(name.encode())
             params += p
             counts.append(len(p))
         columns = list(zip(*[s[1:] for s in segments]))
         int64s = [(ctypes.c_int64 * len(segments))(*column) for column in columns]
         error = ctypes.create_string_buffer(_ERROR_SIZE)
-        handle = self._lib.mxgc_plan_new(len(segments), (ctypes.c_int * len(kinds))(*kinds), *int64s,
+        handle = self._lib.mxgc_plan_new(len(segments), (ctypes.c_char_p * len(names))(*names), *int64s,
                                          (ctypes.c_int * len(counts))(*counts),
                                          (ctypes.c_double * max(1, len(params)))(*params), error, _ERROR_SIZE)
         if not handle:
