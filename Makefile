@@ -154,8 +154,10 @@ $(ASAN_DIR)/%_x86_64_v3.o: src_cpp/%.cc $(wildcard src_cpp/*.h)
 $(ASAN_DIR)/%_x86_64_v4.o: src_cpp/%.cc $(wildcard src_cpp/*.h)
 	@mkdir -p $(ASAN_DIR)
 	g++ $(ASAN_FLAGS) -DMXGC_ISA=x86_64_v4 -march=x86-64-v4 -c $< -o $@
-$(ASAN_DIR)/kernel_fuzz: $(ASAN_OBJS) tests/asan/kernel_fuzz.cc src_cpp/dispatch.cc src_cpp/kernels.def
-	g++ $(ASAN_FLAGS) $(ASAN_DISPATCH) tests/asan/kernel_fuzz.cc src_cpp/dispatch.cc $(ASAN_OBJS) -o $@
+$(ASAN_DIR)/kernel_fuzz: $(ASAN_OBJS) tests/asan/kernel_fuzz.cc src_cpp/dispatch.cc src_cpp/codec_table.cc \
+		src_cpp/kernels.def src_cpp/codecs.def $(wildcard src_cpp/*.h)
+	g++ $(ASAN_FLAGS) $(ASAN_DISPATCH) tests/asan/kernel_fuzz.cc src_cpp/dispatch.cc src_cpp/codec_table.cc \
+		$(ASAN_OBJS) -o $@
 asan: $(ASAN_DIR)/kernel_fuzz
 
 clean:

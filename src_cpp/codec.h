@@ -29,6 +29,9 @@
 
 namespace mxgc {
 
+// The kernels' thread count (dispatch.cc; Python sets it through mxgc_set_num_threads).
+int num_threads();
+
 // A number as a message shows it (%g).
 inline std::string str(double v) {
   char buffer[32];

@@ -28,6 +28,9 @@ def words(values):
     return b"".join(struct.pack("<I", v & 0xFFFFFFFF) for v in values)
 
 
+TABLE_CODECS = 5  # dense, 2bit, 4bit, topk, 8bit
+
+
 def corpus(directory):
     rng = np.random.default_rng(2026)
     inputs = []
@@ -37,6 +40,10 @@ def corpus(directory):
         for n in (1, 2, 15, 17, 4999, 5000):
             for pattern in NAN_PATTERNS:
                 inputs.append(case(target, n, max(1, n // 3), 7, words([pattern, 3, pattern, 1])))
+    for which in range(TABLE_CODECS):  # target 6: each codec of the C++ table (kernel_fuzz.cc's list)
+        for n in (1, 5, 17, 5000):
+            for pattern in NAN_PATTERNS + [0, 0xFFFFFFFF, 0x80808080]:
+                inputs.append(case(6, n, 1, which + 1, words([pattern, 0x80FF017F, pattern, 1])))
     for n, capacity in ((1, 1), (40, 10), (5000, 5000)):  # top-k payloads a corrupt peer could send
         for count in (-1, 0, capacity, capacity + 1, n + 1, 2 ** 31 - 1, -2 ** 31):
             inputs.append(case(3, n, capacity, 1, words([count] + list(range(capacity)))))

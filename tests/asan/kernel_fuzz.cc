@@ -5,7 +5,8 @@
 //   KERNEL_FUZZ_SELFTEST=1     first reads past a buffer on purpose: shows the sanitizer is on
 //   MXNET_GC_ISA=NAME          runs that instruction-set copy of the kernels
 //
-// An input's bytes: [target][n: 4][capacity: 4][levels: 1][data...].  Every buffer is allocated with
+// An input's bytes: [target][n: 4][capacity: 4][levels: 1][data...]; target 6 runs the codec table's
+// entry chosen by the levels byte.  Every buffer is allocated with
 // exactly the size the kernel's contract gives it, so a read or write past it is reported.  Payloads are
 // filled from the data bytes (any bit pattern: NaN, huge counts, indices out of range, not ascending);
 // sizes and levels come from the receiver's own configuration in real use, so they are kept valid here.
@@ -18,8 +19,10 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <memory>
 #include <vector>
 
+#include "codec.h"
 #include "threshold_quantizer.h"
 #include "topk_sparsifier.h"
 
@@ -80,11 +83,45 @@ void topk_case(int target, int64_t n, int64_t capacity, const uint8_t* data, siz
   }
 }
 
+// Every codec of the table (src_cpp/codecs.def) through its description, with valid parameters (a
+// receiver's own configuration): decode a payload of any bytes, encode two steps, re-encode a sum.
+struct TableCodec {
+  const char* name;
+  std::vector<double> params;  // for n values (the top-k capacity: room for its target at density 0.1)
+};
+std::vector<TableCodec> table_codecs(int64_t n) {
+  const double capacity = static_cast<double>(std::max<int64_t>(1, mxgc::topk_target(n, 0.1) * 2));
+  return {{"dense", {1.0}},
+          {"2bit", {0.5, 0.25}},
+          {"4bit", {0.25, 0.5, 1.0, 2.0, 0.125, 0.375, 0.75, 1.5}},
+          {"topk", {0.1, 0.9, 0.1, 0.2, 3, std::min(capacity, static_cast<double>(n))}},
+          {"8bit", {}}};
+}
+
+void table_case(int which, int64_t n, const uint8_t* data, size_t size) {
+  const std::vector<TableCodec> codecs = table_codecs(n);
+  const TableCodec& c = codecs[which % codecs.size()];
+  std::string error;
+  std::unique_ptr<mxgc::Codec> codec =
+      mxgc::make_codec(c.name, c.params.data(), static_cast<int>(c.params.size()), n, &error);
+  if (!codec) {
+    std::fprintf(stderr, "kernel_fuzz: %s refused its parameters: %s\n", c.name, error.c_str());
+    std::abort();
+  }
+  std::vector<float> payload = filled(codec->payload_words(), data, size), out(n), acc(n, 1.0f);
+  codec->decode(payload.data(), nullptr, out.data(), &error);
+  codec->decode(payload.data(), acc.data(), acc.data(), &error);
+  std::vector<float> grad = filled(n, data, size), state(std::max<int64_t>(1, codec->state_words()), 0.0f),
+                     residual(n, 0.0f);
+  for (int step = 0; step < 2; ++step) codec->encode(grad.data(), state.data(), payload.data());
+  codec->encode_sum(grad.data(), residual.data(), payload.data(), &error);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
   if (size < 10) return 0;
-  const int target = input[0] % 6;
+  const int target = input[0] % 7;
   const int64_t n = 1 + read_u32(input + 1) % 5000;
   const int64_t capacity = 1 + read_u32(input + 5) % n;
   const int num_levels = 1 + input[9] % mxgc::kMaxLevels;
@@ -94,6 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
     case 0: threshold_case(2, false, n, 1, data, data_size); break;
     case 1: threshold_case(4, false, n, num_levels, data, data_size); break;
     case 2: threshold_case(input[9] & 1 ? 2 : 4, true, n, input[9] & 1 ? 1 : num_levels, data, data_size); break;
+    case 6: table_case(input[9], n, data, data_size); break;
     default: topk_case(target, n, capacity, data, data_size); break;
   }
   return 0;
