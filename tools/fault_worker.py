@@ -76,6 +76,22 @@ def keys_case(kv, settings, saved):
             for (k, _), v, o in zip(mine, pushed, outs):
                 saved["%s/%s/%d/pushed" % (name, k, step)] = v
                 saved["%s/%s/%d/pulled" % (name, k, step)] = o.asnumpy()
+    if settings.get("switch"):  # then the compression switched after pushes, on the same store
+        switch_case(kv, saved)
+
+
+def switch_case(kv, saved):
+    """4bit pushes of 0.3 on key 'switch-w', then set_gradient_compression({'type': 'none'}) and two
+    pushes of 0: the first of them must carry 4bit's residual."""
+    kv.set_gradient_compression(PARAMS["4bit"])
+    kv.init("switch-w", mx.nd.zeros(6))
+    out_array = mx.nd.zeros(6)
+    for step, value in enumerate([0.3, 0.0, 0.0]):
+        if step == 1:
+            kv.set_gradient_compression(PARAMS["none"])
+        kv.push("switch-w", mx.nd.full(6, value))
+        kv.pull("switch-w", out=out_array)
+        saved["switch/w/%d" % step] = out_array.asnumpy()
 
 
 def inf_case(kv, saved):
@@ -133,15 +149,7 @@ def main():
     elif case == "inf":
         inf_case(kv, saved)
     elif case == "switch":
-        kv.set_gradient_compression(PARAMS["4bit"])
-        kv.init("w", mx.nd.zeros(6))
-        out_array = mx.nd.zeros(6)
-        for step, (compression, value) in enumerate([("4bit", 0.3), ("none", 0.0), ("none", 0.0)]):
-            if compression == "none" and step == 1:
-                kv.set_gradient_compression(PARAMS["none"])
-            kv.push("w", mx.nd.full(6, value))
-            kv.pull("w", out=out_array)
-            saved["w/%d" % step] = out_array.asnumpy()
+        switch_case(kv, saved)
     np.savez(os.path.join(out, "rank%d.npz" % rank), **saved)
 
 

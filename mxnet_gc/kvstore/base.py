@@ -10,14 +10,13 @@ import numpy as np
 from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files, log
-from ..level_fit import LevelFitter
 from .. import schedule
-from ..schedule import Phase, Schedule
 from . import agreement, arguments
 from .compression import Compression
 from ..message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
 from .residual_monitor import ResidualMonitor
+from .store_warmup import StoreWarmup
 
 
 PEER_FAILURE_GRACE = 2.0  # seconds a worker failing because another one did waits before it exits
@@ -67,10 +66,7 @@ class StoreBase(KVStoreBase):
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._checked = {}  # key -> the arrays last checked for it (see _check)
-        self._warmup = None  # the compression's warm-up: Schedule of dense steps, then the codec
-        self._fitter = None  # 'thresholds': 'auto': the LevelFitter measuring the warm-up's gradients
-        self._fits = 0  # level fits done (each averages under its own key)
-        self._step_keys = set()  # keys pushed in the current step (a key pushed again starts the next)
+        self._warmup = StoreWarmup(self._compression)  # dense steps before the codec (none for 'none')
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
 
     @property
@@ -131,80 +127,38 @@ class StoreBase(KVStoreBase):
         else:
             self._lgc.end_step()
 
-    # ---- the compression's warm-up: dense steps before the codec starts ----
+    # ---- the compression's warm-up: dense steps before the codec starts (store_warmup.py) ----
 
     @property
     def warmup(self):
         """The warm-up's schedule (a dense phase, then 'compressed'; mxnet_gc/schedule.py), or None."""
-        return self._warmup
+        return self._warmup.schedule
 
     def _set_warmup(self, compression):
-        """The warm-up as a schedule: dense steps, with 'thresholds': 'auto' the last ones measuring the
-        gradients (phase 'fit_levels'), then the codec."""
-        fit = compression.fit_steps
-        phases = [Phase(schedule.WARMUP, compression.warmup_steps - fit, schedule.DENSE)] if compression.warmup_steps > fit else []
-        if fit:
-            phases.append(Phase(schedule.FIT_LEVELS, fit, schedule.DENSE))
-        self._warmup = Schedule(phases + [Phase(schedule.CODEC, None, schedule.COMPRESSED)]) if phases else None
-        self._fitter = LevelFitter(fit) if fit else None
-        self._step_keys = set()
+        self._warmup = StoreWarmup(compression)
 
     def _count_step(self, keys):
-        """Before a push: a key pushed again starts the next step (so per-key calls, as gluon.Trainer and
-        Module make, and one call per step count alike); at the end of the warm-up the codecs start (a
-        collective call, at the same push on every worker, which push the same keys)."""
-        if self._warmup is None:
-            return
-        keys = [k for k in keys if k not in self._reduce_only]
-        if self._step_keys.intersection(keys):
-            self._step_keys.clear()
-            if self._warmup.advance() is not None and self._warmup.current.sends == schedule.COMPRESSED:
-                if self._fitter is not None:
-                    self._fit_levels()
-                self._assign_codecs(self._layout.messages)
-        self._step_keys.update(keys)
+        """Before a push: counts the step; at the end of the warm-up the codecs start (a collective call, at
+        the same push on every worker, which push the same keys)."""
+        if self._warmup.push([k for k in keys if k not in self._reduce_only]):
+            if self._warmup.fitter is not None:
+                self._fit_levels()
+            self._assign_codecs(self._layout.messages)
 
     def _observe_warmup(self, grads):
-        """In the warm-up's 'fit_levels' phase: measures each key's gradient for 'thresholds': 'auto'."""
-        if self._fitter is not None and self._warmup.current.name == schedule.FIT_LEVELS:
-            self._fitter.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
+        self._warmup.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
 
     def _fit_levels(self):
-        """Ends 'thresholds': 'auto''s measurement: each key's ladder from the workers' largest gradient
-        values (a collective call; level_fit.py); logs the table."""
+        """Ends 'thresholds': 'auto''s measurement (a collective call; level_fit.py); logs the table."""
         keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
-        names = [self._nonfinite.names.get(k, str(k)) for k in keys]
-        levels = self._fitter.fit_over_workers(self, keys, names, name="fit_levels_%d" % self._fits)
-        self._fits += 1
+        levels, table = self._warmup.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
         self._compression = self._compression.fitted(levels)
         log.logger.info("4bit levels fitted to each key's largest gradient values over the last %d warm-up steps:\n%s",
-                        self._compression.fit_steps, self._fitter.format())
-        self._fitter = None
-
-    def _warmup_state(self):
-        """Where the warm-up is (its schedule, the keys pushed in the current step, the level fitter's
-        measurements so far), or None without a warm-up."""
-        if self._warmup is None:
-            return None
-        return {"schedule": self._warmup.state_dict(),
-                "step_keys": sorted(self._step_keys, key=agreement.key_order),
-                "fitter": self._fitter.state_dict() if self._fitter is not None else None}
-
-    def _restore_warmup(self, state):
-        """Resumes the warm-up where ``_warmup_state`` was taken; past it, the codecs start."""
-        if self._warmup is None or state is None:
-            return
-        self._warmup.load_state_dict(state["schedule"])
-        self._step_keys = set(state["step_keys"])
-        if self._warmup.current.sends == schedule.COMPRESSED:
-            self._fitter = None
-            self._assign_codecs(self._layout.messages)
-        elif self._fitter is not None and state["fitter"] is not None:
-            self._fitter.load_state_dict(state["fitter"])
+                        self._compression.fit_steps, table)
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        if key in self._reduce_only or (self._warmup is not None and self._warmup.current.sends == schedule.DENSE):
+        if key in self._reduce_only or self._warmup.dense:
             return None
         return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
 
@@ -343,7 +297,7 @@ class StoreBase(KVStoreBase):
         states go beside rank 0's file (``state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
         arrays.update({"owed/%r" % (k,): owed for k, owed in self._owed.items()})
-        meta = {"compression": self._compression.config, "servers": self.num_servers, "warmup": self._warmup_state()}
+        meta = {"compression": self._compression.config, "servers": self.num_servers, "warmup": self._warmup.state_dict()}
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
@@ -368,7 +322,8 @@ class StoreBase(KVStoreBase):
                                      % (fname, json.dumps(saved_compression, sort_keys=True),
                                         json.dumps(self._compression.config, sort_keys=True)))
                 self._compression = fitted
-            self._restore_warmup(meta.get("warmup"))
+            if self._warmup.load_state_dict(meta.get("warmup")):
+                self._assign_codecs(self._layout.messages)
             for k, i, residual in self._residual_items():
                 name = "%r/%d" % (k, i)
                 if name not in saved.files or saved[name].size != residual.size:
