@@ -6,8 +6,6 @@ ImportError that says how to rebuild.
 import ctypes
 import os
 
-import mxnet as mx
-
 from . import _build_id, _mx, config
 
 LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmxnet_gc.so")
@@ -40,7 +38,7 @@ def load():
     handle.mxgc_plan_new.restype = ctypes.c_void_p
     handle.mxgc_engine_bind(*[_mx.c_function(name) for name in
                               ("MXEnginePushSyncND", "MXNDArrayGetData", "MXNDArrayDetach", "MXNDArrayFree")])
-    mx.library.load(LIBRARY_PATH, verbose=False)
+    _mx.load_operator_library(LIBRARY_PATH, "mxgc_")
     _handle = handle
     return handle
 

@@ -143,3 +143,23 @@ class ServerBase(KVStoreServer):
     def command_handler(self):
         """A function (command id, body, server) run for each command a worker sends."""
         return KVStoreServer._controller(self)
+
+
+def load_operator_library(path, prefix):
+    """Loads an MXNet custom-operator library and adds ``mx.nd.<name>`` for its operators, those whose
+    names start with ``prefix``.  ``mx.library.load`` does the same but regenerates the Python function of
+    every one of MXNet's operators, for the ndarray and symbol APIs: about a second in every process of a
+    job (scheduler, servers, workers); this makes only ours (MXNet's ``_make_ndarray_function``)."""
+    from mxnet.base import OpHandle, c_str, mx_uint, py_str
+    from mxnet.ndarray.register import _make_ndarray_function
+
+    check_call(_LIB.MXLoadLib(c_str(path), mx_uint(0)))
+    size, names = mx_uint(), ctypes.POINTER(ctypes.c_char_p)()
+    check_call(_LIB.MXListAllOpNames(ctypes.byref(size), ctypes.byref(names)))
+    for name in [py_str(names[i]) for i in range(size.value)]:
+        if name.startswith(prefix):
+            handle = OpHandle()
+            check_call(_LIB.NNGetOpHandle(c_str(name), ctypes.byref(handle)))
+            function = _make_ndarray_function(handle, name, name)
+            setattr(mx.nd.op, name, function)
+            setattr(mx.nd, name, function)
