@@ -1,4 +1,5 @@
 """What mxnet_gc's two stores (the parameter server and Horovod) share above their transports."""
+import collections
 import io
 import json
 import os
@@ -18,6 +19,10 @@ from .nonfinite import NonFiniteMonitor
 from .residual_monitor import ResidualMonitor
 from .store_warmup import StoreWarmup
 
+
+# A message's MessagePlans (message_plan.py): of its pushes, of pulled values (dense float32: the sum or the
+# weights), and of compressed pulls (None without).
+Plans = collections.namedtuple("Plans", "push values pull")
 
 PEER_FAILURE_GRACE = 2.0  # seconds a worker failing because another one did waits before it exits
 
@@ -58,6 +63,7 @@ class StoreBase(KVStoreBase):
         self._shapes = {}  # user key -> shape
         self._reduce_only = set()  # keys initialized with reduce_only=True
         self._layout = None  # the transport's Layout (layout.py): where each key's chunks travel
+        self._plans = {}  # Message -> its Plans
         self._nonfinite = NonFiniteMonitor()
         self._residuals = ResidualMonitor()
         self._residuals.names = self._nonfinite.names
@@ -364,12 +370,12 @@ class StoreBase(KVStoreBase):
         the messages whose payload size changed."""
         changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers)]
         for m in messages:
-            m.plan = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks],
-                                 drop_nonfinite=self._drops_nonfinite(m))
-            m.values_plan = MessagePlan([(None, c.size, c.offset, c.begin, c.offset) for c in m.chunks]) \
-                if m.coded else m.plan
-            m.pull_plan = MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks]) \
-                if m.coded and self._compression.compressed_pull else None
+            push = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks],
+                               drop_nonfinite=self._drops_nonfinite(m))
+            self._plans[m] = Plans(
+                push, MessagePlan([(None, c.size, c.offset, c.begin, c.offset) for c in m.chunks]) if m.coded else push,
+                MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks])
+                if m.coded and self._compression.compressed_pull else None)
             for c in m.chunks:
                 shape = None if c.codec is None else c.codec.state_shape(c.shape if c.whole_key else (c.size,))
                 if c.residual is not None and c.residual.shape != shape:  # another codec, or none
@@ -394,6 +400,8 @@ class StoreBase(KVStoreBase):
             self._check_initialized(k)
         states = {k: [c.residual for c in self._layout.chunks[k]] for k in keys}
         gone = self._layout.remove(keys)
+        for m in gone:
+            self._plans.pop(m, None)
         messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups)
         for k in keys:
             for c, state in zip(self._layout.chunks[k], states[k]):

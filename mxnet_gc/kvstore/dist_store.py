@@ -6,6 +6,7 @@ worker's payload and sum; a pull returns that sum in float32 (or, with ``set_opt
 the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/kvstore/protocol.py.
 """
 import base64
+import dataclasses
 import os
 import pickle
 import weakref
@@ -40,6 +41,21 @@ def _private(arrays, key, shape):
     return arrays[key]
 
 
+@dataclasses.dataclass(eq=False)
+class Buffers:
+    """A message's arrays on a worker: what a push sends (``payload``, coded; ``send``, dense: a private
+    copy), what pulls land in (``pulled``: a compressed pull's payload; ``recv``: the values of a message
+    of several chunks) and ``token``, a one-value array the decode of its pull writes."""
+    payload: object = None
+    send: object = None
+    pulled: object = None
+    recv: object = None
+    token: object = dataclasses.field(default_factory=lambda: mx.nd.zeros(1))
+
+    def outgoing(self, coded):
+        return self.payload if coded else self.send
+
+
 class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
@@ -63,6 +79,7 @@ class DistSyncStore(StoreBase):
         self._num_servers = settings.num_servers
         self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator)
         self._chunks = self._layout.chunks  # user key -> [Chunk]
+        self._buffers = {}  # Message -> its Buffers
         self._round = 0
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
         self._pulled = []  # arrays whose pulls the next push waits for
@@ -178,6 +195,8 @@ class DistSyncStore(StoreBase):
         for a in self._pulled:
             a.wait_to_read()
         gone, messages = self._relayout(groups)
+        for m in gone:
+            self._buffers.pop(m, None)
         self._port.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
         self._port.register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages, dropped=[m.value_key for m in gone])
@@ -217,10 +236,10 @@ class DistSyncStore(StoreBase):
             plan.raise_engine_error()
         self._decoding = []
         for m in messages:  # one engine operation per message (dense: a copy into its private buffer)
-            m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks],
-                               m.buffers["payload" if m.coded else "send"], priority)
+            self._plans[m].push.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks],
+                                            self._buffers[m].outgoing(m.coded), priority)
         self._watch_residuals(keys, grads)
-        arrays = [m.buffers["payload" if m.coded else "send"] for m in messages]
+        arrays = [self._buffers[m].outgoing(m.coded) for m in messages]
         for m, a in zip(messages, arrays):
             self._queue.add(m, a, priority)
         self._send(everything=self.asynchronous)
@@ -290,11 +309,11 @@ class DistSyncStore(StoreBase):
         copied by one engine operation per message, which writes the message's token)."""
         pull_keys, pull_outs, decodes, direct = [], [], [], set()
         for m in messages:
-            outputs = [dests.get(c.key) for c in m.chunks]
+            outputs, buffers = [dests.get(c.key) for c in m.chunks], self._buffers[m]
             if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
                 pull_keys.append(m.pull_key)
-                pull_outs.append(m.buffers["pulled"])
-                decodes.append((m.pull_plan, m.buffers["pulled"], outputs, m.token))
+                pull_outs.append(buffers.pulled)
+                decodes.append((self._plans[m].pull, buffers.pulled, outputs, buffers.token))
             elif len(m.chunks) == 1:
                 c = m.chunks[0]
                 pull_keys.append(m.value_key)
@@ -302,8 +321,8 @@ class DistSyncStore(StoreBase):
                 direct.add(c.key)
             else:  # into the message's buffer, then each wanted key's segment into its output
                 pull_keys.append(m.value_key)
-                pull_outs.append(m.buffers["recv"])
-                decodes.append((m.values_plan, m.buffers["recv"], outputs, m.token))
+                pull_outs.append(buffers.recv)
+                decodes.append((self._plans[m].values, buffers.recv, outputs, buffers.token))
         if status:
             pull_keys += self._port.status[0]
             pull_outs += self._port.status[1]
@@ -365,25 +384,24 @@ class DistSyncStore(StoreBase):
         new_payload, new_pull = [], []
         changed = self._give_codecs(messages)
         for m in messages:
+            buffers = self._buffers.setdefault(m, Buffers())
             if m in changed:
                 m.payload_key = self._port.key_on(m.server)
-                m.buffers["payload"] = mx.nd.zeros(m.payload_words)
+                buffers.payload = mx.nd.zeros(m.payload_words)
                 new_payload.append(m)
                 m.pull_key = None
             if m.coded and self._compression.compressed_pull and m.pull_key is None:
                 m.pull_key = self._port.key_on(m.server)
-                m.buffers["pulled"] = mx.nd.zeros(m.pull_words)
+                buffers.pulled = mx.nd.zeros(m.pull_words)
                 new_pull.append(m)
             elif not (m.coded and self._compression.compressed_pull):
                 m.pull_key = None
-            if not m.coded and "send" not in m.buffers:
-                m.buffers["send"] = mx.nd.zeros(m.size)
-            if len(m.chunks) > 1 and "recv" not in m.buffers:
-                m.buffers["recv"] = mx.nd.zeros(m.size)
-            if m.token is None:
-                m.token = mx.nd.zeros(1)
+            if not m.coded and buffers.send is None:
+                buffers.send = mx.nd.zeros(m.size)
+            if len(m.chunks) > 1 and buffers.recv is None:
+                buffers.recv = mx.nd.zeros(m.size)
         if new_payload:
-            self._port.init([m.payload_key for m in new_payload], [m.buffers["payload"] for m in new_payload])
+            self._port.init([m.payload_key for m in new_payload], [self._buffers[m].payload for m in new_payload])
         if new_pull:
             self._port.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.pull_words) for m in new_pull])
             self._port.register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])

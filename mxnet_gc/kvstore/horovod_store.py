@@ -52,6 +52,8 @@ class HorovodStore(StoreBase):
         self._inflight = {}  # collective name -> (its output, what it carries) until waited for
         self._values = {}
         self._decoding = set()  # message plans of the last pull's decodes
+        self._send = {}  # Message -> the array its pushes send (its payload words, or its values when dense)
+        self._results = {}  # Message -> its last collective's result
         self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
 
     # ---- the KVStoreBase interface ----
@@ -123,14 +125,15 @@ class HorovodStore(StoreBase):
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
                 raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
-            m.plan.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks], m.buffers["send"],
-                               priority)
-            name, send = self._name(m), m.buffers["send"]
+            send = self._send[m]
+            self._plans[m].push.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks], send,
+                                            priority)
+            name = self._name(m)
             if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
                 start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
             else:
                 start = lambda: self._hvd.allreduce(send, op=self._hvd.Sum, name=name, priority=priority)  # noqa: E731
-            m.buffers["result"] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
+            self._results[m] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
                                                   blocking=m.coded)
         self._watch_residuals(keys, grads)
         if lgc_phase in (schedule.AE_TRAIN, schedule.LGC):
@@ -142,17 +145,18 @@ class HorovodStore(StoreBase):
         lgc_step, keys = self._lgc_pull(list(targets))
         messages = self._layout.messages_of(keys)
         for m in messages:
-            result = m.buffers.get("result")
+            result = self._results.get(m)
             outputs = [targets[c.key][0] if c.key in targets else None for c in m.chunks]
             if result is None:
                 for c, dest in zip(m.chunks, outputs):
                     if dest is not None:
                         self._values[c.key].copyto(dest)
             elif m.coded:  # the workers' payloads summed in rank order: the same sum on every worker
-                m.plan.push_decode(result, outputs, priority=priority, count=self.num_workers, stride=m.payload_words)
-                self._decoding.add(m.plan)
+                self._plans[m].push.push_decode(result, outputs, priority=priority, count=self.num_workers,
+                                                stride=m.payload_words)
+                self._decoding.add(self._plans[m].push)
             else:
-                m.values_plan.push_decode(result, outputs, priority=priority)
+                self._plans[m].values.push_decode(result, outputs, priority=priority)
             for c in m.chunks:
                 for extra in targets.get(c.key, [])[1:]:
                     targets[c.key][0].copyto(extra)
@@ -246,7 +250,10 @@ class HorovodStore(StoreBase):
         groups = agreement.canonical_groups(groups)
         self.agree("groups", groups)
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued
-        _, messages = self._relayout(groups)
+        gone, messages = self._relayout(groups)
+        for m in gone:
+            self._send.pop(m, None)
+            self._results.pop(m, None)
         self._assign_codecs(messages)
 
     def wire_bytes(self, codec, n):
@@ -262,7 +269,8 @@ class HorovodStore(StoreBase):
         payload words, or its values when dense)."""
         self._give_codecs(messages)
         for m in messages:
-            m.buffers = {"send": mx.nd.zeros(m.payload_words if m.coded else m.size)}
+            self._send[m] = mx.nd.zeros(m.payload_words if m.coded else m.size)
+            self._results.pop(m, None)
 
     def agree(self, what, config):
         """Raises ValueError on every worker, saying how they differ, unless all workers pass the same

@@ -50,11 +50,6 @@ class Message:
         self.pull_words = None  # words of a compressed pull's payload
         self.pull_key = None  # compressed pull: where the server puts the re-encoded sum
         self.rounds = 0  # pushes so far (a compressed pull needs one)
-        self.buffers = {}  # worker state, see DistSyncStore
-        self.plan = None  # worker: the message's MessagePlan (message_plan.py) of its pushes,
-        self.values_plan = None  # of pulled values (dense float32: the sum or the weights),
-        self.pull_plan = None  # and of compressed pulls (None without)
-        self.token = None  # dist store worker: a one-value array the decode of its pull writes
 
     def append(self, chunk):
         chunk.message, chunk.offset = self, self.size
