@@ -143,7 +143,8 @@ def parse_args(argv=None):
                    help="Module.fit or a plain gluon.Trainer, the optimizer on the servers either way")
     p.add_argument("--kv-store", default="dist_sync", help="dist_sync, dist_async or horovod")
     p.add_argument("--gc-type", choices=["none", "2bit", "gc_2bit", "4bit"], default="4bit", help="the compression")
-    p.add_argument("--gc-threshold", type=float, default=0.01, help="2bit's threshold")
+    p.add_argument("--gc-threshold", type=lambda v: v if v == "auto" else float(v), default=0.01,
+                   help="2bit's threshold (gc_2bit: or 'auto', fitted to each key's gradients in the warm-up)")
     p.add_argument("--gc-thresholds", default=None,
                    help="4bit's levels: a group name, 'auto' or comma-separated levels (default: the store's, 'auto')")
     p.add_argument("--gc-rounding", choices=["floor", "nearest"], default=None,

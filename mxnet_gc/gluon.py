@@ -135,8 +135,8 @@ class Trainer(_mx.TrainerBase):
                                  "from group name to levels, got %r" % (threshold_groups,))
             self._groups = GroupSelector(None if threshold_groups == "auto" else threshold_groups,
                                          calibration_steps, group_overrides, compression.rounding)
-        elif fits_levels:  # 4bit's 'thresholds': 'auto': a ladder above each parameter's largest values
-            self._groups = LevelFitter(calibration_steps)
+        elif fits_levels:  # 'auto' levels: above each parameter's largest values
+            self._groups = LevelFitter(calibration_steps, compression.levels_of)
         if isinstance(kvstore, StoreBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore

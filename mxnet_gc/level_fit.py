@@ -1,5 +1,5 @@
-"""4bit's ``'thresholds': 'auto'``: each key's ladder of levels from the largest gradient values it had
-during a calibration (the last steps of the dense warm-up).
+"""4bit's ``'thresholds': 'auto'`` (and gc_2bit's ``'threshold': 'auto'``): each key's levels from the
+largest gradient values it had during a calibration (the last steps of the dense warm-up).
 
 For each key: M = the mean over the workers of the largest finite |gradient value| each saw in the
 calibration's steps; the top level is the power of two at or above HEADROOM * M, and the ladder is the
@@ -19,15 +19,28 @@ import numpy as np
 
 HEADROOM = 4.0
 LEVELS = 7
+# gc_2bit's one level: the power of two at or above the largest value (of 1/4, 1 and 4 times it, 1 trained
+# best in the short setting of tools/study_module.py, rounding to nearest; a comparison not kept as data)
+SINGLE_HEADROOM = 1.0
+
+
+def _power_of_two_above(factor, largest):
+    """The power of two at or above factor * largest (largest 1.0 when it is not a finite positive number:
+    a key that never had a finite nonzero value)."""
+    if not largest or not math.isfinite(largest) or largest <= 0:
+        largest = 1.0
+    return 2.0 ** math.ceil(math.log2(factor * largest))
 
 
 def ladder(largest):
-    """The 7 levels for a key whose largest gradient value is ``largest`` (None when it never had a finite
-    nonzero value: then the levels of 1.0)."""
-    if not largest or not math.isfinite(largest) or largest <= 0:
-        largest = 1.0
-    top = 2.0 ** math.ceil(math.log2(HEADROOM * largest))
+    """The 7 levels for a key whose largest gradient value is ``largest``."""
+    top = _power_of_two_above(HEADROOM, largest)
     return [top * 2.0 ** (k - LEVELS + 1) for k in range(LEVELS)]
+
+
+def single(largest):
+    """gc_2bit's one level for a key whose largest gradient value is ``largest``."""
+    return [_power_of_two_above(SINGLE_HEADROOM, largest)]
 
 
 class LevelFitter:
@@ -35,8 +48,9 @@ class LevelFitter:
     then fits the ladders, agreed over the workers.  The store uses it in its warm-up, the Gluon trainer
     in its calibration phase (the same calls as groups.GroupSelector)."""
 
-    def __init__(self, calibration_steps=20):
+    def __init__(self, calibration_steps=20, levels_of=ladder):
         self.calibration_steps = calibration_steps
+        self.levels_of = levels_of  # largest value -> levels (ladder: 4bit's; single: gc_2bit's)
         self._maxima = {}  # key -> [one-value NDArrays, a step each, or floats restored from a checkpoint]
         self.table = None  # once fitted: a row per key (name, largest value, levels)
 
@@ -62,7 +76,7 @@ class LevelFitter:
         """{key: levels} from the workers' mean largest values (a collective call on ``kv``, once per
         ``name``); the table is ``self.table``."""
         largest = kv.average(name, self.local_largest(keys))
-        self.table = [{"name": n, "largest": float(m), "levels": ladder(m)} for n, m in zip(names, largest)]
+        self.table = [{"name": n, "largest": float(m), "levels": self.levels_of(m)} for n, m in zip(names, largest)]
         self._maxima = {}
         return {k: row["levels"] for k, row in zip(keys, self.table)}
 

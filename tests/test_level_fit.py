@@ -45,3 +45,29 @@ def test_a_fresh_auto_compression_takes_a_saved_fit_and_nothing_else():
     assert Compression(auto).fitted({"w": ladder(8.0)}).as_fitted(saved) is None  # fitted already
     user = dict(auto, per_key={"w": ladder(0.01)})
     assert Compression(user).as_fitted(saved) is None  # the user's levels for 'w' win over the saved fit
+
+
+def test_gc_2bit_auto_fits_one_level_and_rounds_to_nearest():
+    """gc_2bit's 'threshold': 'auto': one level per key, the power of two at or above its largest value,
+    rounded to nearest unless asked; a saved fit loads into a fresh 'auto' store; the refusals say what to do."""
+    import json
+
+    from mxnet_gc.kvstore.compression import Compression
+    from mxnet_gc.level_fit import single
+
+    assert single(0.3) == [0.5] and single(0.5) == [0.5] and single(3.0) == [4.0] and single(float("nan")) == [1.0]
+    auto = {"type": "gc_2bit", "threshold": "auto", "warmup_steps": 5}
+    compression = Compression(auto)
+    assert compression.fits_levels and compression.fit_steps == 5 and compression.levels_of is single
+    assert compression.config["default"] == {"type": "2bit", "threshold": "auto", "rounding": "nearest"}  # (codec type)
+    fitted = compression.fitted({"w": single(0.3), 3: single(2.5)})
+    assert fitted.codec_for("w").config() == {"type": "2bit", "threshold": 0.5, "rounding": "nearest"}
+    assert fitted.codec_for(3).config()["threshold"] == 4.0
+    saved = json.loads(json.dumps(fitted.config))
+    assert json.loads(json.dumps(Compression(auto).as_fitted(saved).config)) == saved
+    assert Compression(dict(auto, rounding="floor")).as_fitted(saved) is None
+    assert Compression(dict(auto, rounding="floor")).fitted({"w": [0.5]}).codec_for("w").rounding == "floor"
+    with pytest.raises(ValueError, match="'threshold': 'auto' fits each key's levels .* 'warmup_steps' must be at least 1"):
+        Compression(dict(auto, warmup_steps=0))
+    with pytest.raises(ValueError, match="is fitted to each key's gradients by a store with type 'gc_2bit'"):
+        Compression({"type": "2bit", "threshold": "auto"})

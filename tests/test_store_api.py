@@ -109,15 +109,17 @@ def run_transport(store, out, *args):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("first, second, kind", [("dist_sync", "horovod", "fixed"), ("horovod", "dist_sync", "auto")])
+@pytest.mark.parametrize("first, second, kind", [("dist_sync", "horovod", "fixed"), ("horovod", "dist_sync", "auto"),
+                                                 ("dist_sync", "horovod", "auto-gc_2bit")])
 def test_residuals_move_between_transports(tmp_path, first, second, kind):
     """Residuals saved by one transport load on the other, into a fresh store: the next step's sum and the
     residuals after it are those of a numpy simulation of four steps on one transport.  With 'auto' the
-    first two steps are the dense warm-up that fits the levels, and the fresh store takes the saved fit."""
+    first two steps are the dense warm-up that fits the levels (gc_2bit: its one level), and the fresh store
+    takes the saved fit."""
     import reference
     from dist.job import gradient
     from dist.transport_worker import COMPRESSIONS, KEYS, SAVED_STEPS, SCALE, SEED
-    from mxnet_gc.level_fit import ladder
+    from mxnet_gc.level_fit import ladder, single
 
     compression = COMPRESSIONS[kind]
     warmup = compression["warmup_steps"]
@@ -128,9 +130,9 @@ def test_residuals_move_between_transports(tmp_path, first, second, kind):
     run_transport(second, resumed, kind, "load", saved)
     for i, (key, shape) in enumerate(KEYS):
         grads = [[gradient(SEED, r, index, i, shape, SCALE) for r in range(WORKERS)] for index in range(SAVED_STEPS + 1)]
-        if kind == "auto":  # the workers' mean largest |g| over the warm-up's steps
+        if kind.startswith("auto"):  # the workers' mean largest |g| over the warm-up's steps
             largest = sum(np.float32(max(np.abs(g[r]).max() for g in grads[:warmup])) for r in range(WORKERS))
-            levels = ladder(float(largest / np.float32(WORKERS)))
+            levels = (single if kind == "auto-gc_2bit" else ladder)(float(largest / np.float32(WORKERS)))
         else:
             levels = compression["thresholds"]
         residuals = [np.zeros(shape, np.float32) for _ in range(WORKERS)]

@@ -10,14 +10,16 @@ finish (an interrupted study resumes); a run is identified by its arguments and 
 dense), momentum 0.9 and 0, 3 seeds: uncompressed against 4bit before (the 'medium' group, floor
 rounding) and with each change alone and together (rounding to nearest; 'auto' levels), and the same
 with gradients 10x larger and smaller (the loss scaled, rescale_grad divided: the same training);
-gc_2bit with either rounding.  Per
+gc_2bit at 0.01 and with 'threshold': 'auto' (one level fitted as 4bit's ladder is), with either rounding.  Per
 configuration the mean final accuracy, and from rank 0's log the residual against the gradient (the
 largest ||residual|| / ||gradient|| over the keys at the last sample) and the update's norm.
 
 Without it: the long setting (5 epochs of the 60k images, 2 and 4 workers, momentum 0.9 and 0, 3 seeds):
 uncompressed, 4bit's default ('auto' levels, rounding to nearest) and MXNet-kernel 2bit at the best of
-a threshold sweep (first seed, momentum 0.9, 2 workers); and uncompressed against 4bit's default through
-a plain gluon.Trainer (2 workers, momentum 0.9).
+a threshold sweep (first seed, momentum 0.9, 2 workers); 4bit before and with each fix alone, and gc_2bit
+with 'threshold': 'auto' (2 workers, momentum 0.9); uncompressed against 4bit's default through a plain gluon.Trainer (2 workers, momentum
+0.9); and both with the batch 10x smaller (10 per worker; the first 12,000 images, 2 epochs: 1,200
+steps) and 10x larger (1,000 per worker; 5 epochs of the 60k: 150 steps, the first 50 dense).
 
     .venv/bin/python tools/study_module.py --diagnose --json docs/results/module_diagnosis.json \
         --markdown docs/accuracy.md
@@ -50,9 +52,15 @@ SCALED = {"uncompressed, gradients x10": ["--gc-type", "none", "--loss-scale", "
           "4bit before, gradients x0.1": CONFIGS["4bit before: 'medium', floor"] + ["--loss-scale", "0.1"],
           "4bit default, gradients x0.1": ["--gc-type", "4bit", "--loss-scale", "0.1"]}
 GC_2BIT = {"gc_2bit 0.01, floor": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "floor"],
-           "gc_2bit 0.01, nearest": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "nearest"]}
-# the long study's rows (the ablations of CONFIGS, SCALED and GC_2BIT are the short diagnosis's)
+           "gc_2bit 0.01, nearest": ["--gc-type", "gc_2bit", "--gc-threshold", "0.01", "--gc-rounding", "nearest"],
+           "gc_2bit 'auto', floor": ["--gc-type", "gc_2bit", "--gc-threshold", "auto", "--gc-rounding", "floor"],
+           "gc_2bit 'auto' (nearest)": ["--gc-type", "gc_2bit", "--gc-threshold", "auto"]}
+# the long study's rows (the ablations at other gradient scales, and gc_2bit, are the short diagnosis's)
 GLUON = {"uncompressed": CONFIGS["uncompressed"], "4bit default: 'auto', nearest": CONFIGS["4bit default: 'auto', nearest"]}
+ABLATIONS = dict({name: CONFIGS[name] for name in ("uncompressed", "4bit before: 'medium', floor", "4bit 'medium', nearest",
+                                                   "4bit 'auto', floor")},
+                 **{"gc_2bit 'auto' (nearest)": GC_2BIT["gc_2bit 'auto' (nearest)"]})
+BATCHES = {10: ["--num-examples", "12000", "--num-epochs", "2"], 1000: ["--num-epochs", "5"]}  # per worker
 
 
 class Runs:
@@ -146,8 +154,12 @@ def study(runs, seeds, workers_list):
     for workers in workers_list:
         lines += rows(runs, base, workers, seeds, configs, False)
         if workers == 2:
+            lines += rows(runs, base, 2, seeds, ABLATIONS, False, moms=("0.9",))[1:]  # (uncompressed: above)
             lines += rows(runs, base + ["--api", "gluon"], 2, seeds, GLUON, False, moms=("0.9",),
                           prefix="plain gluon.Trainer: ")
+    for batch, setting in BATCHES.items():
+        lines += rows(runs, setting + ["--batch-size", str(batch)], 2, seeds, GLUON, False, moms=("0.9",),
+                      prefix="batch %d: " % batch)
     return "\n".join(lines)
 
 

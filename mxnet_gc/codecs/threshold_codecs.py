@@ -68,6 +68,10 @@ class TwoBitCodec(ThresholdCodec):
     bits = 2
 
     def __init__(self, threshold=0.5, rounding="floor"):
+        if threshold == "auto":
+            raise ValueError("2bit: 'threshold': 'auto' is fitted to each key's gradients by a store with type "
+                             "'gc_2bit' (set_gradient_compression) or mxnet_gc.gluon.Trainer; MXNet's own '2bit' and a "
+                             "codec alone need a number")
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
             raise ValueError("2bit: 'threshold' must be a number, got %r" % (threshold,))
         t32 = float(np.float32(threshold))

@@ -159,8 +159,8 @@ class StoreBase(KVStoreBase):
         keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
         levels, table = self._warmup.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
         self._compression = self._compression.fitted(levels)
-        log.logger.info("4bit levels fitted to each key's largest gradient values over the last %d warm-up steps:\n%s",
-                        self._compression.fit_steps, table)
+        log.logger.info("%s levels fitted to each key's largest gradient values over the last %d warm-up steps:\n%s",
+                        self._compression.codec_type, self._compression.fit_steps, table)
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""

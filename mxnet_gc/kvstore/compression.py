@@ -27,12 +27,18 @@ import json
 
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
+from .. import level_fit
 from ..lgc.options import LGCOptions
 
 MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
 DEFAULT_WARMUP_STEPS = 50
 FIT_STEPS = 20  # warm-up steps that measure the gradients for 'thresholds': 'auto' (its last ones)
 AUTO = "auto"
+FITTED = {"4bit": "thresholds", "2bit": "threshold"}  # the parameter 'auto' fits, per codec type
+PLACEHOLDER = {"4bit": "medium", "2bit": 0.5}  # (to check the other parameters before the fit)
+# The codecs' default rounding; with 'auto' levels both round to nearest by default: gc_2bit's fitted
+# threshold with floor rounding loses most of its accuracy under momentum on the servers (docs/accuracy.md).
+ROUNDING = {"4bit": "nearest", "2bit": "floor"}
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
 
 
@@ -93,15 +99,18 @@ class Compression:
             raise ValueError("'warmup_steps' must be an int >= 0, got %r" % (self.warmup_steps,))
         if self.codec_type == "4bit" and "thresholds" not in params:  # the store's default: levels fitted
             params["thresholds"] = AUTO
-        self.fits_levels = self.codec_type == "4bit" and params.get("thresholds") == AUTO
+        field = FITTED.get(self.codec_type)
+        self.fits_levels = field is not None and params.get(field) == AUTO
         if self.fits_levels:
             if self.warmup_steps < 1 and not per_key:
-                raise ValueError("4bit: 'thresholds': 'auto' fits each key's levels to its gradients during the dense "
-                                 "warm-up (it is the default); 'warmup_steps' must be at least 1, got 0, or give "
-                                 "'thresholds' (levels or a group name such as 'medium')")
-            codecs.create(dict(params, type="4bit", thresholds="medium"))  # (checks the other parameters)
+                raise ValueError("%s: '%s': 'auto' fits each key's levels to its gradients during the dense warm-up; "
+                                 "'warmup_steps' must be at least 1, got 0, or give '%s' (%s)"
+                                 % (self.codec_type, field, field, "levels or a group name such as 'medium'"
+                                    if self.codec_type == "4bit" else "a number"))
+            params.setdefault("rounding", "nearest")  # (fitted levels round to nearest unless asked: see ROUNDING)
+            codecs.create(dict(params, type=self.codec_type, **{field: PLACEHOLDER[self.codec_type]}))  # (the others)
             self._default = None
-            default = {"type": "4bit", "thresholds": AUTO, "rounding": params.get("rounding", "nearest")}
+            default = {"type": self.codec_type, field: AUTO, "rounding": params["rounding"]}
         else:
             self._default = codecs.create(dict(params, type=self.codec_type))
             default = self._default.config()
@@ -114,8 +123,13 @@ class Compression:
 
     @property
     def rounding(self):
-        """4bit's rounding ('nearest' unless the params say 'floor')."""
-        return self._params.get("rounding", "nearest")
+        """The threshold codecs' rounding (their default unless the params say)."""
+        return self._params.get("rounding", ROUNDING.get(self.codec_type, "nearest"))
+
+    @property
+    def levels_of(self):
+        """For 'auto': a key's levels from its largest gradient value (level_fit.py)."""
+        return level_fit.ladder if self.codec_type == "4bit" else level_fit.single
 
     @property
     def fit_steps(self):
@@ -134,7 +148,8 @@ class Compression:
         if not self.fits_levels or self._per_key.keys() - self._params["per_key"].keys():
             return None
         try:
-            candidate = self.fitted({k: c["thresholds"] for k, c in config.get("per_key", {}).items()})
+            candidate = self.fitted({k: c["thresholds"] if self.codec_type == "4bit" else [c["threshold"]]
+                                     for k, c in config.get("per_key", {}).items()})
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
         return candidate if json.loads(json.dumps(candidate.config)) == config else None
@@ -144,6 +159,8 @@ class Compression:
             override = {"thresholds": _levels(value)}
             if override["thresholds"] == AUTO:
                 raise ValueError("'per_key'[%r]: 'auto' applies to every key ('thresholds': 'auto')" % (key,))
+        elif self.codec_type == "2bit" and isinstance(value, list) and len(value) == 1:  # a fitted level
+            override = {"threshold": value[0]}
         elif isinstance(value, dict):
             override = value
         else:

@@ -3,8 +3,8 @@ mxnet_gc.gluon.Trainer (Module.fit, a plain gluon.Trainer, direct push/pull call
 
 The store sees pushes, not steps: a key pushed again starts the next step, so one call per parameter
 (gluon.Trainer, Module) and one call for all of them count alike.  The warm-up is a Schedule
-(mxnet_gc/schedule.py): 'dense', with 4bit's 'thresholds': 'auto' the last steps 'fit_levels'
-measuring each key's gradients (level_fit.py), then 'compressed'.
+(mxnet_gc/schedule.py): 'dense', with 'auto' levels (4bit's 'thresholds', gc_2bit's 'threshold') the
+last steps 'fit_levels' measuring each key's gradients (level_fit.py), then 'compressed'.
 """
 from .. import schedule
 from ..level_fit import LevelFitter
@@ -22,7 +22,7 @@ class StoreWarmup:
         if fit:
             phases.append(Phase(schedule.FIT_LEVELS, fit, schedule.DENSE))
         self.schedule = Schedule(phases + [Phase(schedule.CODEC, None, schedule.COMPRESSED)]) if phases else None
-        self.fitter = LevelFitter(fit) if fit else None
+        self.fitter = LevelFitter(fit, compression.levels_of) if fit else None
         self.fits = 0  # level fits done (each averages under its own name)
         self._step_keys = set()
 
