@@ -67,7 +67,7 @@ class ResidualMonitor:
             "mxnet_gc: %s: the residual (the part of the gradient error feedback holds back) has grown at every "
             "sample from %.3g to %.3g times the gradient's norm (pushes %d-%d)%s: the codec's top level is too small "
             "for this gradient's values, and what it holds back arrives late (momentum on the servers integrates "
-            "it again).  Use 4bit's 'thresholds': 'auto' (levels fitted to each key during the warm-up), larger "
-            "levels, or the optimizer's momentum off the servers"
+            "it again).  Use 'auto' levels, fitted to each key during the warm-up (4bit's 'thresholds': 'auto', "
+            "gc_2bit's 'threshold': 'auto'), larger levels, or the optimizer's momentum off the servers"
             % (name, ratios[0], ratios[-1], recent[0][0], recent[-1][0], self.describe(key)), RuntimeWarning,
             stacklevel=5)
