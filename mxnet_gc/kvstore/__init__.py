@@ -10,6 +10,7 @@ After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')``, 
 (MXNet compresses nothing there); any other name raises ValueError saying what to use.
 
 base.py           what both stores share (StoreBase: residual files, non-finite counting, pushpull)
+store_warmup.py   the store's own warm-up (dense steps, 'auto' levels measured, then the codec)
 agreement.py      what the workers must agree on (keys, compression, groups) and how a difference is said
 arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
 dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)
@@ -19,7 +20,7 @@ server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvs
 aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)
 protocol.py       key placement, commands and status shared by workers and servers
 layout.py         keys cut into chunks and grouped into messages
-message_plan.py   one C++ call per message: encode, decode or copy all of its segments
+ps_port.py        the parameter server's transport calls (ps-lite keys, pushes, pulls, commands)
 compression.py    the accepted compression settings
 nonfinite.py      counting NaN and inf gradient values
 """
