@@ -21,6 +21,11 @@ aggregator.py     what a server does with pushes and commands (decode, sum, opti
 protocol.py       key placement, commands and status shared by workers and servers
 layout.py         keys cut into chunks and grouped into messages
 ps_port.py        the parameter server's transport calls (ps-lite keys, pushes, pulls, commands)
+server_link.py    a worker's link to the servers (commands, status checks)
+pull_stages.py    when pushes go out and in which stages a pull brings them back
+residual_monitor.py  the warning for a residual that keeps growing against the gradient
+lgc_rounds.py     learned gradient compression's phases in a store; its rounds lgc_ps.py (servers:
+                  lgc_server.py) and lgc_ring.py (Horovod)
 compression.py    the accepted compression settings
 nonfinite.py      counting NaN and inf gradient values
 """
