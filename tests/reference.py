@@ -9,8 +9,10 @@ import numpy as np
 
 
 def rounding_of(params):
-    """The rounding of a codec's params: as given, else 4bit's default 'nearest', 2bit's 'floor'."""
-    return params.get("rounding") or ("nearest" if params["type"] == "4bit" else "floor")
+    """The rounding of a codec's params: as given, else 'nearest' for 4bit and for a gc_2bit threshold
+    fitted by a store ('auto'), 'floor' for a 2bit threshold given as a number (MXNet's rule)."""
+    return params.get("rounding") or ("nearest" if params["type"] == "4bit" or params.get("threshold") == "auto"
+                                      else "floor")
 
 
 def bounds_of(levels, rounding):
