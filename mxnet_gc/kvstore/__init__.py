@@ -24,8 +24,9 @@ ps_port.py        the parameter server's transport calls (ps-lite keys, pushes, 
 server_link.py    a worker's link to the servers (commands, status checks)
 pull_stages.py    when pushes go out and in which stages a pull brings them back
 residual_monitor.py  the warning for a residual that keeps growing against the gradient
-lgc_rounds.py     learned gradient compression's phases in a store; its rounds lgc_ps.py (servers:
-                  lgc_server.py) and lgc_ring.py (Horovod)
+lgc_rounds.py     learned gradient compression's phases in a store
+lgc_ps.py         LGC's rounds on the parameter server (the servers' side: lgc_server.py)
+lgc_ring.py       LGC's rounds on Horovod
 compression.py    the accepted compression settings
 nonfinite.py      counting NaN and inf gradient values
 """
