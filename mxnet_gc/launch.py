@@ -36,6 +36,8 @@ RANK_LINE = "mxnet_gc: this worker's rank is"
 # worker that exits 0 without it while others still run left the job early (they wait for it forever).
 # The launcher gives both to the workers in MXNET_GC_RANK_LINE and MXNET_GC_END_LINE (config.py).
 END_LINE = "mxnet_gc: this worker's store ended with the job"
+# ps-lite's scheduler through libmxnet's C API, run by its path (it imports neither mxnet nor mxnet_gc)
+SCHEDULER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "scheduler.py")
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
@@ -279,10 +281,11 @@ class Job:
 
     def start_all(self):
         if self.args.mxnet_servers:  # MXNet runs its stock server (and the scheduler) inside `import mxnet`
-            server = [self.python, "-c", "import mxnet"]
+            server = scheduler = [self.python, "-c", "import mxnet"]
         else:
             server = [self.python, "-m", "mxnet_gc.kvstore.server"]
-        self.start("scheduler", 0, self.hosts[0], server)
+            scheduler = [self.python, SCHEDULER]
+        self.start("scheduler", 0, self.hosts[0], scheduler)
         hosts = self.hosts
         for r in range(self.args.num_servers):
             self.start("server", r, hosts[(1 + r) % len(hosts)], server)
