@@ -48,9 +48,17 @@ def resume_and_compare(tmp_path, *args):
     return proc, again, whole.format(epoch=2), epochs
 
 
+@pytest.fixture(scope="module")
+def grouped_run(tmp_path_factory):
+    """4bit with per-layer groups, 2 epochs, resumed from epoch 1 (resume_and_compare); also the checkpoint
+    of epoch 1 that test_resume_refuses_other_settings_and_corrupt_files resumes from."""
+    tmp = tmp_path_factory.mktemp("grouped")
+    return resume_and_compare(tmp, *GROUPS) + (str(tmp / "whole-1"),)
+
+
 @pytest.mark.job  # the example on real jobs (tools/launch.py, horovodrun); the last three tests run in-process
-def test_resumed_run_equals_uninterrupted_run(tmp_path):
-    proc, _, whole, epochs = resume_and_compare(tmp_path, *GROUPS)
+def test_resumed_run_equals_uninterrupted_run(grouped_run):
+    proc, _, whole, epochs, _ = grouped_run
     assert "threshold groups after 5 calibration steps" in proc.stdout
     assert all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
     with open(whole + ".trainer.json") as f:
@@ -82,11 +90,14 @@ def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
 
 
 @pytest.mark.job
-def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
+def test_resume_refuses_other_settings_and_corrupt_files(tmp_path, grouped_run):
     """A checkpoint names the settings of the job that saved it; a job with other workers or another codec,
     or a checkpoint file with a flipped bit, is refused on every worker with what differs."""
-    saved = str(tmp_path / "saved")
-    train(tmp_path, "--epochs", "1", "--checkpoint", saved, "--compression", "4bit")
+    first = grouped_run[-1]  # (a copy: its files are damaged below)
+    for name in os.listdir(os.path.dirname(first)):
+        if name.startswith(os.path.basename(first)) and name[len(os.path.basename(first))] in ".-":
+            shutil.copy(os.path.join(os.path.dirname(first), name), tmp_path / name)
+    saved = str(tmp_path / os.path.basename(first))
 
     def refused(*args, workers=2):
         argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "120", sys.executable, EXAMPLE] + \
@@ -97,21 +108,21 @@ def test_resume_refuses_other_settings_and_corrupt_files(tmp_path):
 
     out = refused("--compression", "layerwise_topk")
     assert "was saved by a job with other settings; compression: {" in out and "layerwise_topk" in out
-    assert "num_workers: 2 in the checkpoint, 3 in this job" in refused("--compression", "4bit", workers=3)
+    assert "num_workers: 2 in the checkpoint, 3 in this job" in refused(*GROUPS, workers=3)
     params = checkpoint_file(saved, ".params")
     with open(params, "rb") as f:
         data = bytearray(f.read())
     data[len(data) // 2] ^= 0x10
     with open(params, "wb") as f:
         f.write(bytes(data))
-    assert "checkpoint file %s is corrupt" % params in refused("--compression", "4bit")
+    assert "checkpoint file %s is corrupt" % params in refused(*GROUPS)
     data[len(data) // 2] ^= 0x10
     with open(params, "wb") as f:
         f.write(bytes(data))
     mine, other = checkpoint_file(saved, ".rank1.residuals"), checkpoint_file(saved, ".rank0.residuals")
     for suffix in ("", ".sha256"):  # a whole, valid file, but not the one this checkpoint wrote
         shutil.copy(other + suffix, mine + suffix)
-    assert "checkpoint file %s is not the one its manifest lists" % mine in refused("--compression", "4bit")
+    assert "checkpoint file %s is not the one its manifest lists" % mine in refused(*GROUPS)
 
 
 @pytest.mark.job
