@@ -35,6 +35,14 @@ def from_the_first_step(compression):
     return compression
 
 
+def run_scenarios(tmp_path, specs, workers, servers, env=()):
+    """One job that runs ``specs`` one after the other on the same store (worker.py's scenarios); returns
+    [{rank: {name: array}}], one per spec."""
+    _, results = run_job(tmp_path, {"scenarios": specs}, workers, servers, env)
+    return [{rank: {n.split(":", 1)[1]: a for n, a in saved.items() if n.startswith("%d:" % i)}
+             for rank, saved in results.items()} for i in range(len(specs))]
+
+
 def run_job(tmp_path, spec, workers, servers, env=(), expect_success=True, timeout=JOB_TIMEOUT):
     """Launches the job; returns (completed process, {rank: {name: array}})."""
     out = tmp_path / "out"

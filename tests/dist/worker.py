@@ -11,6 +11,8 @@ size to the first key), die_at_step (rank 1 kills itself), partial_push (push on
 save_states_at / load_states_at: steps after which the servers' optimizer states are saved / loaded.
 mkldnn_layout: before every pull of weights (pull_first, or each pull with an optimizer on the servers)
 the 4-d outputs are put into MKL-DNN's own layout, as an inference-mode Gluon forward leaves weights.
+scenarios: a list of such specs run one after the other on the same store, each on keys of its own (the
+results of scenario i saved as 'i:<name>'); several checks that need the same processes share one job.
 """
 import json
 import os
@@ -30,8 +32,36 @@ def main():
     name = "gc_" + spec.get("store", "dist_sync")  # the name mxnet_gc registers in MXNet
     kv = mx.kv.create(name)
     assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == name
+    saved = {}
+    for i, scenario in enumerate(spec.get("scenarios", [])):  # one store, each scenario on keys of its own
+        saved.update(("%d:%s" % (i, n), a) for n, a in run(kv, renamed(scenario, i), scenario, spec["out"]).items())
+    if "keys" in spec:
+        saved.update(run(kv, spec, spec, spec["out"]))
+    np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
+    print("worker rank %d saved %d arrays" % (kv.rank, len(saved)))
+
+
+def renamed(scenario, i):
+    """The scenario with keys of its own: int keys moved by 1000 (i + 1), str keys prefixed with 's<i>.';
+    in its keys, groups and 4bit's per_key levels."""
+    def rename(key):
+        return key + 1000 * (i + 1) if isinstance(key, int) else "s%d.%s" % (i, key)
+
+    wire = dict(scenario, keys=[[rename(k), s] for k, s in scenario["keys"]])
+    if scenario.get("groups"):
+        wire["groups"] = [[rename(k) for k in g] for g in scenario["groups"]]
+    if (scenario.get("compression") or {}).get("per_key"):
+        per_key = {rename(int(k) if k.isdigit() else k): v for k, v in scenario["compression"]["per_key"].items()}
+        wire["compression"] = dict(scenario["compression"], per_key=per_key)
+    return wire
+
+
+def run(kv, spec, named, out):
+    """Runs one scenario (``spec``, as sent; ``named``: the same with the keys its results are saved under);
+    returns {name: array}."""
     rank = kv.rank
     keys = [k for k, _ in spec["keys"]]
+    names = [k for k, _ in named["keys"]]
     shapes = [tuple(s) for _, s in spec["keys"]]
     saved = {}
     if spec.get("bad_compression"):
@@ -65,7 +95,7 @@ def main():
     if spec.get("pull_first"):
         to_mkldnn_layout(outs, saved, spec)
         kv.pull(keys, out=outs)
-        for k, o in zip(keys, outs):
+        for k, o in zip(names, outs):
             saved["%s/init" % k] = o.asnumpy()
     for step in range(spec["steps"]):
         scales = spec.get("key_scales") or [1.0] * len(keys)
@@ -90,20 +120,19 @@ def main():
         else:
             for k, g, o in zip(keys, grads, outs):
                 kv.pushpull(k, g, out=o)
-        for k, o in zip(keys, outs):
+        for k, o in zip(names, outs):
             saved["%s/%d" % (k, step)] = o.asnumpy()
         if step == spec.get("save_states_at"):
-            kv.save_optimizer_states(os.path.join(spec["out"], "states"))
+            kv.save_optimizer_states(os.path.join(out, "states"))
         if step == spec.get("load_states_at"):
-            kv.load_optimizer_states(os.path.join(spec["out"], "states"))
+            kv.load_optimizer_states(os.path.join(out, "states"))
     if spec.get("final_pull"):  # the values once every worker's pushes are in
         kv.barrier()
         kv.pull(keys, out=outs)
-        for k, o in zip(keys, outs):
+        for k, o in zip(names, outs):
             saved["%s/final" % k] = o.asnumpy()
     saved["compression_config"] = np.array(json.dumps(kv.compression_config))
-    np.savez(os.path.join(spec["out"], "rank%d.npz" % rank), **saved)
-    print("worker rank %d saved %d arrays" % (rank, len(saved)))
+    return saved
 
 
 def to_mkldnn_layout(arrays, saved, spec):
