@@ -10,7 +10,7 @@ import pytest
 
 import reference
 import topk_reference as ref
-from dist.job import HERE, ROOT, gradient, initial_value
+from dist.job import HERE, ROOT, gradient, initial_value, split_scenarios
 from test_dist_kvstore import fitted_levels
 from test_dist_merge import check_sums
 
@@ -63,18 +63,32 @@ def expected_sums(spec, workers):
     return out
 
 
-@pytest.mark.parametrize("compression, groups, regroup_at", [
-    ({"type": "layerwise_topk", "density": 0.1, "reset_every": 3}, None, None),
-    ({"type": "layerwise_topk", "density": 0.1, "momentum": 0.9}, [["b", "w"], ["c"]], 2),
-    ({"type": "4bit", "thresholds": POW2}, None, None),
-    ({"type": "4bit", "warmup_steps": 3}, None, None),
-    ({"type": "none"}, [["w", "b", "c"]], None),
-], ids=["topk", "topk-momentum-merged-regrouped", "4bit", "4bit-auto-levels", "dense-merged"])
-def test_pulled_sums_match_the_reference(tmp_path, compression, groups, regroup_at):
-    spec = {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 9,
-            "compression": compression, "groups": groups, "regroup_at": regroup_at}
-    proc, results = run_spec(tmp_path, spec)
+# Pulled sums of several codecs, each a scenario of one job on one store (horovod_worker.py's scenarios).
+SUMS = {
+    "topk": ({"type": "layerwise_topk", "density": 0.1, "reset_every": 3}, None, None),
+    "topk-momentum-merged-regrouped": ({"type": "layerwise_topk", "density": 0.1, "momentum": 0.9}, [["b", "w"], ["c"]], 2),
+    "4bit": ({"type": "4bit", "thresholds": POW2}, None, None),
+    "4bit-auto-levels": ({"type": "4bit", "warmup_steps": 3}, None, None),
+    "dense-merged": ({"type": "none"}, [["w", "b", "c"]], None),
+}
+SUMS = {name: {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 9,
+               "compression": compression, "groups": groups, "regroup_at": regroup_at}
+        for name, (compression, groups, regroup_at) in SUMS.items()}
+
+
+@pytest.fixture(scope="module")
+def sums(tmp_path_factory):
+    """{name: [saved arrays of each rank]} of SUMS' scenarios, from one job."""
+    tmp = tmp_path_factory.mktemp("sums")
+    proc, results = run_spec(tmp, {"scenarios": list(SUMS.values())})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    per_scenario = split_scenarios(dict(enumerate(results)), len(SUMS))
+    return {name: [r[rank] for rank in range(2)] for name, r in zip(SUMS, per_scenario)}
+
+
+@pytest.mark.parametrize("name", list(SUMS))
+def test_pulled_sums_match_the_reference(sums, name):
+    spec, results = SUMS[name], sums[name]
     expected = expected_sums(spec, 2)
     for r, saved in enumerate(results):
         for i, (key, shape) in enumerate(spec["keys"]):  # init broadcasts rank 0's values

@@ -1,5 +1,5 @@
 """A worker of tests/test_horovod.py, started by horovodrun: runs a job spec (as tests/dist/worker.py
-does for the parameter server) on mxnet_gc's horovod store and saves every pulled value."""
+does for the parameter server, also its 'scenarios') on mxnet_gc's horovod store and saves every pulled value."""
 import json
 import os
 import sys
@@ -9,25 +9,37 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import mxnet_gc  # noqa: E402
-from dist.job import from_the_first_step, gradient, initial_value  # noqa: E402
+from dist.job import from_the_first_step, gradient, initial_value, renamed  # noqa: E402
 
 
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     kv = mxnet_gc.kvstore.create("horovod")
+    saved = {}
+    for i, scenario in enumerate(spec.get("scenarios", [])):  # one store, each scenario on keys of its own
+        saved.update(("%d:%s" % (i, n), a) for n, a in run(kv, renamed(scenario, i), scenario).items())
+    if "keys" in spec:
+        saved.update(run(kv, spec, spec))
+    np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
+
+
+def run(kv, spec, named):
+    """Runs one scenario (``spec``, as sent; ``named``: the same with the keys its results are saved under);
+    returns {name: array}."""
     compression = from_the_first_step(dict(spec["compression"]))
     if spec.get("differ") and kv.rank == 1:
         compression["density"] = 0.5
     kv.set_gradient_compression(compression)
     keys = [k for k, _ in spec["keys"]]
+    names = [k for k, _ in named["keys"]]
     shapes = {k: tuple(s) for k, s in spec["keys"]}
     kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, shapes[k]) + kv.rank) for i, k in enumerate(keys)],
             groups=spec.get("groups"))
     saved = {}
     outs = [mx.nd.zeros(shapes[k]) for k in keys]
     kv.pull(keys, out=outs)
-    for k, o in zip(keys, outs):
+    for k, o in zip(names, outs):
         saved["%s/init" % k] = o.asnumpy()
     for step in range(spec["steps"]):
         if step == spec.get("regroup_at"):
@@ -36,9 +48,9 @@ def main():
                  for i, k in enumerate(keys)]
         kv.push(keys, grads)
         kv.pull(keys, out=outs)
-        for k, o in zip(keys, outs):
+        for k, o in zip(names, outs):
             saved["%s/%d" % (k, step)] = o.asnumpy()
-    np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
+    return saved
 
 
 if __name__ == "__main__":

@@ -35,12 +35,32 @@ def from_the_first_step(compression):
     return compression
 
 
+def renamed(scenario, i):
+    """The scenario with keys of its own: int keys moved by 1000 (i + 1), str keys prefixed with 's<i>.';
+    in its keys, groups and 4bit's per_key levels."""
+    def rename(key):
+        return key + 1000 * (i + 1) if isinstance(key, int) else "s%d.%s" % (i, key)
+
+    wire = dict(scenario, keys=[[rename(k), s] for k, s in scenario["keys"]])
+    if scenario.get("groups"):
+        wire["groups"] = [[rename(k) for k in g] for g in scenario["groups"]]
+    if (scenario.get("compression") or {}).get("per_key"):
+        per_key = {rename(int(k) if k.isdigit() else k): v for k, v in scenario["compression"]["per_key"].items()}
+        wire["compression"] = dict(scenario["compression"], per_key=per_key)
+    return wire
+
+
 def run_scenarios(tmp_path, specs, workers, servers, env=()):
     """One job that runs ``specs`` one after the other on the same store (worker.py's scenarios); returns
     [{rank: {name: array}}], one per spec."""
     _, results = run_job(tmp_path, {"scenarios": specs}, workers, servers, env)
+    return split_scenarios(results, len(specs))
+
+
+def split_scenarios(results, count):
+    """{rank: {'i:name': array}} as [{rank: {name: array}}], one per scenario."""
     return [{rank: {n.split(":", 1)[1]: a for n, a in saved.items() if n.startswith("%d:" % i)}
-             for rank, saved in results.items()} for i in range(len(specs))]
+             for rank, saved in results.items()} for i in range(count)]
 
 
 def run_job(tmp_path, spec, workers, servers, env=(), expect_success=True, timeout=JOB_TIMEOUT):

@@ -24,7 +24,7 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mxnet_gc  # noqa: E402
-from job import from_the_first_step, gradient, initial_value  # noqa: E402
+from job import from_the_first_step, gradient, initial_value, renamed  # noqa: E402
 
 
 def main():
@@ -39,21 +39,6 @@ def main():
         saved.update(run(kv, spec, spec, spec["out"]))
     np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
     print("worker rank %d saved %d arrays" % (kv.rank, len(saved)))
-
-
-def renamed(scenario, i):
-    """The scenario with keys of its own: int keys moved by 1000 (i + 1), str keys prefixed with 's<i>.';
-    in its keys, groups and 4bit's per_key levels."""
-    def rename(key):
-        return key + 1000 * (i + 1) if isinstance(key, int) else "s%d.%s" % (i, key)
-
-    wire = dict(scenario, keys=[[rename(k), s] for k, s in scenario["keys"]])
-    if scenario.get("groups"):
-        wire["groups"] = [[rename(k) for k in g] for g in scenario["groups"]]
-    if (scenario.get("compression") or {}).get("per_key"):
-        per_key = {rename(int(k) if k.isdigit() else k): v for k, v in scenario["compression"]["per_key"].items()}
-        wire["compression"] = dict(scenario["compression"], per_key=per_key)
-    return wire
 
 
 def run(kv, spec, named, out):
