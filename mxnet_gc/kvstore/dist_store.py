@@ -351,8 +351,14 @@ class DistSyncStore(StoreBase):
         self._port.synchronize()
 
     def barrier(self):
-        """Returns when every worker has called it."""
+        """Returns when every worker has called it, and this worker's earlier pushes and pulls have been
+        answered: a pull (asynchronous, on MXNet's engine) must not reach a server after the barrier, where
+        dist_async may already have applied another worker's later push."""
         self._send(everything=True)
+        for _, array in self._pushed:
+            _mx.wait_to_write(array)
+        for array in self._pulled:
+            array.wait_to_read()
         self._port.barrier()
 
     def optimizer_state_files(self, fname):
