@@ -151,7 +151,7 @@ def test_optimizer_that_cannot_run_is_refused_when_sent():
     server = Server([4], None, optimizer=mx.optimizer.SGD(learning_rate=0.1, clip_gradient="abc"))
     assert server.errors() == 1
     assert "command failed on server 0" in server.message_text()
-    assert server.agg.optimizer is None
+    assert not server.agg.optimizer.active
 
 
 def test_optimizer_failing_in_a_round_is_reported_and_the_round_ends():
@@ -165,7 +165,7 @@ def test_optimizer_failing_in_a_round_is_reported_and_the_round_ends():
             super().update_multi_precision(index, weight, grad, state)
 
     server = Server([4], None)
-    server.agg.optimizer = Failing(learning_rate=0.1)
+    server.agg.optimizer.optimizer = Failing(learning_rate=0.1)
     Failing.calls = 1
     dense_round(server, [np.ones(4), np.ones(4)])
     assert server.errors() == 1 and "FloatingPointError: diverged" in server.message_text()

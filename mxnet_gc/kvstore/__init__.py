@@ -18,6 +18,8 @@ horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, al
 collective_wait.py  waiting for Horovod's collectives with a timeout
 server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
 aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)
+server_optimizer.py  the optimizer on the servers (applied per segment; its states saved and loaded)
+scheduler.py      the job's scheduler (ps-lite's, through libmxnet's C API; run by its path)
 protocol.py       key placement, commands and status shared by workers and servers
 layout.py         keys cut into chunks and grouped into messages
 ps_port.py        the parameter server's transport calls (ps-lite keys, pushes, pulls, commands)

@@ -7,18 +7,16 @@ failure (a bad push, a corrupt payload, an optimizer that raises, a bad command)
 written to the status key every worker pulls after each round, and leaves the round bookkeeping as if
 the push had been received, so that the workers stay in step.  ``server.py`` connects it to ps-lite.
 """
-import base64
-import copy
 import ctypes
 import logging
-import pickle
 
 import mxnet as mx
 import numpy as np
 
-from .. import _mx, checkpoint_files, codecs
+from .. import _mx, codecs
 from . import agreement, protocol
 from .lgc_server import LGCServer
+from .server_optimizer import ServerOptimizer
 from ..message_plan import MessagePlan
 
 log = logging.getLogger("mxnet_gc.server")
@@ -90,8 +88,7 @@ class Aggregator:
         self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
         self.status[protocol.ST_MARK] = protocol.SERVER_MARK
         self.configs = {}  # config round -> {worker rank: config}
-        self.optimizer = None
-        self.opt_states = {}
+        self.optimizer = ServerOptimizer()
         self.pushes = 0
         self.bytes = 0
         self.lgc = LGCServer(num_workers)
@@ -178,14 +175,14 @@ class Aggregator:
     def finish_round(self, message):
         try:
             if not message.rejected:
-                if self.asynchronous and self.optimizer is None and not message.reduce_only:
+                if self.asynchronous and not self.optimizer.active and not message.reduce_only:
                     raise ValueError("dist_async needs the optimizer on the servers (set_optimizer)")
-                if self.optimizer is None or message.reduce_only:
+                if not self.optimizer.active or message.reduce_only:
                     self.values_np[message.value_key][:] = message.acc_np
                     if message.pull_key is not None:
                         message.encode_sum(self.values_np[message.pull_key])
                 else:
-                    self.apply_optimizer(message)
+                    self.optimizer.apply(self.values[message.value_key], message)
         except Exception as e:  # noqa: BLE001
             log.exception("round of keys %s", message.keys)
             self.error("the round of keys %s failed on server %d: %s: %s"
@@ -202,19 +199,6 @@ class Aggregator:
         status = self.values_np.get(self.status_key)
         if status is not None:
             status[protocol.ST_ROUNDS_DONE] = done
-
-    def apply_optimizer(self, message):
-        """One optimizer step per segment, under the segment's own index (its chunk id)."""
-        value = self.values[message.value_key]
-        for seg in message.segments:
-            begin, end = seg["offset"], seg["offset"] + seg["size"]
-            weight, grad = (value, message.acc) if len(message.segments) == 1 else \
-                (value[begin:end], message.acc[begin:end])
-            index = seg["id"]
-            if index not in self.opt_states:
-                self.opt_states[index] = self.optimizer.create_state_multi_precision(index, weight)
-            self.optimizer.update_multi_precision(index, weight, grad, self.opt_states[index])
-        value.wait_to_read()  # the update reads acc, which the next round writes directly
 
     # ---- commands from workers ----
 
@@ -261,8 +245,7 @@ class Aggregator:
             self.messages = {k: m for k, m in self.messages.items() if m is not old}
             old.set_layout(desc)
             self.messages[desc["push_key"]] = old
-        if self.optimizer is not None:
-            self.alias_optimizer_indices()
+        self.optimizer.alias(self.messages.values())
 
     def on_config(self, rank, round, config, what="compression"):
         """A worker's settings of a collective call (``what``: see agreement.SUBJECTS); the status says
@@ -302,44 +285,15 @@ class Aggregator:
         self.lgc.load(path)
 
     def on_optimizer(self, blob):
-        optimizer = pickle.loads(base64.b64decode(blob))
-        trial_update(optimizer)
-        self.optimizer = optimizer
-        self.opt_states = {}
-        self.alias_optimizer_indices()
+        self.optimizer.set(blob, self.messages.values())
 
     def on_save_states(self, path, dump_optimizer):
-        state = (self.opt_states, self.optimizer) if dump_optimizer else self.opt_states
-        checkpoint_files.write("%s.server%d" % (path, self.server_rank), pickle.dumps(_to_numpy(state)))
+        self.optimizer.save("%s.server%d" % (path, self.server_rank), dump_optimizer)
 
     def on_load_states(self, path):
-        state = _to_ndarray(pickle.loads(checkpoint_files.read("%s.server%d" % (path, self.server_rank))))
-        if isinstance(state, tuple):
-            self.opt_states, self.optimizer = state
-            self.alias_optimizer_indices()
-        else:
-            self.opt_states = state
+        self.optimizer.load("%s.server%d" % (path, self.server_rank), self.messages.values())
 
     # ---- helpers ----
-
-    def alias_optimizer_indices(self):
-        """The optimizer sees each segment under its chunk id: map those to the user key's settings.
-
-        (Learning-rate and weight-decay multipliers are looked up by index in param_dict, lr_mult,
-        wd_mult and idx2name; a split tensor's parts need their own states but the same settings.)
-        """
-        opt = self.optimizer
-        for table in ("param_dict", "idx2name", "lr_mult", "wd_mult"):
-            original = getattr(opt, "_mxgc_" + table, None)
-            if original is None:
-                original = dict(getattr(opt, table, {}) or {})
-                setattr(opt, "_mxgc_" + table, original)
-            aliased = {k: v for k, v in original.items() if not isinstance(k, int)}
-            for message in self.messages.values():
-                for seg in message.segments:
-                    if seg["index"] in original:
-                        aliased[seg["id"]] = original[seg["index"]]
-            setattr(opt, table, aliased)
 
     def error(self, message):
         """Logs a server-side error and reports it to the workers through the status key."""
@@ -352,37 +306,3 @@ class Aggregator:
         array = self.values_np.get(self.status_key)
         if array is not None:
             array[:] = self.status
-
-
-def trial_update(optimizer):
-    """Runs one update of a copy of ``optimizer`` on a scratch array: a setting the optimizer cannot
-    apply (such as clip_gradient='abc') fails here, when the workers send it, not in the first round."""
-    if not hasattr(optimizer, "update_multi_precision"):
-        raise TypeError("the optimizer sent to the servers is a %s, not an mxnet.optimizer.Optimizer"
-                        % type(optimizer).__name__)
-    trial = copy.deepcopy(optimizer)
-    weight, grad = mx.nd.zeros(4), mx.nd.ones(4)
-    state = trial.create_state_multi_precision(0, weight)
-    trial.update_multi_precision(0, weight, grad, state)
-    weight.wait_to_read()
-
-
-def _to_numpy(obj):
-    """Optimizer states with NDArrays replaced by numpy arrays (so they pickle)."""
-    if isinstance(obj, mx.nd.NDArray):
-        return ("__ndarray__", obj.asnumpy())
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_numpy(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _to_numpy(v) for k, v in obj.items()}
-    return obj
-
-
-def _to_ndarray(obj):
-    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == "__ndarray__":
-        return mx.nd.array(obj[1])
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_ndarray(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _to_ndarray(v) for k, v in obj.items()}
-    return obj
