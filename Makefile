@@ -32,9 +32,10 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 data:
 	@test -f $(FASHION_MNIST) -o -n "$$FASHION_MNIST_DIR" || { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; }
 
-# Every tier, in 2 processes (pytest-xdist; each test file's tests in one, tests/conftest.py).
+# Every tier, in 2 processes (pytest-xdist): each test file's tests in one, so that a file's shared job (a
+# module fixture) runs once.
 test: install data
-	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 # The inner loop: the unit tier only (in-process, no jobs; tests/conftest.py, pytest.ini), a few minutes.
 test-fast: install data

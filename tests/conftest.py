@@ -12,20 +12,11 @@ import mxnet_gc
 os.environ.setdefault("MXNET_GC_NETNS", "mxgct%d" % os.getpid())
 
 
-# `make test` runs the tests in 2 processes (pytest-xdist, --dist loadgroup): each file's tests in one, so
-# that a file's shared job (a module fixture) runs once; the LGC files share one (their uninterrupted runs
-# are a session fixture of both).
-GROUPS = {"test_dist_lgc.py": "lgc", "test_horovod_lgc.py": "lgc"}
-
-
 @pytest.hookimpl(tryfirst=True)  # (before -m selects: the unit marks must be there by then)
 def pytest_collection_modifyitems(config, items):
-    """Tiers (pytest.ini): a test marked neither job nor system is unit; a root test is skipped without root.
-    Each test's process group for pytest-xdist (GROUPS)."""
+    """Tiers (pytest.ini): a test marked neither job nor system is unit; a root test is skipped without root."""
     needs_root = pytest.mark.skip(reason="needs root: network namespaces and tc link shaping (ip netns, tc)")
     for item in items:
-        name = os.path.basename(str(item.fspath))
-        item.add_marker(pytest.mark.xdist_group(GROUPS.get(name, name)))
         if item.get_closest_marker("job") is None and item.get_closest_marker("system") is None:
             item.add_marker(pytest.mark.unit)
         if item.get_closest_marker("root") is not None and os.geteuid() != 0:

@@ -23,6 +23,7 @@ scheduler.py      the job's scheduler (ps-lite's, through libmxnet's C API; run 
 protocol.py       key placement, commands and status shared by workers and servers
 layout.py         keys cut into chunks and grouped into messages
 ps_port.py        the parameter server's transport calls (ps-lite keys, pushes, pulls, commands)
+ps_buffers.py     a dist-store worker's arrays and ps-lite keys for each message
 server_link.py    a worker's link to the servers (commands, status checks)
 pull_stages.py    when pushes go out and in which stages a pull brings them back
 residual_monitor.py  the warning for a residual that keeps growing against the gradient

@@ -6,7 +6,6 @@ worker's payload and sum; a pull returns that sum in float32 (or, with ``set_opt
 the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/kvstore/protocol.py.
 """
 import base64
-import dataclasses
 import os
 import pickle
 import weakref
@@ -21,9 +20,9 @@ from .base import StoreBase, exit_at_once_on_error
 from .compression import Compression
 from .layout import Layout
 from .lgc_ps import PSRounds
+from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
 from .pull_stages import PushQueue, stages as pull_stages
-
 
 
 def _end_job(port, end_line):
@@ -39,21 +38,6 @@ def _private(arrays, key, shape):
     if key not in arrays:
         arrays[key] = mx.nd.zeros(shape)
     return arrays[key]
-
-
-@dataclasses.dataclass(eq=False)
-class Buffers:
-    """A message's arrays on a worker: what a push sends (``payload``, coded; ``send``, dense: a private
-    copy), what pulls land in (``pulled``: a compressed pull's payload; ``recv``: the values of a message
-    of several chunks) and ``token``, a one-value array the decode of its pull writes."""
-    payload: object = None
-    send: object = None
-    pulled: object = None
-    recv: object = None
-    token: object = dataclasses.field(default_factory=lambda: mx.nd.zeros(1))
-
-    def outgoing(self, coded):
-        return self.payload if coded else self.send
 
 
 class DistSyncStore(StoreBase):
@@ -79,7 +63,7 @@ class DistSyncStore(StoreBase):
         self._num_servers = settings.num_servers
         self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator)
         self._chunks = self._layout.chunks  # user key -> [Chunk]
-        self._buffers = {}  # Message -> its Buffers
+        self._buffers = MessageBuffers(self._port)
         self._round = 0
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
         self._pulled = []  # arrays whose pulls the next push waits for
@@ -196,7 +180,7 @@ class DistSyncStore(StoreBase):
             a.wait_to_read()
         gone, messages = self._relayout(groups)
         for m in gone:
-            self._buffers.pop(m, None)
+            self._buffers.drop(m)
         self._port.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
         self._port.register([m.value_key for m in messages], [m.size for m in messages])
         self._assign_codecs(messages, dropped=[m.value_key for m in gone])
@@ -387,30 +371,7 @@ class DistSyncStore(StoreBase):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need (a
         collective call)."""
         self._send(everything=True)
-        new_payload, new_pull = [], []
-        changed = self._give_codecs(messages)
-        for m in messages:
-            buffers = self._buffers.setdefault(m, Buffers())
-            if m in changed:
-                m.payload_key = self._port.key_on(m.server)
-                buffers.payload = mx.nd.zeros(m.payload_words)
-                new_payload.append(m)
-                m.pull_key = None
-            if m.coded and self._compression.compressed_pull and m.pull_key is None:
-                m.pull_key = self._port.key_on(m.server)
-                buffers.pulled = mx.nd.zeros(m.pull_words)
-                new_pull.append(m)
-            elif not (m.coded and self._compression.compressed_pull):
-                m.pull_key = None
-            if not m.coded and buffers.send is None:
-                buffers.send = mx.nd.zeros(m.size)
-            if len(m.chunks) > 1 and buffers.recv is None:
-                buffers.recv = mx.nd.zeros(m.size)
-        if new_payload:
-            self._port.init([m.payload_key for m in new_payload], [self._buffers[m].payload for m in new_payload])
-        if new_pull:
-            self._port.init([m.pull_key for m in new_pull], [mx.nd.zeros(m.pull_words) for m in new_pull])
-            self._port.register([m.pull_key for m in new_pull], [m.pull_words for m in new_pull])
+        self._buffers.allocate(messages, self._give_codecs(messages), self._compression.compressed_pull)
         if self.rank == 0:
             self._port.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
