@@ -9,18 +9,14 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import mxnet_gc  # noqa: E402
-from dist.job import from_the_first_step, gradient, initial_value, renamed  # noqa: E402
+from dist.job import each_scenario, from_the_first_step, gradient, initial_value  # noqa: E402
 
 
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     kv = mxnet_gc.kvstore.create("horovod")
-    saved = {}
-    for i, scenario in enumerate(spec.get("scenarios", [])):  # one store, each scenario on keys of its own
-        saved.update(("%d:%s" % (i, n), a) for n, a in run(kv, renamed(scenario, i), scenario).items())
-    if "keys" in spec:
-        saved.update(run(kv, spec, spec))
+    saved = each_scenario(spec, lambda wire, named: run(kv, wire, named))  # (one store for all)
     np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
 
 

@@ -50,6 +50,17 @@ def renamed(scenario, i):
     return wire
 
 
+def each_scenario(spec, run):
+    """What a test worker saves of ``spec``: ``run(spec as sent, spec with the names to save under)`` of each
+    of its scenarios (renamed; saved as 'i:<name>'), then of the spec itself if it gives keys."""
+    saved = {}
+    for i, scenario in enumerate(spec.get("scenarios", [])):
+        saved.update(("%d:%s" % (i, n), a) for n, a in run(renamed(scenario, i), scenario).items())
+    if "keys" in spec:
+        saved.update(run(spec, spec))
+    return saved
+
+
 def run_scenarios(tmp_path, specs, workers, servers, env=()):
     """One job that runs ``specs`` one after the other on the same store (worker.py's scenarios); returns
     [{rank: {name: array}}], one per spec."""

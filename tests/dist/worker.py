@@ -24,7 +24,7 @@ import mxnet as mx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mxnet_gc  # noqa: E402
-from job import from_the_first_step, gradient, initial_value, renamed  # noqa: E402
+from job import each_scenario, from_the_first_step, gradient, initial_value  # noqa: E402
 
 
 def main():
@@ -32,11 +32,7 @@ def main():
     name = "gc_" + spec.get("store", "dist_sync")  # the name mxnet_gc registers in MXNet
     kv = mx.kv.create(name)
     assert isinstance(kv, mxnet_gc.kvstore.DistSyncStore) and kv.type == name
-    saved = {}
-    for i, scenario in enumerate(spec.get("scenarios", [])):  # one store, each scenario on keys of its own
-        saved.update(("%d:%s" % (i, n), a) for n, a in run(kv, renamed(scenario, i), scenario, spec["out"]).items())
-    if "keys" in spec:
-        saved.update(run(kv, spec, spec, spec["out"]))
+    saved = each_scenario(spec, lambda wire, named: run(kv, wire, named, spec["out"]))  # (one store for all)
     np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
     print("worker rank %d saved %d arrays" % (kv.rank, len(saved)))
 
