@@ -33,9 +33,9 @@ data:
 	@test -f $(FASHION_MNIST) -o -n "$$FASHION_MNIST_DIR" || { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; }
 
 # Every tier, in 2 processes (pytest-xdist): each test file's tests in one, so that a file's shared job (a
-# module fixture) runs once.
+# module fixture) runs once; the files with the longest tiers first (tests/conftest.py).
 test: install data
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 # The inner loop: the unit tier only (in-process, no jobs; tests/conftest.py, pytest.ini), a few minutes.
 test-fast: install data

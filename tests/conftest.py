@@ -14,13 +14,19 @@ os.environ.setdefault("MXNET_GC_NETNS", "mxgct%d" % os.getpid())
 
 @pytest.hookimpl(tryfirst=True)  # (before -m selects: the unit marks must be there by then)
 def pytest_collection_modifyitems(config, items):
-    """Tiers (pytest.ini): a test marked neither job nor system is unit; a root test is skipped without root."""
+    """Tiers (pytest.ini): a test marked neither job nor system is unit; a root test is skipped without root.
+    Files with system tests first, then those with jobs, then the rest: `make test`'s 2 processes take
+    whole files in this order (--dist loadfile --no-loadscope-reorder), so the short files fill the end."""
     needs_root = pytest.mark.skip(reason="needs root: network namespaces and tc link shaping (ip netns, tc)")
+    tier = {}  # file -> 0 (has system tests), 1 (has jobs), 2
     for item in items:
         if item.get_closest_marker("job") is None and item.get_closest_marker("system") is None:
             item.add_marker(pytest.mark.unit)
         if item.get_closest_marker("root") is not None and os.geteuid() != 0:
             item.add_marker(needs_root)
+        rank = 0 if item.get_closest_marker("system") else 1 if item.get_closest_marker("job") else 2
+        tier[item.fspath] = min(rank, tier.get(item.fspath, 2))
+    items.sort(key=lambda item: tier[item.fspath])  # (stable: each file's tests stay in order)
 
 
 def payload_bytes(payload):
