@@ -25,12 +25,10 @@ POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 SHARED = {
     "steps": {"keys": [[3, [5, 7]], ["fc_weight", [130]]], "steps": 5, "scale": 0.7, "seed": 1,
               "compression": {"type": "4bit", "thresholds": POW2}, "pull_first": True},
-    "compressed-pull-one-message-per-key": {
+    **{"compressed-pull-" + name: {
         "keys": [["a", [30]], ["b", [3, 5]]], "steps": 4, "scale": 0.8, "seed": 13, "lists": True, "pull_first": True,
-        "groups": None, "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}},
-    "compressed-pull-keys-share-a-message": {
-        "keys": [["a", [30]], ["b", [3, 5]]], "steps": 4, "scale": 0.8, "seed": 13, "lists": True, "pull_first": True,
-        "groups": [["a", "b"]], "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}},
+        "groups": groups, "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}
+       for name, groups in (("one-message-per-key", None), ("keys-share-a-message", [["a", "b"]]))},
     "uncompressed": {"keys": [[1, [50]], [2, [2, 3]]], "steps": 2, "scale": 1.0, "seed": 5,
                      "compression": {"type": "none"}},
     "per-key": {"keys": [["a", [40]], ["b", [40]]], "steps": 3, "scale": 0.05, "seed": 6,
@@ -39,10 +37,8 @@ SHARED = {
                      "partial_push": True, "groups": [["a", "b"]], "compression": {"type": "4bit", "thresholds": POW2}},
     "bad-compression": {"keys": [[0, [8]]], "steps": 2, "scale": 1.0, "seed": 8, "bad_compression": {"type": "3bit"},
                         "compression": {"type": "4bit", "thresholds": POW2}},
-    "gc_2bit": {"keys": [[0, [33]], ["w", [6, 5]]], "steps": 4, "scale": 0.6, "seed": 4,
-                "compression": {"type": "gc_2bit", "threshold": 0.5}},
-    "2bit": {"keys": [[0, [33]], ["w", [6, 5]]], "steps": 4, "scale": 0.6, "seed": 4,
-             "compression": {"type": "2bit", "threshold": 0.5}},
+    **{kind: {"keys": [[0, [33]], ["w", [6, 5]]], "steps": 4, "scale": 0.6, "seed": 4,
+              "compression": {"type": kind, "threshold": 0.5}} for kind in ("gc_2bit", "2bit")},
 }
 
 
