@@ -78,7 +78,7 @@ def main():
         trainer.step(args.batch_size)
         losses.append(loss.mean().asscalar())
         if step % every == 0 or step == args.steps - 1:
-            warming_up = kv.warmup is not None and kv.warmup.current.sends == "dense"  # (the store's own)
+            warming_up = kv.schedule.current.sends == "dense"  # (the store's own clock, or the trainer's)
             now = socket_bytes()
             traffic = "" if now is None or sent is None else ", %.1f KB sent since the last line" % ((now[0] - sent[0]) / 1e3)
             sent = now

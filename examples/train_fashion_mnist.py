@@ -31,8 +31,6 @@ from mxnet import autograd, gluon
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fashion_mnist  # noqa: E402
 import mxnet_gc  # noqa: E402
-from mxnet_gc.lgc.options import LGCOptions  # noqa: E402
-from mxnet_gc.schedule import Schedule  # noqa: E402
 from mxnet_gc.traffic import socket_bytes  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # of the Fashion-MNIST training images
@@ -225,17 +223,16 @@ def main(argv=None):
     say("%d workers, model %s (%d parameters), compression %s%s, %d steps per epoch"
         % (workers, args.model, values, json.dumps(compression), " with per-layer groups" if args.groups else "",
            steps_per_epoch), flush=True)
-    lgc = compression["type"] == "lgc"  # (its phases are run by the store, which has them after a first step)
-    described = Schedule(LGCOptions(compression).phases()).describe() if lgc else trainer.schedule.describe()
+    schedule = trainer.schedule  # (with 'lgc', LGC's phases)
+    described = schedule.describe()
     say("schedule: %s" % described, flush=True)
-    schedule = (lambda: kv.lgc.schedule) if lgc else (lambda: trainer.schedule)
     log = {"args": vars(args), "workers": workers, "parameters": values, "compression": compression,
            "schedule": described, "epochs": []}
     first_epoch = trainer.load_checkpoint(args.resume)["epoch"] if args.resume else 0
     for epoch in range(first_epoch, args.epochs):
         order = np.random.default_rng([args.seed, epoch, rank]).permutation(len(x_shard))
         sent0, received0 = socket_bytes() or (0, 0)
-        first_step = schedule().step if kv.lgc is not None or not lgc else 0
+        first_step = schedule.step
         start, losses, ends = time.time(), mx.metric.Loss(), []
         for step in range(steps_per_epoch):
             idx = order[step * args.batch_size:(step + 1) * args.batch_size]
@@ -257,7 +254,7 @@ def main(argv=None):
         elapsed = time.time() - start
         now = socket_bytes()
         sent, received = (None, None) if now is None else (now[0] - sent0, now[1] - received0)
-        phases = schedule().spans(first_step, schedule().step)
+        phases = schedule.spans(first_step, schedule.step)
         seconds = np.diff([start] + ends)  # each step's, from the end of the one before
         for p in phases:
             p["ms_per_step"] = 1e3 * float(np.mean(seconds[p["steps"][0] - first_step:p["steps"][1] - first_step + 1]))
@@ -279,11 +276,11 @@ def main(argv=None):
         if args.checkpoint:
             trainer.save_checkpoint(args.checkpoint.replace("{epoch}", str(epoch + 1)), extra={"epoch": epoch + 1},
                                     keep=args.keep_checkpoints)
-    if lgc:  # the autoencoder's weights, moved at the switch to the lgc phase and after each fine-tuning step
+    if kv.lgc is not None:  # the autoencoder's weights, moved at the switch to the lgc phase and after each fine-tuning step
         log["autoencoder_bytes"] = kv.lgc.autoencoder_bytes
     if rank == 0 and trainer.group_table:
         log["groups"] = trainer.group_table
-    if rank == 0 and (trainer.group_table or lgc):
+    if rank == 0 and (trainer.group_table or kv.lgc is not None):
         if args.log:
             with open(args.log, "w") as f:
                 json.dump(log, f, indent=1)

@@ -8,11 +8,13 @@ workers per step, where Gluon's own trainer synchronises once per parameter).
 
 What a step sends is decided by the trainer's schedule (``trainer.schedule``, mxnet_gc/schedule.py),
 built from the options: ``dense_warmup_steps`` dense steps (by default the compression's own warm-up,
-its ``'warmup_steps'``, 50 for mxnet_gc's codecs, less the calibration's dense steps; the trainer runs it
-and gives the store 0); with ``threshold_groups``, ``calibration_steps``
-dense steps whose gradients measure each 4bit group's error per parameter (groups.py); with ``merge``,
-``profile_steps`` compressed steps with each parameter alone, measuring what the merge planner needs
-(profiling.py); then the compression to the end.  Rank 0 prints every phase switch with its step.
+its ``'warmup_steps'``, 50 for mxnet_gc's codecs, less the calibration's dense steps); with
+``threshold_groups``, ``calibration_steps`` dense steps whose gradients measure each 4bit group's error
+per parameter (groups.py); with ``merge``, ``profile_steps`` compressed steps with each parameter alone,
+measuring what the merge planner needs (profiling.py); then the compression to the end.  With 'lgc' the
+schedule is LGC's phases (dense, the sparse ramp, the autoencoder's training, lgc).  It is the one step
+clock of the job: an mxnet_gc store follows it (``store.follow``) instead of counting steps itself, and
+the trainer advances it after each step's pull.  Rank 0 prints every phase switch with its step.
 
 - ``threshold_groups='auto'`` (4bit): each parameter gets the default group with the smallest error
   (a dict of named groups replaces the defaults; ``group_overrides`` maps name patterns to a group name
@@ -109,9 +111,13 @@ class Trainer(_mx.TrainerBase):
                              % (kvstore,))
         if self._merge_policy.planned and update_on_kvstore is not False:
             raise ValueError("merge needs the optimizer on the workers: pass update_on_kvstore=False")
-        if (compression_params or {}).get("type") == "lgc":  # its phases run in the store, on the workers
+        self._lgc = compression is not None and compression.lgc  # its phases are the schedule; the store runs them
+        if self._lgc:
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
+            if dense_warmup_steps is not None or self._merge_policy.planned:
+                raise ValueError("'lgc' runs its own phases (its 'dense_steps' are its dense warm-up) and messages "
+                                 "(each coded tensor alone): dense_warmup_steps and merge do not apply")
             update_on_kvstore = False
         fits_levels = compression is not None and compression.fits_levels
         defaulted = dense_warmup_steps is None
@@ -141,15 +147,17 @@ class Trainer(_mx.TrainerBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
-        self.schedule = self._build_schedule(compression_params, dense_warmup_steps, calibration_steps, profile_steps)
+        self.schedule = self._build_schedule(compression, dense_warmup_steps, calibration_steps, profile_steps)
         if self.schedule.has(CODEC):
             atexit.register(_warn_if_never_compressed, self.schedule)
-        self._compression = self._without_warmup(compression_params)
+        if isinstance(kvstore, StoreBase):  # one step clock: the store's phases follow this schedule
+            kvstore.follow(self.schedule)
+        self._compression = compression_params
         # gluon.Trainer sorts a dict of parameters by name; backward's order is the reverse of the order
         # they were given in (a network's collect_params() lists them as the layers were defined).
         given = list(params.values()) if isinstance(params, (dict, gluon.ParameterDict)) else list(params)
         self._definition_rank = {p.name: i for i, p in enumerate(given)}
-        first_sends_dense = self.schedule.current.sends == DENSE
+        first_sends_dense = self.schedule.current.sends == DENSE and not self._lgc
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params={"type": "none"} if compression_params and first_sends_dense
                          else self._compression, update_on_kvstore=update_on_kvstore)
@@ -185,16 +193,11 @@ class Trainer(_mx.TrainerBase):
                              % (asked, compression["warmup_steps"]))
         return asked
 
-    @staticmethod
-    def _without_warmup(compression):
-        """The compression as the store gets it: the trainer's schedule runs the warm-up."""
-        if compression and gc_kvstore.Compression(compression).codec_type is not None:
-            return dict(compression, warmup_steps=0)
-        return compression
-
     def _build_schedule(self, compression, warmup, calibration_steps, profile_steps):
-        if not compression or compression.get("type") == "none":
+        if compression is None or compression.type == "none":
             return Schedule([Phase(WARMUP, None, DENSE)])
+        if self._lgc:
+            return Schedule(compression.phases())
         phases = [Phase(WARMUP, warmup, DENSE)] if warmup else []
         if self._groups is not None:
             phases.append(Phase(CALIBRATE, calibration_steps, DENSE))
@@ -287,7 +290,7 @@ class Trainer(_mx.TrainerBase):
             self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
             logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
                         self._groups.format())
-        if entered.sends == COMPRESSED and left.sends == DENSE:
+        if entered.sends == COMPRESSED and left.sends == DENSE and not self._lgc:  # (LGC's store switches itself)
             kv.set_gradient_compression(self._compression_of(keys))
         if left.name == PROFILE:
             kv.set_pull_each_message(self._pipeline)

@@ -10,7 +10,7 @@ After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')``, 
 (MXNet compresses nothing there); any other name raises ValueError saying what to use.
 
 base.py           what both stores share (StoreBase: residual files, non-finite counting, pushpull)
-store_warmup.py   the store's own warm-up (dense steps, 'auto' levels measured, then the codec)
+store_warmup.py   the store's own step counting (steps inferred from pushes, 'auto' levels measured)
 agreement.py      what the workers must agree on (keys, compression, groups) and how a difference is said
 arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
 dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)

@@ -72,7 +72,10 @@ class StoreBase(KVStoreBase):
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._checked = {}  # key -> the arrays last checked for it (see _check)
-        self._warmup = StoreWarmup(self._compression)  # dense steps before the codec (none for 'none')
+        self._schedule = None  # the step clock: the compression's phases, or the trainer's (follow)
+        self._followed = False
+        self._warmup = None  # counts the steps on the store's own clock (store_warmup.py)
+        self._set_schedule(self._compression)
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
 
     @property
@@ -133,26 +136,50 @@ class StoreBase(KVStoreBase):
         else:
             self._lgc.end_step()
 
-    # ---- the compression's warm-up: dense steps before the codec starts (store_warmup.py) ----
+    # ---- the step clock: what a step sends (mxnet_gc/schedule.py) ----
 
     @property
-    def warmup(self):
-        """The warm-up's schedule (a dense phase, then 'compressed'; mxnet_gc/schedule.py), or None."""
-        return self._warmup.schedule
+    def schedule(self):
+        """The step clock (mxnet_gc/schedule.py): its phase says whether pushes are dense or coded.  The
+        compression's own phases (its dense warm-up, or LGC's), counted by the store from its pushes, or
+        a trainer's schedule (``follow``)."""
+        return self._schedule
 
-    def _set_warmup(self, compression):
-        self._warmup = StoreWarmup(compression)
+    @property
+    def followed(self):
+        """Whether the steps are counted by a trainer's schedule (``follow``) rather than by the store."""
+        return self._followed
+
+    def follow(self, schedule):
+        """Makes ``schedule`` (mxnet_gc.gluon.Trainer's) the step clock, advanced by its owner after each
+        step's pull: its phases replace the compression's dense warm-up; with 'lgc' they are LGC's."""
+        self._followed, self._schedule = True, schedule
+        self._set_schedule(self._compression)
+
+    def _set_schedule(self, compression):
+        """The clock of a new compression: its phases, on a clock of the store's own; a trainer's must
+        hold LGC's phases when LGC runs."""
+        self._warmup = None
+        if self._followed:
+            if compression.lgc and self._schedule.phases != tuple(compression.phases()):
+                raise ValueError("'lgc' runs its own phases (%s); the trainer's schedule is %s"
+                                 % (schedule.Schedule(compression.phases()).describe(), self._schedule.describe()))
+            return
+        self._schedule = schedule.Schedule(compression.phases())
+        if not compression.lgc:  # (LGC's rounds end its steps: lgc_rounds.py)
+            self._warmup = StoreWarmup(compression, self._schedule)
 
     def _count_step(self, keys):
-        """Before a push: counts the step; at the end of the warm-up the codecs start (a collective call, at
-        the same push on every worker, which push the same keys)."""
-        if self._warmup.push([k for k in keys if k not in self._reduce_only]):
+        """Before a push: counts the step on the store's own clock; at the end of its dense steps the codecs
+        start (a collective call, at the same push on every worker, which push the same keys)."""
+        if self._warmup is not None and self._warmup.push([k for k in keys if k not in self._reduce_only]):
             if self._warmup.fitter is not None:
                 self._fit_levels()
             self._assign_codecs(self._layout.messages)
 
     def _observe_warmup(self, grads):
-        self._warmup.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
+        if self._warmup is not None:
+            self._warmup.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
 
     def _fit_levels(self):
         """Ends 'thresholds': 'auto''s measurement (a collective call; level_fit.py); logs the table."""
@@ -164,7 +191,7 @@ class StoreBase(KVStoreBase):
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        if key in self._reduce_only or self._warmup.dense:
+        if key in self._reduce_only or self._schedule.current.sends == schedule.DENSE:
             return None
         return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
 
@@ -303,7 +330,8 @@ class StoreBase(KVStoreBase):
         states go beside rank 0's file (``state_files``)."""
         arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
         arrays.update({"owed/%r" % (k,): owed for k, owed in self._owed.items()})
-        meta = {"compression": self._compression.config, "servers": self.num_servers, "warmup": self._warmup.state_dict()}
+        meta = {"compression": self._compression.config, "servers": self.num_servers,
+                "warmup": self._warmup.state_dict() if self._warmup is not None else None}
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
@@ -328,7 +356,7 @@ class StoreBase(KVStoreBase):
                                      % (fname, json.dumps(saved_compression, sort_keys=True),
                                         json.dumps(self._compression.config, sort_keys=True)))
                 self._compression = fitted
-            if self._warmup.load_state_dict(meta.get("warmup")):
+            if self._warmup is not None and self._warmup.load_state_dict(meta.get("warmup")):
                 self._assign_codecs(self._layout.messages)
             for k, i, residual in self._residual_items():
                 name = "%r/%d" % (k, i)

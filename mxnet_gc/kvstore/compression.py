@@ -28,7 +28,9 @@ import json
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
 from .. import level_fit
+from .. import schedule
 from ..lgc.options import LGCOptions
+from ..schedule import Phase
 
 MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
 DEFAULT_WARMUP_STEPS = 50
@@ -135,6 +137,17 @@ class Compression:
     def fit_steps(self):
         """The warm-up's last steps that measure the gradients for 'thresholds': 'auto' (0 otherwise)."""
         return min(FIT_STEPS, self.warmup_steps) if self.fits_levels else 0
+
+    def phases(self):
+        """The phases of a store's own step clock under this compression (mxnet_gc/schedule.py): LGC's, or
+        the warm-up's dense steps (the last ``fit_steps`` of them measuring 'auto' levels), then the codec."""
+        if self.lgc:
+            return LGCOptions(self.config).phases()
+        fit = self.fit_steps
+        phases = [Phase(schedule.WARMUP, self.warmup_steps - fit, schedule.DENSE)] if self.warmup_steps > fit else []
+        if fit:
+            phases.append(Phase(schedule.FIT_LEVELS, fit, schedule.DENSE))
+        return phases + [Phase(schedule.CODEC, None, schedule.COMPRESSED)]
 
     def fitted(self, levels):
         """This compression with ``levels`` ({key: levels}) as each key's thresholds in place of 'auto'."""

@@ -131,7 +131,7 @@ class DistSyncStore(StoreBase):
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
-        self._set_warmup(compression)
+        self._set_schedule(compression)
         self._set_lgc(compression, PSRounds)
         self._assign_codecs(self._layout.messages)
 

@@ -92,7 +92,7 @@ class HorovodStore(StoreBase):
         self._check_compression_replaceable()
         self.agree("compression", compression.config)
         self._compression = compression
-        self._set_warmup(compression)
+        self._set_schedule(compression)
         self._set_lgc(compression, RingRounds)
         self._assign_codecs(self._layout.messages)
 

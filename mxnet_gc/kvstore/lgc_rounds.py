@@ -2,9 +2,10 @@
 accumulators and checkpoints.  The rounds of a step are the transport's (lgc_ps.py on the parameter
 server, lgc_ring.py on Horovod's ring collectives), subclasses of ``LGCRounds``.
 
-A store hands its 'lgc' compression to one of them.  It owns the run's schedule (dense, the sparse
-ramp, train, lgc; mxnet_gc/lgc/options.py) and switches phases at the first push of a phase's first
-step, on every worker at the same step (a collective call).  The dense and sparse phases travel as the
+A store hands its 'lgc' compression to one of them.  The store's step clock holds LGC's phases (dense,
+the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds advance it at the end of each step
+(unless a trainer's schedule is the clock) and switch phases at the first push of a phase's first step,
+on every worker at the same step (a collective call).  The dense and sparse phases travel as the
 store's other compressions do (float32, then 'layerwise_topk' for the coded tensors).  In the train and
 lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
 accumulators (lgc/coder.py) and the transport's rounds.
@@ -17,7 +18,7 @@ from ..lgc.coder import GroupCoder
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
 from ..log import logger
-from ..schedule import AE_TRAIN, LGC, SPARSE_PREFIX, WARMUP, Schedule
+from ..schedule import AE_TRAIN, LGC, SPARSE_PREFIX, WARMUP
 
 REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
 
@@ -38,12 +39,16 @@ class LGCRounds:
     def __init__(self, store, params):
         self.store = store
         self.options = LGCOptions(params)
-        self.schedule = Schedule(self.options.phases())
         self.installed = None  # the phase whose settings are in place
         self.coded = []  # user keys coded by the autoencoder
         self.groups = []
         self.autoencoder_bytes = 0  # the autoencoder's weight transfers through this worker's link
         self._resume = None  # (accumulators, autoencoder state path) of a checkpoint, for the next switch
+
+    @property
+    def schedule(self):
+        """The store's step clock (its phases are LGC's)."""
+        return self.store.schedule
 
     def choose_coded(self, keys, shapes, names):
         """Picks the coded keys among newly initialized ones (tensors of >= 2 dims, DGC's rule)."""
@@ -120,7 +125,8 @@ class LGCRounds:
             for g in self.groups:
                 del g.coder.errors[:]
                 g.coder.network_seconds = 0.0
-        self.schedule.advance()
+        if not self.store.followed:  # (a trainer's schedule is advanced by the trainer)
+            self.schedule.advance()
 
     @staticmethod
     def _part(array, chunk):

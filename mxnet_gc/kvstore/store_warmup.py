@@ -1,51 +1,41 @@
-"""A store's own warm-up: dense float32 steps before the codec starts, for stores used without
-mxnet_gc.gluon.Trainer (Module.fit, a plain gluon.Trainer, direct push/pull calls).
+"""A store's own step counting, for stores used without mxnet_gc.gluon.Trainer (Module.fit, a plain
+gluon.Trainer, direct push/pull calls): it advances the store's step clock and fits 'auto' levels.
 
 The store sees pushes, not steps: a key pushed again starts the next step, so one call per parameter
-(gluon.Trainer, Module) and one call for all of them count alike.  The warm-up is a Schedule
-(mxnet_gc/schedule.py): 'dense', with 'auto' levels (4bit's 'thresholds', gc_2bit's 'threshold') the
-last steps 'fit_levels' measuring each key's gradients (level_fit.py), then 'compressed'.
+(gluon.Trainer, Module) and one call for all of them count alike.  The clock is the store's schedule
+(mxnet_gc/schedule.py, the compression's phases): 'dense', with 'auto' levels (4bit's 'thresholds',
+gc_2bit's 'threshold') the last steps 'fit_levels' measuring each key's gradients (level_fit.py), then
+'compressed'.  A store driven by the trainer (``StoreBase.follow``) has none: the trainer's schedule
+counts its steps.
 """
 from .. import schedule
 from ..level_fit import LevelFitter
-from ..schedule import Phase, Schedule
 from . import agreement
 
 
 class StoreWarmup:
-    """The warm-up's schedule, the keys pushed in the current step and the level fitter."""
+    """Advances ``clock`` (the store's Schedule) at each step inferred from the pushes; the level fitter."""
 
-    def __init__(self, compression):
+    def __init__(self, compression, clock):
+        self.clock = clock
         fit = compression.fit_steps
-        phases = [Phase(schedule.WARMUP, compression.warmup_steps - fit, schedule.DENSE)] \
-            if compression.warmup_steps > fit else []
-        if fit:
-            phases.append(Phase(schedule.FIT_LEVELS, fit, schedule.DENSE))
-        self.schedule = Schedule(phases + [Phase(schedule.CODEC, None, schedule.COMPRESSED)]) if phases else None
         self.fitter = LevelFitter(fit, compression.levels_of) if fit else None
         self.fits = 0  # level fits done (each averages under its own name)
         self._step_keys = set()
 
-    @property
-    def dense(self):
-        """Whether pushes are dense float32 now."""
-        return self.schedule is not None and self.schedule.current.sends == schedule.DENSE
-
     def push(self, keys):
         """Before a push of ``keys`` (reduce-only keys left out): True when it starts the codecs (the first
         push of the first compressed step)."""
-        if self.schedule is None:
-            return False
         started = False
         if self._step_keys.intersection(keys):
             self._step_keys.clear()
-            started = self.schedule.advance() is not None and self.schedule.current.sends == schedule.COMPRESSED
+            started = self.clock.advance() is not None and self.clock.current.sends == schedule.COMPRESSED
         self._step_keys.update(keys)
         return started
 
     def observe(self, grads):
         """In the 'fit_levels' phase: measures each key's gradient (``grads``: key -> NDArray)."""
-        if self.fitter is not None and self.schedule.current.name == schedule.FIT_LEVELS:
+        if self.fitter is not None and self.clock.current.name == schedule.FIT_LEVELS:
             self.fitter.observe(grads)
 
     def fit(self, store, keys, names):
@@ -57,21 +47,18 @@ class StoreWarmup:
         return levels, table
 
     def state_dict(self):
-        """Where the warm-up is, or None without one."""
-        if self.schedule is None:
-            return None
-        return {"schedule": self.schedule.state_dict(),
+        return {"schedule": self.clock.state_dict(),
                 "step_keys": sorted(self._step_keys, key=agreement.key_order),
                 "fitter": self.fitter.state_dict() if self.fitter is not None else None}
 
     def load_state_dict(self, state):
-        """Resumes where ``state_dict`` was taken; returns True when that was past the warm-up (the codecs
-        must start)."""
-        if self.schedule is None or state is None:
+        """Resumes where ``state_dict`` was taken; returns True when that was past the dense steps (the
+        codecs must start)."""
+        if state is None:
             return False
-        self.schedule.load_state_dict(state["schedule"])
+        self.clock.load_state_dict(state["schedule"])
         self._step_keys = set(state["step_keys"])
-        if self.schedule.current.sends == schedule.COMPRESSED:
+        if self.clock.current.sends == schedule.COMPRESSED:
             self.fitter = None
             return True
         if self.fitter is not None and state["fitter"] is not None:

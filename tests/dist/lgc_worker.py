@@ -75,7 +75,7 @@ def main():
         for i, p in enumerate(params_list):
             saved["local/%d/%d" % (step, i)] = p.grad().asnumpy()
         trainer.step(16)
-        phases.append(kv.lgc.schedule.phase_at(step).name)
+        phases.append(kv.schedule.phase_at(step).name)
         for i, p in enumerate(params_list):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
         for g, weights in enumerate(kv.lgc.autoencoder_weights()):
