@@ -115,9 +115,9 @@ class Trainer(_mx.TrainerBase):
         if self._lgc:
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
-            if dense_warmup_steps is not None or self._merge_policy.planned:
+            if dense_warmup_steps or self._merge_policy.planned:
                 raise ValueError("'lgc' runs its own phases (its 'dense_steps' are its dense warm-up) and messages "
-                                 "(each coded tensor alone): dense_warmup_steps and merge do not apply")
+                                 "(each coded tensor alone): dense_warmup_steps (other than 0) and merge do not apply")
             update_on_kvstore = False
         fits_levels = compression is not None and compression.fits_levels
         defaulted = dense_warmup_steps is None

@@ -46,6 +46,26 @@ def test_phases_are_the_schedule_of_the_options():
     assert not any(options.tunes(s) for s in range(100))
 
 
+def test_one_step_clock_holds_every_phase():
+    """A store's clock is its compression's phases (the warm-up's, with 'auto' levels fitted in its last
+    steps, or LGC's); the trainer's schedule with 'lgc' is LGC's phases."""
+    from mxnet import gluon
+    import mxnet_gc
+    names = lambda phases: [(p.name, p.steps, p.sends) for p in phases]  # noqa: E731
+    assert names(Compression({"type": "4bit", "warmup_steps": 30}).phases()) == [
+        ("dense", 10, "dense"), ("fit_levels", 20, "dense"), ("compressed", None, "compressed")]
+    assert names(Compression({"type": "4bit", "thresholds": "medium", "warmup_steps": 5}).phases()) == [
+        ("dense", 5, "dense"), ("compressed", None, "compressed")]
+    assert names(Compression({"type": "none"}).phases()) == [("compressed", None, "compressed")]
+    params = {"type": "lgc", "dense_steps": 4, "ramp_steps": 2, "ramp_stages": 2, "ae_steps": 3}
+    assert Compression(params).phases() == LGCOptions(params).phases()
+    net = gluon.nn.Dense(2)
+    net.initialize()
+    trainer = mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore=None,
+                                     compression_params=params, update_on_kvstore=False)
+    assert trainer.schedule.phases == tuple(LGCOptions(params).phases())
+
+
 def test_coded_keys_follow_dgc_rule_or_the_patterns():
     keys, shapes = [0, 1, 2, 3, 4], [(8, 4), (8,), (16, 8), (16, 16, 3, 3), (10, 16)]
     assert LGCOptions({}).coded_keys(keys, shapes, {}) == [2, 3]  # not 1-D, not the first or last
