@@ -47,7 +47,7 @@ CASES = [  # (what the user wrote, the call, the exception, what the message mus
      ValueError, ["threshold_groups must be 'auto'", "got 'yes'"]),
     ("a dense warm-up for 'lgc'", lambda: trainer(kvstore="local", compression_params={"type": "lgc"},
                                                    dense_warmup_steps=10, update_on_kvstore=False),
-     ValueError, ["'lgc' runs its own phases", "'dense_steps'", "dense_warmup_steps and merge do not apply"]),
+     ValueError, ["'lgc' runs its own phases", "'dense_steps'", "dense_warmup_steps (other than 0) and merge do not apply"]),
     ("compression_params as a string", lambda: trainer(kvstore="local", compression_params="4bit"),
      ValueError, ["compression params must be a dict", "such as {'type': '4bit'}", "got '4bit'"]),
     ("an int32 gradient", lambda: mxnet_gc.codecs.create({"type": "4bit"}).encode(
