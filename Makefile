@@ -52,21 +52,21 @@ demo: install data
 		--model cnn --compression 4bit --groups --epochs 6 --lr-steps 4,5 --log demo_log.json
 
 bench: install
-	$(PY) tools/bench_codecs.py
+	$(PY) -m tools.bench_codecs
 
 # The network benchmark on namespaced, bandwidth-limited hosts (root; about 40 minutes on 2 cores):
-# rewrites its section of docs/performance.md, docs/results/bench_network.csv and docs/results/bench_network.png.
+# rewrites its section of docs/performance.md, docs/results/bench_network/bench_network.csv and docs/results/bench_network.png.
 bench-network: install data
-	$(PY) tools/bench_network.py --csv docs/results/bench_network.csv --plot docs/results/bench_network.png \
+	$(PY) -m tools.bench_network --csv docs/results/bench_network/bench_network.csv --plot docs/results/bench_network/bench_network.png \
 		--markdown docs/performance.md
 
 # Push and pull overlapping at 100 Mbit/s (root; about 40 minutes on 2 cores): MXNet's dist_sync against
 # mxnet_gc's store uncompressed, 4bit and 4bit with compressed pulls, the 10M-parameter MLP, 2 and 4
-# workers; rewrites its section of docs/performance.md, docs/results/bench_overlap.csv and .png.
+# workers; rewrites its section of docs/performance.md, docs/results/bench_network/bench_overlap.csv and .png.
 bench-overlap: install
-	$(PY) tools/bench_network.py --models mlp10m --modes none gc-none 4bit 4bit-cpull --rates 100mbit \
-		--workers 2 4 --steps 4 --warmup 1 --repeats 3 --csv docs/results/bench_overlap.csv \
-		--plot docs/results/bench_overlap.png --markdown docs/performance.md --section overlap
+	$(PY) -m tools.bench_network --models mlp10m --modes none gc-none 4bit 4bit-cpull --rates 100mbit \
+		--workers 2 4 --steps 4 --warmup 1 --repeats 3 --csv docs/results/bench_network/bench_overlap.csv \
+		--plot docs/results/bench_network/bench_overlap.png --markdown docs/performance.md --section overlap
 
 # Layer-wise sparsification on the same harness (root; about 2 hours on 2 cores): layer-wise, one-bucket,
 # merged and merged+pipelined top-k on cnn-fc (the communication-heavy model: convolutions under a 10.7M-
@@ -76,62 +76,62 @@ bench-overlap: install
 # 1 Gbit/s (printed tables, pasted by hand into the section "Fixed buckets").  Every job runs 3 times (in
 # rounds) and its row pools them.  Rewrites its sections of docs/layerwise_sparsification.md.
 SPARSE_MODES = topk-layerwise topk-one topk-merged topk-pipelined
-SPARSE_RUN = $(PY) tools/bench_network.py --rates 100mbit 1gbit --workers 2 4 --steps 8 --repeats 3 \
+SPARSE_RUN = $(PY) -m tools.bench_network --rates 100mbit 1gbit --workers 2 4 --steps 8 --repeats 3 \
 	--markdown docs/layerwise_sparsification.md
 bench-sparse: install
-	$(SPARSE_RUN) --models cnn-fc --modes $(SPARSE_MODES) --csv docs/results/bench_sparse_cnnfc_repeats.csv \
-		--plot docs/results/bench_sparse_cnnfc_repeats.png --section sparse-cnn-fc-repeats
+	$(SPARSE_RUN) --models cnn-fc --modes $(SPARSE_MODES) --csv docs/results/bench_sparse/bench_sparse_cnnfc_repeats.csv \
+		--plot docs/results/bench_sparse/bench_sparse_cnnfc_repeats.png --section sparse-cnn-fc-repeats
 	$(SPARSE_RUN) --models cnn-fc --modes $(addprefix hvd-,$(SPARSE_MODES)) \
-		--csv docs/results/bench_sparse_cnnfc_horovod_repeats.csv --plot docs/results/bench_sparse_cnnfc_horovod_repeats.png \
+		--csv docs/results/bench_sparse/bench_sparse_cnnfc_horovod_repeats.csv --plot docs/results/bench_sparse/bench_sparse_cnnfc_horovod_repeats.png \
 		--section sparse-cnn-fc-horovod-repeats
 	$(SPARSE_RUN) --models mlp-deep --modes topk-layerwise topk-one topk-pipelined \
-		--csv docs/results/bench_sparse_deep_repeats.csv --plot docs/results/bench_sparse_deep_repeats.png --section sparse-deep-repeats
+		--csv docs/results/bench_sparse/bench_sparse_deep_repeats.csv --plot docs/results/bench_sparse/bench_sparse_deep_repeats.png --section sparse-deep-repeats
 	$(SPARSE_RUN) --models mlp10m mlp-deep --modes $(addprefix hvd-,$(SPARSE_MODES)) \
-		--csv docs/results/bench_sparse_mlp_horovod_repeats.csv \
-		--plot docs/results/bench_sparse_mlp_horovod_repeats.png --section sparse-mlp-horovod-repeats
-	$(PY) tools/bench_network.py --models cnn-fc --modes none topk-pipelined hvd-gc-none hvd-topk-pipelined \
-		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse_dense_repeats.csv \
-		--plot docs/results/bench_sparse_dense_repeats.png --markdown docs/layerwise_sparsification.md \
+		--csv docs/results/bench_sparse/bench_sparse_mlp_horovod_repeats.csv \
+		--plot docs/results/bench_sparse/bench_sparse_mlp_horovod_repeats.png --section sparse-mlp-horovod-repeats
+	$(PY) -m tools.bench_network --models cnn-fc --modes none topk-pipelined hvd-gc-none hvd-topk-pipelined \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse/bench_sparse_dense_repeats.csv \
+		--plot docs/results/bench_sparse/bench_sparse_dense_repeats.png --markdown docs/layerwise_sparsification.md \
 		--section sparse-dense-repeats
-	$(PY) tools/bench_network.py --models cnn-fc --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
-		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse_fixed_cnnfc_horovod.csv \
-		--plot docs/results/bench_sparse_fixed_cnnfc_horovod.png
-	$(PY) tools/bench_network.py --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
-		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse_fixed_mlp_horovod.csv \
-		--plot docs/results/bench_sparse_fixed_mlp_horovod.png
+	$(PY) -m tools.bench_network --models cnn-fc --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse/bench_sparse_fixed_cnnfc_horovod.csv \
+		--plot docs/results/bench_sparse/bench_sparse_fixed_cnnfc_horovod.png
+	$(PY) -m tools.bench_network --models mlp10m mlp-deep --modes hvd-topk-one hvd-topk-fixed hvd-topk-pipelined \
+		--rates 1gbit --workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_sparse/bench_sparse_fixed_mlp_horovod.csv \
+		--plot docs/results/bench_sparse/bench_sparse_fixed_mlp_horovod.png
 
 # The accuracy study (docs/accuracy.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
 # one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
-# on 2 cores; keeps each run in docs/results/accuracy.json as it ends, so a second call resumes).
+# on 2 cores; keeps each run in docs/results/accuracy/accuracy.json as it ends, so a second call resumes).
 # study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 4 configurations x 2 seeds x 5 epochs, with
 # the CNN study's tuned 2bit threshold (run study first; about 20 minutes a run, 2.7 hours in all, on
 # 2 cores: 260 to 310 images/s; resumes like study).
 study: install data
-	$(PY) tools/study_accuracy.py
+	$(PY) -m tools.study_accuracy
 study-resnet20: install data
-	$(PY) tools/study_accuracy.py --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
-		--tuned-by docs/results/accuracy.json --json docs/results/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
+	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
+		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
 		"4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
 # seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and
 # their plots).  bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
 # server and on Horovod, on the namespaced harness (root; about 25 minutes; rewrites its section of
-# docs/lgc.md, docs/results/bench_lgc.csv and docs/results/bench_lgc.png).
+# docs/lgc.md, docs/results/bench_lgc/bench_lgc.csv and docs/results/bench_lgc/bench_lgc.png).
 study-lgc: install data
-	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3
-	$(PY) tools/study_lgc.py --workers 2 --epochs 3 --seeds 1 2 3 --more \
+	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3
+	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --more \
 		--configs "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder"
-	$(PY) tools/study_lgc.py --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3
-	$(PY) tools/study_lgc.py --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3 --more \
+	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3
+	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3 --more \
 		--configs "LGC-PS, fine-tuned every 100"
-	$(PY) tools/study_lgc.py --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
+	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 bench-lgc: install data
-	$(PY) tools/bench_network.py --models fmnist-cnn --modes gc-none 4bit-groups topk-1e-3 lgc hvd-gc-none \
+	$(PY) -m tools.bench_network --models fmnist-cnn --modes gc-none 4bit-groups topk-1e-3 lgc hvd-gc-none \
 		hvd-topk-1e-3 hvd-lgc \
 		--rates 100mbit 1gbit \
-		--workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_lgc.csv --plot docs/results/bench_lgc.png \
+		--workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_lgc/bench_lgc.csv --plot docs/results/bench_lgc/bench_lgc.png \
 		--markdown docs/lgc.md --section lgc
 
 # The C++ kernels and a fuzz driver (tests/asan/kernel_fuzz.cc) built with AddressSanitizer and

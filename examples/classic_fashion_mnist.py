@@ -15,16 +15,13 @@ the gradient's and the residual's norms (``kv.residual_history``) and the update
 import argparse
 import json
 import logging
-import os
-import sys
 
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fashion_mnist  # noqa: E402
-import mxnet_gc  # noqa: E402
+import fashion_mnist
+import mxnet_gc
 
 
 def mlp(loss_scale):
@@ -159,7 +156,7 @@ def parse_args(argv=None):
     p.add_argument("--num-examples", type=int, default=0, help="use the first N training images only (0: all)")
     p.add_argument("--test-limit", type=int, default=0, help="test on the first N test images only (0: all)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--log", help="JSON log (rank 0)")
+    p.add_argument("--log", "--log-file", help="JSON log (rank 0)")
     p.add_argument("--norms-every", type=int, default=10, help="pushes between two norm samples in the log")
     return p.parse_args(argv)
 

@@ -10,16 +10,13 @@ loss every 10 steps; ``--out`` writes rank 0's losses as JSON.
 """
 import argparse
 import json
-import os
-import sys
 
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
 import horovod.mxnet as hvd
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fashion_mnist  # noqa: E402
+import fashion_mnist
 
 BATCH, LR = 64, 0.05
 

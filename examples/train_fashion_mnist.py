@@ -28,34 +28,12 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fashion_mnist  # noqa: E402
-import mxnet_gc  # noqa: E402
-from mxnet_gc.traffic import socket_bytes  # noqa: E402
+import fashion_mnist
+import mxnet_gc
+from models import build_model, evaluate, to_batch
+from mxnet_gc.traffic import socket_bytes
 
-MEAN, STD = 0.2860, 0.3530  # of the Fashion-MNIST training images
 BEST_2BIT_THRESHOLD = 0.005  # MXNet 2bit's best threshold in `make study`'s sweep on the CNN (docs/accuracy.md)
-
-
-def build_model(name):
-    if name == "cnn":
-        net = gluon.nn.HybridSequential()
-        net.add(gluon.nn.Conv2D(32, 3, activation="relu"), gluon.nn.MaxPool2D(2),
-                gluon.nn.Conv2D(64, 3, activation="relu"), gluon.nn.MaxPool2D(2),
-                gluon.nn.Flatten(), gluon.nn.Dense(128, activation="relu"), gluon.nn.Dense(10))
-        return net
-    if name == "cnn-fc":  # VGG-like: four 3x3 convolutions under a 10.5M-parameter fully connected head
-        net = gluon.nn.HybridSequential()
-        for i, channels in enumerate((32, 32, 64, 64)):
-            net.add(gluon.nn.Conv2D(channels, 3, padding=1, activation="relu"))
-            if i % 2:
-                net.add(gluon.nn.MaxPool2D(2))
-        net.add(gluon.nn.Flatten(), gluon.nn.Dense(2048, activation="relu"), gluon.nn.Dense(2048, activation="relu"),
-                gluon.nn.Dense(10))
-        return net
-    from gluoncv import model_zoo  # CIFAR ResNet-20; its first convolution takes the 1 grey channel
-
-    return model_zoo.get_model("cifar_resnet20_v1", classes=10)
 
 
 def compression_params(args):
@@ -76,19 +54,6 @@ def compression_params(args):
                 "ae_steps": args.ae_steps, "error_feedback": args.error_feedback, **json.loads(args.lgc_options)}
     thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
     return {"type": "4bit", "thresholds": thresholds, **pull}
-
-
-def to_batch(images, labels):
-    x = (images.astype(np.float32) / 255 - MEAN) / STD
-    return mx.nd.array(x[:, None]), mx.nd.array(labels.astype(np.float32))
-
-
-def evaluate(net, images, labels, batch=1000):
-    accuracy = mx.metric.Accuracy()
-    for i in range(0, len(images), batch):
-        x, y = to_batch(images[i:i + batch], labels[i:i + batch])
-        accuracy.update([y], [net(x)])
-    return accuracy.get()[1]
 
 
 def plot_curves(log, path):

@@ -7,9 +7,10 @@ import mxnet as mx
 
 import mxnet_gc
 
-# The network-namespace clusters of this test run get their own names, so that namespaces left by an
-# interrupted benchmark or another run on the machine neither break these tests nor are touched by them.
-os.environ.setdefault("MXNET_GC_NETNS", "mxgct%d" % os.getpid())
+# The network-namespace clusters of each test process get their own names, so that namespaces left by an
+# interrupted benchmark, another run on the machine or the other pytest-xdist worker (whose system tests
+# run beside this one's) neither break these tests nor are touched by them.
+os.environ["MXNET_GC_NETNS"] = "mxgct%d" % os.getpid()
 
 
 @pytest.hookimpl(tryfirst=True)  # (before -m selects: the unit marks must be there by then)

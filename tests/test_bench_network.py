@@ -31,7 +31,7 @@ def test_small_benchmark_run(tmp_path):
     namespaced hosts, dense allreduce against merged+pipelined top-k's allgather."""
     doc = tmp_path / "doc.md"
     doc.write_text("# before\n<!-- bench_network:begin -->\nold\n<!-- bench_network:end -->\nafter\n")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_network.py"), "--models", "fmnist-cnn",
+    proc = subprocess.run([sys.executable, "-m", "tools.bench_network", "--models", "fmnist-cnn",
                            "--modes", "none", "4bit", "topk-pipelined", "hvd-gc-none", "hvd-topk-pipelined",
                            "--rates", "100mbit", "--workers", "2", "--servers", "2",
                            "--steps", "3", "--warmup", "1", "--csv", str(tmp_path / "r.csv"), "--plot", str(tmp_path / "r.png"),
@@ -70,7 +70,7 @@ def test_small_benchmark_run(tmp_path):
     assert float(dense["server_in_mb_per_step"]) * 1e6 >= 4 * int(dense["parameters"]) * 0.9
     assert float(sparse["server_in_mb_per_step"]) < float(dense["server_in_mb_per_step"]) / 10
     text = doc.read_text()
-    assert text.startswith("# before\n<!-- bench_network:begin -->\nCommand: `.venv/bin/python tools/bench_network.py")
+    assert text.startswith("# before\n<!-- bench_network:begin -->\nCommand: `.venv/bin/python -m tools.bench_network")
     assert text.endswith("<!-- bench_network:end -->\nafter\n") and "old" not in text
     # no target ratio is defined for this model at 100 Mbit/s (tools/netbench/report.py): no empty table
     assert "| fmnist-cnn | 2 | 2 | 100mbit | 4bit |" in text and "Targets" not in text
@@ -80,8 +80,7 @@ def test_small_benchmark_run(tmp_path):
 def test_repeated_runs_are_pooled():
     """--repeats: a job's runs become one row, with step statistics over all their timed steps and the
     median of each other measurement."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    from netbench import jobs
+    from tools.netbench import jobs
 
     runs = [{"mode": "topk-one", "workers": 2, "step_ms": 10.0, "step_ms_min": 9.0, "step_ms_max": 11.0,
              "timed_steps": 3, "runs": 1, "steps_ms": steps, "comm_ms": comm, "cpu_s_server": None}
@@ -100,8 +99,7 @@ def test_summary_has_a_targets_table_only_when_a_target_applies():
     import argparse
     import time
 
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import bench_network
+    from tools import bench_network
 
     def row(mode, ms, servers=1):
         return {"model": "fmnist-cnn", "workers": 2, "servers": servers, "rate": "1gbit", "mode": mode, "step_ms": ms, "step_ms_min": ms,

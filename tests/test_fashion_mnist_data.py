@@ -1,13 +1,11 @@
 """The offline Fashion-MNIST reader (examples/fashion_mnist.py) on files it writes, and on the real set."""
 import gzip
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-import fashion_mnist  # noqa: E402
+from examples import fashion_mnist
 
 
 def write_idx(path, array, compress=True):

@@ -203,26 +203,28 @@ def test_lgc_example_runs_every_phase_and_resumes_exactly(tmp_path):
     assert os.path.exists(checkpoint_file(whole, ".rank0.residuals.lgc0"))
 
 
-def load_example():
+def load_example(monkeypatch):
+    """The example as a module (its folder on sys.path, as when it runs as a script)."""
     import importlib.util
 
+    monkeypatch.syspath_prepend(os.path.dirname(EXAMPLE))
     spec = importlib.util.spec_from_file_location("train_fashion_mnist", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     return example
 
 
-def test_mxnet_and_gluoncv_argument_names():
-    args = load_example().parse_args(["--num-epochs", "7", "--kv-store", "horovod", "--gc-type", "2bit",
+def test_mxnet_and_gluoncv_argument_names(monkeypatch):
+    args = load_example(monkeypatch).parse_args(["--num-epochs", "7", "--kv-store", "horovod", "--gc-type", "2bit",
                                       "--gc-threshold", "0.25", "--lr-step-epochs", "4,6"])
     assert (args.epochs, args.kvstore, args.compression, args.threshold, args.lr_steps) == \
         (7, "horovod", "2bit", 0.25, "4,6")
 
 
-def test_a_loss_stuck_at_a_uniform_guess_is_reported():
+def test_a_loss_stuck_at_a_uniform_guess_is_reported(monkeypatch):
     """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
     units died in the first coarse 4bit steps does), and stays quiet otherwise."""
-    example = load_example()
+    example = load_example(monkeypatch)
     four_bit = example.parse_args(["--compression", "4bit"])
     assert "not learning (try a smaller threshold group" in example.stuck_at_chance(2.3026, four_bit)
     two_bit = example.parse_args(["--compression", "2bit", "--threshold", "0.5"])
@@ -236,9 +238,9 @@ def test_a_loss_stuck_at_a_uniform_guess_is_reported():
     assert "epoch 1: warning: the training loss 2.3026 is ln(10)" in example.report(log)
 
 
-def test_compressed_pull_option():
+def test_compressed_pull_option(monkeypatch):
     """--compressed-pull adds 'compressed_pull' to mxnet_gc's threshold codecs and is refused elsewhere."""
-    example = load_example()
+    example = load_example(monkeypatch)
     params = example.compression_params(example.parse_args(["--compression", "4bit", "--compressed-pull"]))
     assert params == {"type": "4bit", "thresholds": "medium", "compressed_pull": True}
     params = example.compression_params(example.parse_args(["--compression", "gc_2bit", "--compressed-pull"]))

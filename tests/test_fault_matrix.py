@@ -12,8 +12,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOOL = os.path.join(ROOT, "tools", "fault_matrix.py")
-CASES = subprocess.run([sys.executable, TOOL, "--short", "--list"], capture_output=True, text=True,
+TOOL = ["-m", "tools.fault_matrix"]  # (run from ROOT)
+CASES = subprocess.run([sys.executable, *TOOL, "--short", "--list"], cwd=ROOT, capture_output=True, text=True,
                        check=True).stdout.split()
 SHARED = [("key-order-ps", "compression-switch-ps"), ("key-order-horovod", "compression-switch-horovod")]
 GROUPS = SHARED + [(c,) for c in CASES if not any(c in g for g in SHARED)]
@@ -37,7 +37,7 @@ def test_the_short_form_covers_every_case_of_the_issue():
 @pytest.mark.parametrize("cases", GROUPS, ids="+".join)
 def test_case_ends_exactly_or_with_a_clear_error(cases, tmp_path):
     out = tmp_path / "rows.json"
-    proc = subprocess.run([sys.executable, TOOL, "--short", "--case", *cases, "--json", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, *TOOL, "--short", "--case", *cases, "--json", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     rows = json.loads(out.read_text())
     assert sorted(r["case"] for r in rows) == sorted(cases)

@@ -12,7 +12,7 @@ from dist.job import HERE, ROOT
 
 pytestmark = [pytest.mark.system, pytest.mark.root]  # network namespaces (ip netns, tc)
 
-CLUSTER = os.path.join(ROOT, "tools", "netns_cluster.py")
+CLUSTER = ["-m", "tools.netns_cluster"]  # (run from ROOT)
 NAME = os.environ.get("MXNET_GC_NETNS", "mxgc")  # the clusters' namespace prefix (as in netns_cluster.py)
 
 
@@ -28,7 +28,7 @@ def test_job_across_shaped_hosts(tmp_path):
             "compression": {"type": "none"}, "out": str(out)}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     start = time.time()
-    proc = subprocess.run([sys.executable, CLUSTER, "--hosts", "4", "--rate", "20mbit", "--", "-n", "2", "-s", "1",
+    proc = subprocess.run([sys.executable, *CLUSTER, "--hosts", "4", "--rate", "20mbit", "--", "-n", "2", "-s", "1",
                            "--timeout", "120", sys.executable, os.path.join(HERE, "worker.py"),
                            str(tmp_path / "spec.json")], cwd=ROOT, capture_output=True, text=True, timeout=200)
     elapsed = time.time() - start
@@ -46,7 +46,7 @@ def test_job_across_shaped_hosts(tmp_path):
 def test_refuses_when_namespaces_of_an_earlier_run_exist():
     subprocess.run(["ip", "netns", "add", NAME + "-h0"], check=True)
     try:
-        proc = subprocess.run([sys.executable, CLUSTER, "--hosts", "2", "--", "-n", "1", "true"], cwd=ROOT,
+        proc = subprocess.run([sys.executable, *CLUSTER, "--hosts", "2", "--", "-n", "1", "true"], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0 and "exist from an earlier run" in proc.stderr
     finally:
@@ -55,12 +55,11 @@ def test_refuses_when_namespaces_of_an_earlier_run_exist():
 
 def test_ctrl_c_removes_namespaces_and_processes():
     """Interrupted while its job runs, the cluster kills what runs on its hosts and deletes every namespace."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
     from mxnet_gc.launch import processes_with_env
 
     tag = "MXGC_TEST_TAG=%d" % os.getpid()
     env = dict(os.environ, MXNET_GC_NETNS=NAME + "t")
-    proc = subprocess.Popen([sys.executable, CLUSTER, "--hosts", "3", "--rate", "100mbit", "--", "-n", "1", "-s", "1",
+    proc = subprocess.Popen([sys.executable, *CLUSTER, "--hosts", "3", "--rate", "100mbit", "--", "-n", "1", "-s", "1",
                              "--env", tag, sys.executable, "-c", "import time; time.sleep(600)"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

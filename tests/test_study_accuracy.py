@@ -3,14 +3,12 @@ and its runs file (an interrupted study resumes without training again)."""
 import json
 import math
 import os
-import sys
 
 import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import study_accuracy as study  # noqa: E402
+from tools import study_accuracy as study
 
 
 def log(*accuracies):

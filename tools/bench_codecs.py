@@ -7,7 +7,7 @@ decode into an existing array, and decode-and-add; next to numpy's copyto of the
 memory-bandwidth reference.  GB/s are gigabytes of float32 gradient processed per second (4 n / t).
 Then the per-call cost on a 16-value array.  Prints a markdown table and the issue's target ratios.
 
-    .venv/bin/python tools/bench_codecs.py [--sizes 1000000 25000000] [--repeat 31]
+    .venv/bin/python -m tools.bench_codecs [--sizes 1000000 25000000] [--repeat 31]
 
 MXNET_GC_ISA=baseline|x86-64-v3 runs it on a lower kernel level than the CPU's best.
 """

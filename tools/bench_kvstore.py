@@ -21,18 +21,16 @@ connections (``ss -tinp``: bytes acknowledged by the peer, bytes received) befor
 timed steps.
 A run of the same keys with one value each ('headers') measures the fixed per-message cost.
 
-    .venv/bin/python tools/bench_kvstore.py [--workers 2] [--steps 20] [--repeats 3] [--models resnet20 mlp10m]
+    .venv/bin/python -m tools.bench_kvstore [--workers 2] [--steps 20] [--repeats 3] [--models resnet20 mlp10m]
 """
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import jobfiles  # noqa: E402
+from tools import jobfiles
 MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit", "4bit-cpull"]
 COMPRESSION = {"mxnet-2bit": {"type": "2bit", "threshold": 0.01}, "gc-mx2bit": {"type": "2bit", "threshold": 0.01},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.01, "warmup_steps": 0},
@@ -111,7 +109,7 @@ def worker(args):
 def run(model, mode, args, headers=False):
     """Launches one job; returns rank 0's measurements."""
     with tempfile.TemporaryDirectory() as out:
-        argv = jobfiles.worker_command(__file__, model=model, mode=mode, steps=args.steps, warmup=args.warmup,
+        argv = jobfiles.worker_command("tools.bench_kvstore", model=model, mode=mode, steps=args.steps, warmup=args.warmup,
                                        bucket_bytes=args.bucket_bytes, headers=int(headers))
         return jobfiles.local_job(argv, out, args.workers, mxnet_servers=mode.startswith("mxnet"),
                                   what="job %s %s" % (model, mode))[0]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """The network benchmark: a Gluon training step per compression on a bandwidth-limited cluster.
 
-    .venv/bin/python tools/bench_network.py                 # the whole benchmark (about 40 minutes, root)
-    .venv/bin/python tools/bench_network.py --models fmnist-cnn --modes none 4bit --rates 1gbit --workers 2
-    .venv/bin/python tools/bench_network.py ... --repeats 3   # every job 3 times, in rounds, pooled
+    .venv/bin/python -m tools.bench_network                 # the whole benchmark (about 40 minutes, root)
+    .venv/bin/python -m tools.bench_network --models fmnist-cnn --modes none 4bit --rates 1gbit --workers 2
+    .venv/bin/python -m tools.bench_network ... --repeats 3   # every job 3 times, in rounds, pooled
 
 Every job runs on its own hosts made by tools/netns_cluster.py (scheduler, --servers S and W workers,
 each a network namespace whose link is shaped to the rate in both directions), started through
@@ -54,12 +54,10 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import jobfiles  # noqa: E402
-import netns_cluster  # noqa: E402
-from netbench import jobs, models, report, worker  # noqa: E402
-from netbench.modes import DEFAULT_MODES, MODES, RATES_BITS  # noqa: E402
-from mxnet_gc import launch  # noqa: E402
+from mxnet_gc import launch
+from tools import jobfiles, netns_cluster
+from tools.netbench import jobs, models, report, worker
+from tools.netbench.modes import DEFAULT_MODES, MODES, RATES_BITS
 
 
 def parse_args():
@@ -121,7 +119,7 @@ def summary(args, runs, started):
     """The markdown text of a run: the command, the pooled table and the target ratios."""
     rows = [jobs.pool(list(same)) for same in zip(*runs)]
     each = [{what: ratio for what, ratio, _, _ in report.targets(rows_of_run)} for rows_of_run in runs]
-    command = " ".join(["tools/bench_network.py"] + sys.argv[1:])
+    command = " ".join(["-m tools.bench_network"] + sys.argv[1:])
     text = ["Command: `.venv/bin/python %s` (%s, %.0f minutes, %s cores)" % (
                 command, time.strftime("%Y-%m-%d"), (time.time() - started) / 60, os.cpu_count()), ""]
     if args.repeats > 1:

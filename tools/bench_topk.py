@@ -9,7 +9,7 @@ numpy's copy of the same array (the bandwidth reference).  Then, on the indices 
 bytes per index of the candidate index encodings: int32 (what the payload uses), the deltas between
 ascending indices as LEB128 varints, and as 16-bit deltas (with an escape for larger gaps).
 
-    .venv/bin/python tools/bench_topk.py [--sizes 1048576 4194304] [--density 0.01] [--repeat 15]
+    .venv/bin/python -m tools.bench_topk [--sizes 1048576 4194304] [--density 0.01] [--repeat 15]
 """
 import argparse
 import os
@@ -18,7 +18,7 @@ import numpy as np
 import mxnet as mx
 
 import mxnet_gc
-from bench_codecs import median_seconds
+from tools.bench_codecs import median_seconds
 
 
 def varint_bytes(values):

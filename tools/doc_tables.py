@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """The tables of README.md and docs/choosing.md, made from the result files under docs/results/.
 
-    python tools/doc_tables.py           # rewrites the tables between their markers
-    python tools/doc_tables.py --check   # exits 1 (naming the table) where a page differs from its data
+    python -m tools.doc_tables           # rewrites the tables between their markers
+    python -m tools.doc_tables --check   # exits 1 (naming the table) where a page differs from its data
 
 Each number in those tables is read from one file: the 6-epoch accuracy study (`make study`,
-results/accuracy.json), the sparse methods' 3-epoch study (`make study-lgc`, results/lgc_study_w2.json)
-and the step times on shaped links (`make bench-lgc`, results/bench_lgc.csv).  tests/test_doc_numbers.py
+results/accuracy/accuracy.json), the sparse methods' 3-epoch study (`make study-lgc`, results/lgc_study/lgc_study_w2.json)
+and the step times on shaped links (`make bench-lgc`, results/bench_lgc/bench_lgc.csv).  tests/test_doc_numbers.py
 runs ``--check`` and also refuses a measured number written by hand anywhere else in those pages.
 """
 import argparse
@@ -22,8 +22,8 @@ RESULTS = os.path.join(ROOT, "docs", "results")
 PAGES = {"README.md": ("methods",), os.path.join("docs", "choosing.md"): ("choosing",)}
 
 
-def _load_json(name):
-    with open(os.path.join(RESULTS, name)) as f:
+def _load_json(*path):
+    with open(os.path.join(RESULTS, *path)) as f:
         return json.load(f)
 
 
@@ -57,7 +57,7 @@ def accuracy_study():
     """`make study`: the 6-epoch CNN study, its configurations told apart by the example's arguments (the
     tuned 2bit threshold and one group are the ones run on the most seeds)."""
     by_config = {}
-    for run in _load_json("accuracy.json")["runs"]:
+    for run in _load_json("accuracy", "accuracy.json")["runs"]:
         a = run["log"]["args"]
         kind = a["compression"]
         if kind == "none":
@@ -75,19 +75,19 @@ def accuracy_study():
             for prefix in ("MXNet 2bit", "4bit, one group")}  # (the sweeps' other points: seed 1 only)
     tuned = {n: runs for n, runs in by_config.items()
              if all(not n.startswith(prefix) or n == b for prefix, b in best.items())}
-    return Study(tuned, "make study", "docs/results/accuracy.json", 6)
+    return Study(tuned, "make study", "docs/results/accuracy/accuracy.json", 6)
 
 
 def sparse_study():
     """`make study-lgc` with 2 workers: 3 epochs, 3 seeds."""
-    data = _load_json("lgc_study_w2.json")["results"]
+    data = _load_json("lgc_study", "lgc_study_w2.json")["results"]
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
-                 "make study-lgc", "docs/results/lgc_study_w2.json", 3)
+                 "make study-lgc", "docs/results/lgc_study/lgc_study_w2.json", 3)
 
 
 def step_times():
     """`make bench-lgc`: {(mode, rate, workers): row}."""
-    with open(os.path.join(RESULTS, "bench_lgc.csv")) as f:
+    with open(os.path.join(RESULTS, "bench_lgc", "bench_lgc.csv")) as f:
         return {(r["mode"], r["rate"], int(r["workers"])): r for r in csv.DictReader(f)}
 
 
@@ -131,7 +131,7 @@ def methods_table():
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out + ["", "Sources: accuracy of 6 epochs `%s` (%s), of 3 epochs `%s` (%s), each difference the "
                                 "mean over seeds of the paired difference to uncompressed in the same study; step "
-                                "times `make bench-lgc` (docs/results/bench_lgc.csv: the Fashion-MNIST CNN, 2 workers, "
+                                "times `make bench-lgc` (docs/results/bench_lgc/bench_lgc.csv: the Fashion-MNIST CNN, 2 workers, "
                                 "links shaped to 100 Mbit/s, median of 3 runs); MB from rank 0's sockets (a "
                                 "parameter-server worker's pushes; on Horovod everything it sends)."
                                 % (six.command, six.source, three.command, three.source)])
@@ -226,7 +226,7 @@ def main(argv=None):
             with open(path, "w") as f:
                 f.write(text)
     if args.check and stale:
-        print("doc_tables.py: differs from its data: %s (run python tools/doc_tables.py)" % "; ".join(stale))
+        print("doc_tables.py: differs from its data: %s (run python -m tools.doc_tables)" % "; ".join(stale))
         return 1
     return 0
 

@@ -2,7 +2,7 @@
 """The fault matrix: unusual but legal uses and faults, each a real job, with what the user sees and a
 verdict (docs/reliability.md).
 
-    python tools/fault_matrix.py [--short] [--case NAME ...] [--json FILE] [--markdown docs/reliability.md]
+    python -m tools.fault_matrix [--short] [--case NAME ...] [--json FILE] [--markdown docs/reliability.md]
 
 Every case starts real processes (mxnet_gc's launcher: scheduler, servers, workers; or horovodrun
 --gloo) through tools/fault_worker.py, with timeouts, and checks the outcome with numpy: an exact
@@ -24,8 +24,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from jobfiles import write_section  # noqa: E402
+from tools.jobfiles import write_section
 
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "fault_worker.py")
@@ -321,7 +320,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.markdown:
-        command = "python tools/fault_matrix.py" + (" --short" if args.short else "")
+        command = "python -m tools.fault_matrix" + (" --short" if args.short else "")
         write_section(args.markdown, "fault_matrix", markdown(rows, command))
     return 0 if all(r["verdict"] == "ok" for r in rows) else 1
 

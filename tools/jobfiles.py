@@ -19,9 +19,10 @@ def add_worker_arguments(parser, *names):
         parser.add_argument(name, help=argparse.SUPPRESS)
 
 
-def worker_command(script, **options):
-    """The command line of ``script``'s worker mode, with ``options`` (--name value each)."""
-    argv = [sys.executable, os.path.abspath(script), "--worker"]
+def worker_command(module, **options):
+    """The command line of the worker mode of the tool ``module`` (such as 'tools.bench_network'), with
+    ``options`` (--name value each); it runs from the source tree's root."""
+    argv = [sys.executable, "-m", module, "--worker"]
     for name, value in options.items():
         argv += ["--" + name.replace("_", "-"), str(value)]
     return argv

@@ -6,7 +6,7 @@ phase; a server decodes one per worker), the mean decoder's decode (LGC-RAR) and
 process on vectors of the real length (the coded tensors' leader indices at --density), beside one
 forward + backward + SGD step of the model at batch 64 (what each worker computes per step).
 
-    python tools/lgc_overhead.py [--models cnn cnn-fc] [--workers 2 4] [--density 1e-3]
+    python -m tools.lgc_overhead [--models cnn cnn-fc] [--workers 2 4] [--density 1e-3]
         [--channels 8 16 16 8] [--repeats 20]
 
 LGC-PS: per step a worker spends encode / W (the leader rotates) + decode; a server decode x W (lgc
@@ -22,7 +22,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from lgc_traffic import build_model, coded_sizes
+from examples.models import build_model
+from tools.lgc_traffic import coded_sizes
 from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
 from mxnet_gc.lgc.options import LGCOptions
 from mxnet_gc.lgc.wire import WireFormat

@@ -3,8 +3,8 @@
 the same density), from the wire formats (mxnet_gc/lgc/wire.py, the layerwise_topk codec), for the
 Fashion-MNIST example's models (coded tensors: all of >= 2 dims but the first and last).
 
-    python tools/lgc_traffic.py [--model cnn] [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
-        [--measured docs/results/lgc_study_w2.json ...]
+    python -m tools.lgc_traffic [--model cnn] [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
+        [--measured docs/results/lgc_study/lgc_study_w2.json ...]
 
 LGC-PS (parameter server: what a worker pushes), three views: over all parameters (the dense ones sent
 as float32), over the coded tensors only, and over the coded tensors without the indices.  LGC-RAR
@@ -20,17 +20,15 @@ have to reserve its worst case).
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
-import mxnet as mx  # noqa: E402
-import numpy as np  # noqa: E402
+import mxnet as mx
+import numpy as np
 
-from mxnet_gc import codecs  # noqa: E402
-from mxnet_gc.lgc.options import LGCOptions  # noqa: E402
-from mxnet_gc.lgc.wire import HEADER, WireFormat, index_bits  # noqa: E402
-from train_fashion_mnist import build_model  # noqa: E402
+from mxnet_gc import codecs
+from mxnet_gc.lgc.options import LGCOptions
+from mxnet_gc.lgc.wire import HEADER, WireFormat, index_bits
+from examples.models import build_model
 
 
 def coded_sizes(model, options):

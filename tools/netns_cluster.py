@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A bandwidth-limited cluster on one machine: one network namespace per host, shaped links.
 
-    sudo .venv/bin/python tools/netns_cluster.py --hosts 4 --rate 100mbit -- \\
+    sudo .venv/bin/python -m tools.netns_cluster --hosts 4 --rate 100mbit -- \\
         -n 2 -s 1 .venv/bin/python examples/synthetic_gluon.py
 
 Creates hosts mxgc-h0 ... mxgc-h{N-1}, each a network namespace with one interface (address

@@ -9,8 +9,7 @@ with ``ip netns exec NS sh -c COMMAND``, so the launcher's signals reach the com
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netns_cluster import NAME  # noqa: E402
+from netns_cluster import NAME  # (this script's folder is on sys.path: it runs as a program, by its path)
 
 
 def skip_options(args):

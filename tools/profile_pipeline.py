@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A timeline of one training step with layer-wise sparsification, pipelined and not (MXNet's profiler).
 
-    .venv/bin/python tools/profile_pipeline.py [--rate 1gbit] [--model mlp10m] [--plot docs/results/pipeline_timeline.png]
+    .venv/bin/python -m tools.profile_pipeline [--rate 1gbit] [--model mlp10m] [--plot docs/results/pipeline/pipeline_timeline.png]
 
 Runs two jobs of 2 workers and 1 server on tools/netns_cluster.py's shaped hosts, training a model of
 tools/netbench/models.py (default: the 10M-parameter MLP) with 'layerwise_topk' (density 0.01, sparse
@@ -16,14 +16,11 @@ It prints how much of the communication started before backward ended.  Needs ro
 import argparse
 import json
 import os
-import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-import jobfiles  # noqa: E402
-import netns_cluster  # noqa: E402
-from netbench.models import model_and_batches  # noqa: E402
+from tools import jobfiles, netns_cluster
+from tools.netbench.models import model_and_batches
 
 LANES = [("backward", lambda n: n.startswith("_backward")), ("encode", lambda n: n == "mxgc_message_encode"),
          ("push", lambda n: n == "KVStoreDistDefaultPush"), ("barrier", lambda n: n == "barrier"),
@@ -127,7 +124,7 @@ def main():
     parser.add_argument("--engine-threads", type=int, default=2,
                         help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default is 1: then the encoding "
                              "waits behind backward on the one engine thread)")
-    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "results", "pipeline_timeline.png"))
+    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "results", "pipeline", "pipeline_timeline.png"))
     parser.add_argument("--pipeline", type=int, help=argparse.SUPPRESS)
     jobfiles.add_worker_arguments(parser)
     args = parser.parse_args()
@@ -140,7 +137,7 @@ def main():
             code, _ = netns_cluster.run_job(4, args.rate, [
                 "-n", "2", "-s", "1", "--timeout", "600", "--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0",
                 "--env", "MXNET_CPU_WORKER_NTHREADS=%d" % args.engine_threads,
-                *jobfiles.worker_command(__file__, pipeline=pipeline, out=trace, model=args.model)])
+                *jobfiles.worker_command("tools.profile_pipeline", pipeline=pipeline, out=trace, model=args.model)])
             if code != 0:
                 raise SystemExit("profile_pipeline.py: the job failed (exit %d)" % code)
             lanes = spans(trace)

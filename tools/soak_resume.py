@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Soak run: a 4bit Fashion-MNIST job of a few thousand steps loses a worker and is resumed.
 
-    .venv/bin/python tools/soak_resume.py [--epochs 6] [--kill-after-epoch 3] [--out DIR]
+    .venv/bin/python -m tools.soak_resume [--epochs 6] [--kill-after-epoch 3] [--out DIR]
 
 Three jobs of examples/train_fashion_mnist.py (2 workers, 1 server, tools/launch.py), each saving a
 checkpoint after every epoch: an uninterrupted run; a run in which one worker is killed with SIGKILL
@@ -23,7 +23,7 @@ import uuid
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from mxnet_gc.launch import processes_with_env  # noqa: E402
+from mxnet_gc.launch import processes_with_env
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
 

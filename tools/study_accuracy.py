@@ -14,16 +14,16 @@ are calibrated on them), and so does the top-k one.
    95% t interval of its difference to uncompressed, paired by seed; each claim gets a verdict
    (supported, refuted, or cannot tell at this number of seeds).
 
-Runs are kept in the JSON file (default docs/results/accuracy.json) as they finish, so an interrupted study
+Runs are kept in the JSON file (default docs/results/accuracy/accuracy.json) as they finish, so an interrupted study
 resumes where it stopped; a run is identified by its full argument list and seed.  Writes the plots
 ``<prefix>_epochs.png`` (test accuracy against epoch, mean and min-max band over seeds),
 ``<prefix>_bytes.png`` (against rank 0's traffic) and, with sweeps, ``<prefix>_sweeps.png``; prints the
 tables and verdicts for docs/accuracy.md.
 
-    .venv/bin/python tools/study_accuracy.py                      # the CNN study (make study)
-    .venv/bin/python tools/study_accuracy.py --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 \\
-        --no-sweep --tuned-by docs/results/accuracy.json --configs uncompressed "MXNet 2bit" \\
-        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json docs/results/accuracy_resnet20.json
+    .venv/bin/python -m tools.study_accuracy                      # the CNN study (make study)
+    .venv/bin/python -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 \\
+        --no-sweep --tuned-by docs/results/accuracy/accuracy.json --configs uncompressed "MXNet 2bit" \\
+        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json docs/results/accuracy/accuracy_resnet20.json
 """
 import argparse
 import json
@@ -103,12 +103,18 @@ class Runs:
 
 
 def train(argv, workers=2, example="train_fashion_mnist.py"):
-    """One job of an example (its ``--log`` is its JSON log): that log."""
+    """One job of an example (its ``--log-file`` is its JSON log): that log.  With ``--kvstore horovod`` in
+    ``argv`` horovodrun starts it (no servers), else the launcher."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                    "--timeout", "7200"]
-        example = [sys.executable, os.path.join(ROOT, "examples", example), "--log", log]
+        if "horovod" in argv:
+            launcher = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H",
+                        "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
+        else:
+            launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
+                        "--timeout", "7200"]
+        # (--log-file: horovodrun would take --log for an abbreviation of its own options)
+        example = [sys.executable, os.path.join(ROOT, "examples", example), "--log-file", log]
         proc = subprocess.run(launcher + example + argv, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))
@@ -249,7 +255,7 @@ def main():
     parser.add_argument("--lr-steps", default="4,5")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
-    parser.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "accuracy.json"), help="the runs; plots "
+    parser.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json"), help="the runs; plots "
                         "are written next to it, named after it")
     parser.add_argument("--no-sweep", action="store_true", help="take the tuned values from --tuned-by")
     parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "

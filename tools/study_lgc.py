@@ -7,11 +7,11 @@ density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error
 the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
 density 1e-3 diverged here (docs/results/history.md).
 
-Writes docs/results/lgc_study_<name>.json (every epoch of every run), docs/results/lgc_study_<name>_epochs.png and
-docs/results/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
+Writes docs/results/lgc_study/lgc_study_<name>.json (every epoch of every run), docs/results/lgc_study/lgc_study_<name>_epochs.png and
+docs/results/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
 prints the table for docs/lgc.md.
 
-    .venv/bin/python tools/study_lgc.py [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
+    .venv/bin/python -m tools.study_lgc [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
         [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more [--rerun LGC-PS ...]]
 """
 import argparse
@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from study_accuracy import ROOT, plot, run
+from tools.study_accuracy import ROOT, plot_curves, train
 
 
 DEFAULT_CONFIGS = ["uncompressed", "top-k (error feedback)", "LGC-PS", "LGC-RAR", "LGC without autoencoder"]
@@ -50,6 +50,18 @@ def configs(args):
     return {config: argv + common for config, argv in table.items()}
 
 
+def run(config, seed, args, table):
+    """The example's JSON log of one configuration (its arguments: ``table[config]``) and seed."""
+    return train(["--model", args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps,
+                  "--seed", str(seed)] + table[config], args.workers)
+
+
+def plot(results, path, x_of, xlabel):
+    """The curves of ``results`` (configuration -> the logs of its seeds)."""
+    plot_curves({c: {log["args"]["seed"]: log for log in logs} for c, logs in results.items() if logs}, path, x_of,
+                xlabel)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=["cnn", "cnn-fc"], default="cnn")
@@ -64,8 +76,8 @@ def main():
     parser.add_argument("--limit", type=int, default=0, help="train on the first N images only (every run)")
     parser.add_argument("--lr", type=float, default=0, help="the learning rate (default: the example's)")
     parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
-    parser.add_argument("--results", default=os.path.join(ROOT, "docs", "results"), help="where the runs and plots go")
-    parser.add_argument("--more", action="store_true", help="keep the runs in docs/results/lgc_study_<name>.json and add these "
+    parser.add_argument("--results", default=os.path.join(ROOT, "docs", "results", "lgc_study"), help="where the runs and plots go")
+    parser.add_argument("--more", action="store_true", help="keep the runs in docs/results/lgc_study/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
     parser.add_argument("--rerun", nargs="+", default=[], help="with --more: run these configurations again, "
                         "replacing their saved runs (after a change to their code)")
@@ -92,7 +104,7 @@ def main():
         for seed in args.seeds:
             if any(log["args"]["seed"] == seed for log in results[config]):
                 continue
-            log = run(config, seed, args, table, args.workers)
+            log = run(config, seed, args, table)
             results[config].append(log)
             print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
                   flush=True)

@@ -10,11 +10,10 @@ servers do (one Adam step per step on the replay buffer) and is scored on the re
 squared error |estimate - vector|^2 / |vector|^2 of every worker's estimate from the leader's code,
 beside two references: estimating 0 (error 1) and the leader's own vector as every worker's estimate.
 
-    .venv/bin/python tools/study_lgc_autoencoder.py [--workers 2] [--density 1e-3] [--steps 500]
+    .venv/bin/python -m tools.study_lgc_autoencoder [--workers 2] [--density 1e-3] [--steps 500]
 """
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
@@ -22,14 +21,13 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
 
-import fashion_mnist  # noqa: E402
-from train_fashion_mnist import build_model, to_batch  # noqa: E402
-from mxnet_gc.lgc import vectors  # noqa: E402
-from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer  # noqa: E402
-from mxnet_gc.lgc.options import LGCOptions  # noqa: E402
-from mxnet_gc.lgc.wire import WireFormat  # noqa: E402
+from examples import fashion_mnist
+from examples.models import build_model, to_batch
+from mxnet_gc.lgc import vectors
+from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
+from mxnet_gc.lgc.options import LGCOptions
+from mxnet_gc.lgc.wire import WireFormat
 
 
 def record(args, order):

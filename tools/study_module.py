@@ -21,9 +21,9 @@ with 'threshold': 'auto' (2 workers, momentum 0.9); uncompressed against 4bit's 
 0.9); and both with the batch 10x smaller (10 per worker, lr 0.01; the first 12,000 images, 2 epochs:
 1,200 steps) and 10x larger (1,000 per worker; 5 epochs of the 60k: 150 steps, the first 50 dense).
 
-    .venv/bin/python tools/study_module.py --diagnose --json docs/results/module_diagnosis.json \
+    .venv/bin/python -m tools.study_module --diagnose --json docs/results/module_study/module_diagnosis.json \
         --markdown docs/accuracy.md
-    .venv/bin/python tools/study_module.py --json docs/results/module_study.json --markdown docs/accuracy.md
+    .venv/bin/python -m tools.study_module --json docs/results/module_study/module_study.json --markdown docs/accuracy.md
 """
 import argparse
 import json
@@ -34,9 +34,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from jobfiles import write_section  # noqa: E402
-from study_accuracy import difference_text, t_interval, train  # noqa: E402
+from tools.jobfiles import write_section
+from tools.study_accuracy import difference_text, t_interval, train
 
 SWEEP_2BIT = (0.01, 0.05, 0.2, 0.5, 1.0)
 CONFIGS = {"uncompressed": ["--gc-type", "none"],
@@ -177,7 +176,7 @@ def main():
     runs = Runs(args.json)
     name = "diagnose" if args.diagnose else "study"
     table = diagnose(runs, args.seeds) if args.diagnose else study(runs, args.seeds, args.workers)
-    command = "`.venv/bin/python tools/study_module.py %s`" % " ".join(sys.argv[1:])
+    command = "`.venv/bin/python -m tools.study_module %s`" % " ".join(sys.argv[1:])
     text = "Command: %s (%s, %d runs, 2 cores)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs), table)
     print(text)
     if args.markdown:

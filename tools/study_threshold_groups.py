@@ -10,24 +10,21 @@ gradient RMS and the best base; then it derives three ladders (bases at the size
 quantiles of the best bases) and compares one group for all layers with the best of the three per layer
 (the trainer's rule: it measures these errors during calibration and picks the smallest).
 
-    .venv/bin/python tools/study_threshold_groups.py [--steps 200] [--out docs/results/threshold_groups.json]
+    .venv/bin/python -m tools.study_threshold_groups [--steps 200] [--out docs/results/threshold_groups/threshold_groups.json]
 """
 import argparse
 import itertools
 import math
 import json
 import os
-import sys
 
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "examples"))
-import fashion_mnist  # noqa: E402
-import train_fashion_mnist as example  # noqa: E402
-import mxnet_gc  # noqa: E402
+from examples import fashion_mnist, models
+import mxnet_gc
 
 BASES = [2.0 ** k for k in range(-22, 4)]
 FAMILIES = {"geometric x2": lambda b: [b * 2 ** k for k in range(7)],
@@ -57,7 +54,7 @@ class Candidate:
 def study(model, steps, batch_size, seed):
     mx.random.seed(seed)
     images, labels = fashion_mnist.load("train")
-    net = example.build_model(model)
+    net = models.build_model(model)
     net.initialize(mx.init.Xavier(magnitude=2))
     net(mx.nd.zeros((1, 1, 28, 28)))
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
@@ -69,7 +66,7 @@ def study(model, steps, batch_size, seed):
     order = np.random.default_rng(seed).permutation(len(images))
     for step in range(steps):
         idx = order[step * batch_size:(step + 1) * batch_size]
-        x, y = example.to_batch(images[idx], labels[idx])
+        x, y = models.to_batch(images[idx], labels[idx])
         with autograd.record():
             loss = loss_fn(net(x), y)
         loss.backward()

@@ -5,12 +5,10 @@ import statistics
 import sys
 import tempfile
 
-import jobfiles
-import netns_cluster
-
+from .. import jobfiles, netns_cluster
 from .modes import RATES_BITS
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench_network.py")
+BENCH = "tools.bench_network"  # (its worker mode)
 
 
 def codec_seconds(mode, workers, encode, decode):

@@ -10,7 +10,6 @@
                 layout pipelining is for
 """
 import os
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ["mlp10m", "mlp-deep", "fmnist-cnn", "cnn-fc"]
@@ -23,9 +22,7 @@ def model_and_batches(model, rank, workers):
     import mxnet as mx
     from mxnet import gluon
 
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    import fashion_mnist
-    import train_fashion_mnist
+    from examples import fashion_mnist, models
 
     if model in MLP_WIDTHS:
         net = gluon.nn.HybridSequential()
@@ -41,9 +38,9 @@ def model_and_batches(model, rank, workers):
 
     def batches(step):
         start = (step * batch) % (len(images) - batch)
-        return train_fashion_mnist.to_batch(images[start:start + batch], labels[start:start + batch])
+        return models.to_batch(images[start:start + batch], labels[start:start + batch])
 
-    return train_fashion_mnist.build_model("cnn" if model == "fmnist-cnn" else model), (1, 1, 28, 28), batch, batches
+    return models.build_model("cnn" if model == "fmnist-cnn" else model), (1, 1, 28, 28), batch, batches
 
 
 def local_gradients(model):
