@@ -9,8 +9,10 @@ After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')``, 
 ``'gc_horovod'``.  MXNet's single-process stores ('local', 'device') are returned as MXNet creates them
 (MXNet compresses nothing there); any other name raises ValueError saying what to use.
 
-base.py           what both stores share (StoreBase: residual files, non-finite counting, pushpull)
-store_warmup.py   the store's own step counting (steps inferred from pushes, 'auto' levels measured)
+base.py           what both stores share (StoreBase: codecs of the messages, checks, residual state, pushpull)
+store_clock.py    the step clock: the schedule (the compression's, or a trainer's), steps counted from pushes
+residual_file.py  the file of a worker's error-feedback state (save_residuals, load_residuals)
+failure.py        a worker that fails ends at once (after the worker that failed first)
 agreement.py      what the workers must agree on (keys, compression, groups) and how a difference is said
 arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
 dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)

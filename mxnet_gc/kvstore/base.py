@@ -1,59 +1,25 @@
 """What mxnet_gc's two stores (the parameter server and Horovod) share above their transports."""
 import collections
-import io
 import json
 import os
-import sys
-import time
 
 import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import checkpoint_files, log
+from .. import log
 from .. import schedule
-from . import agreement, arguments
+from . import agreement, arguments, residual_file
 from .compression import Compression
 from ..message_plan import MessagePlan
 from .nonfinite import NonFiniteMonitor
 from .residual_monitor import ResidualMonitor
-from .store_warmup import StoreWarmup
+from .store_clock import StoreClock
 
 
 # A message's MessagePlans (message_plan.py): of its pushes, of pulled values (dense float32: the sum or the
 # weights), and of compressed pulls (None without).
 Plans = collections.namedtuple("Plans", "push values pull")
-
-PEER_FAILURE_GRACE = 2.0  # seconds a worker failing because another one did waits before it exits
-
-
-class PeerFailure(RuntimeError):
-    """This worker's collective failed because another worker failed or ended first."""
-
-
-def exit_at_once_on_error():
-    """Makes an uncaught exception end this worker at once.
-
-    MXNet's dist store waits at exit for every other worker (a barrier in its destructor), and Horovod's
-    shutdown for every other rank; after an error the others may never get there, and the job would
-    hang instead of failing.  A PeerFailure waits PEER_FAILURE_GRACE seconds first, so that the launcher
-    (horovodrun names the first process to exit) names the worker that failed first, not this one.
-    """
-    previous = sys.excepthook
-    if getattr(previous, "mxnet_gc", False):
-        return
-
-    def hook(kind, value, tb):
-        previous(kind, value, tb)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if isinstance(value, PeerFailure):
-            time.sleep(PEER_FAILURE_GRACE)
-        os._exit(1)
-
-    hook.mxnet_gc = True
-    sys.excepthook = hook
-
 
 class StoreBase(KVStoreBase):
     """MXNet's KVStoreBase plus the calls both of mxnet_gc's stores implement the same way."""
@@ -72,10 +38,7 @@ class StoreBase(KVStoreBase):
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._checked = {}  # key -> the arrays last checked for it (see _check)
-        self._schedule = None  # the step clock: the compression's phases, or the trainer's (follow)
-        self._followed = False
-        self._warmup = None  # counts the steps on the store's own clock (store_warmup.py)
-        self._set_schedule(self._compression)
+        self._clock = StoreClock(self._compression)  # the step clock (store_clock.py)
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
 
     @property
@@ -143,55 +106,40 @@ class StoreBase(KVStoreBase):
         """The step clock (mxnet_gc/schedule.py): its phase says whether pushes are dense or coded.  The
         compression's own phases (its dense warm-up, or LGC's), counted by the store from its pushes, or
         a trainer's schedule (``follow``)."""
-        return self._schedule
+        return self._clock.schedule
 
     @property
     def followed(self):
         """Whether the steps are counted by a trainer's schedule (``follow``) rather than by the store."""
-        return self._followed
+        return self._clock.followed
 
     def follow(self, schedule):
         """Makes ``schedule`` (mxnet_gc.gluon.Trainer's) the step clock, advanced by its owner after each
         step's pull: its phases replace the compression's dense warm-up; with 'lgc' they are LGC's."""
-        self._followed, self._schedule = True, schedule
-        self._set_schedule(self._compression)
-
-    def _set_schedule(self, compression):
-        """The clock of a new compression: its phases, on a clock of the store's own; a trainer's must
-        hold LGC's phases when LGC runs."""
-        self._warmup = None
-        if self._followed:
-            if compression.lgc and self._schedule.phases != tuple(compression.phases()):
-                raise ValueError("'lgc' runs its own phases (%s); the trainer's schedule is %s"
-                                 % (schedule.Schedule(compression.phases()).describe(), self._schedule.describe()))
-            return
-        self._schedule = schedule.Schedule(compression.phases())
-        if not compression.lgc:  # (LGC's rounds end its steps: lgc_rounds.py)
-            self._warmup = StoreWarmup(compression, self._schedule)
+        self._clock.follow(schedule, self._compression)
 
     def _count_step(self, keys):
-        """Before a push: counts the step on the store's own clock; at the end of its dense steps the codecs
-        start (a collective call, at the same push on every worker, which push the same keys)."""
-        if self._warmup is not None and self._warmup.push([k for k in keys if k not in self._reduce_only]):
-            if self._warmup.fitter is not None:
+        """Before a push: counts the step on a clock of the store's own; at the end of its dense steps the
+        codecs start (a collective call, at the same push on every worker, which push the same keys)."""
+        if self._clock.push([k for k in keys if k not in self._reduce_only]):
+            if self._clock.fitter is not None:
                 self._fit_levels()
             self._assign_codecs(self._layout.messages)
 
     def _observe_warmup(self, grads):
-        if self._warmup is not None:
-            self._warmup.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
+        self._clock.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
 
     def _fit_levels(self):
         """Ends 'thresholds': 'auto''s measurement (a collective call; level_fit.py); logs the table."""
         keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
-        levels, table = self._warmup.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
+        levels, table = self._clock.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
         self._compression = self._compression.fitted(levels)
         log.logger.info("%s levels fitted to each key's largest gradient values over the last %d warm-up steps:\n%s",
                         self._compression.codec_type, self._compression.fit_steps, table)
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        if key in self._reduce_only or self._schedule.current.sends == schedule.DENSE:
+        if key in self._reduce_only or self._clock.schedule.current.sends == schedule.DENSE:
             return None
         return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
 
@@ -328,16 +276,14 @@ class StoreBase(KVStoreBase):
         ``fname.sha256``).  Named by key and chunk, not by message: a store whose keys are grouped into
         other messages (``regroup``) loads them too.  With 'lgc', a collective call: the autoencoders'
         states go beside rank 0's file (``state_files``)."""
-        arrays = {"%r/%d" % (k, i): r.asnumpy() for k, i, r in self._residual_items()}
-        arrays.update({"owed/%r" % (k,): owed for k, owed in self._owed.items()})
+        arrays = {residual_file.chunk_name(k, i): r.asnumpy() for k, i, r in self._residual_items()}
+        arrays.update({residual_file.owed_name(k): owed for k, owed in self._owed.items()})
         meta = {"compression": self._compression.config, "servers": self.num_servers,
-                "warmup": self._warmup.state_dict() if self._warmup is not None else None}
+                "warmup": self._clock.state_dict()}
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
-        buffer = io.BytesIO()
-        np.savez(buffer, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
-        checkpoint_files.write(fname, buffer.getvalue())
+        residual_file.write(fname, meta, arrays)
         if self._lgc is not None:
             self._lgc.save_states(self._state_path(fname))
 
@@ -346,34 +292,21 @@ class StoreBase(KVStoreBase):
         'lgc', on either transport: a checkpoint of one loads into the other when the groups match), and
         where the store's warm-up was: a fresh 'thresholds': 'auto' store takes the saved levels fitted
         to the gradients.  A collective call when the saved warm-up was over (the codecs start)."""
-        with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
-            meta = json.loads(str(saved["__meta__"]))
-            saved_compression = meta["compression"]
-            if saved_compression != json.loads(json.dumps(self._compression.config)):
-                fitted = self._compression.as_fitted(saved_compression)
-                if fitted is None:
-                    raise ValueError("%s holds residuals of gradient compression %s; this store uses %s"
-                                     % (fname, json.dumps(saved_compression, sort_keys=True),
-                                        json.dumps(self._compression.config, sort_keys=True)))
-                self._compression = fitted
-            if self._warmup is not None and self._warmup.load_state_dict(meta.get("warmup")):
-                self._assign_codecs(self._layout.messages)
-            for k, i, residual in self._residual_items():
-                name = "%r/%d" % (k, i)
-                if name not in saved.files or saved[name].size != residual.size:
-                    servers, cause = meta.get("servers"), ""
-                    if servers and self.num_servers and servers != self.num_servers:
-                        cause = ("; it was saved by a job with %d server(s), this one has %d (a key of at least "
-                                 "MXNET_GC_BIGARRAY_BOUND values is cut into parts per server): resume with %d"
-                                 % (servers, self.num_servers, servers))
-                    raise ValueError("%s does not match this store's keys (chunk %d of key %r: %s)%s"
-                                     % (fname, i, k, "missing" if name not in saved.files else
-                                        "%d values saved, %d here" % (saved[name].size, residual.size), cause))
-                residual[:] = saved[name].reshape(residual.shape)
-            self._owed = {k: saved["owed/%r" % (k,)] for k in self._shapes if "owed/%r" % (k,) in saved.files}
-            if self._lgc is not None:
-                self._lgc.load_state(meta["lgc"], {n: saved[n] for n in saved.files if n != "__meta__"},
-                                     self._state_path(fname))
+        meta, saved = residual_file.read(fname)
+        saved_compression = meta["compression"]
+        if saved_compression != json.loads(json.dumps(self._compression.config)):
+            fitted = self._compression.as_fitted(saved_compression)
+            if fitted is None:
+                raise ValueError("%s holds residuals of gradient compression %s; this store uses %s"
+                                 % (fname, json.dumps(saved_compression, sort_keys=True),
+                                    json.dumps(self._compression.config, sort_keys=True)))
+            self._compression = fitted
+        if self._clock.load_state_dict(meta.get("warmup")):
+            self._assign_codecs(self._layout.messages)
+        residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers)
+        self._owed = {k: saved[residual_file.owed_name(k)] for k in self._shapes if residual_file.owed_name(k) in saved}
+        if self._lgc is not None:
+            self._lgc.load_state(meta["lgc"], saved, self._state_path(fname))
 
     def state_files(self, fname):
         """The files ``save_residuals`` writes beside rank 0's residual file ``fname`` (with 'lgc', the

@@ -16,7 +16,8 @@ from mxnet.kvstore import KVStoreBase
 
 from .. import _mx, config, log, schedule
 from . import agreement
-from .base import StoreBase, exit_at_once_on_error
+from .base import StoreBase
+from .failure import exit_at_once_on_error
 from .compression import Compression
 from .layout import Layout
 from .lgc_ps import PSRounds
@@ -131,7 +132,7 @@ class DistSyncStore(StoreBase):
         elif self._compression.is_mxnet and self._compression.type == "2bit":
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
-        self._set_schedule(compression)
+        self._clock.set_compression(compression)
         self._set_lgc(compression, PSRounds)
         self._assign_codecs(self._layout.messages)
 

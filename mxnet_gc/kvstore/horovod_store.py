@@ -23,7 +23,8 @@ import numpy as np
 
 from .. import config, log, schedule
 from . import agreement, protocol
-from .base import PeerFailure, StoreBase, exit_at_once_on_error
+from .base import StoreBase
+from .failure import PeerFailure, exit_at_once_on_error
 from .collective_wait import CollectiveError, Waiter
 from .compression import Compression
 from .layout import Layout
@@ -92,7 +93,7 @@ class HorovodStore(StoreBase):
         self._check_compression_replaceable()
         self.agree("compression", compression.config)
         self._compression = compression
-        self._set_schedule(compression)
+        self._clock.set_compression(compression)
         self._set_lgc(compression, RingRounds)
         self._assign_codecs(self._layout.messages)
 

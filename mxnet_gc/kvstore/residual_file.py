@@ -1,0 +1,47 @@
+"""The file of a worker's error-feedback state (``StoreBase.save_residuals``): an .npz holding one array
+per chunk of a key (named ``chunk_name``), the residuals a changed compression left for a key's next push
+(``owed_name``), LGC's arrays, and a JSON ``__meta__`` (the compression, the number of servers, where the
+store's own step count was, LGC's state); written with its SHA-256 (checkpoint_files.py)."""
+import io
+import json
+
+import numpy as np
+
+from .. import checkpoint_files
+
+
+def chunk_name(key, index):
+    return "%r/%d" % (key, index)
+
+
+def owed_name(key):
+    return "owed/%r" % (key,)
+
+
+def write(fname, meta, arrays):
+    buffer = io.BytesIO()
+    np.savez(buffer, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+    checkpoint_files.write(fname, buffer.getvalue())
+
+
+def read(fname):
+    """(meta, {name: array}) of a file ``write`` wrote, its digest checked."""
+    with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
+        return json.loads(str(saved["__meta__"])), {n: saved[n] for n in saved.files if n != "__meta__"}
+
+
+def restore(fname, meta, arrays, items, num_servers):
+    """Copies the saved residual of each (key, chunk index, NDArray) of ``items`` into its array; a chunk
+    missing or of another size raises ValueError naming it (and the servers, when their number is why)."""
+    for k, i, residual in items:
+        name = chunk_name(k, i)
+        if name not in arrays or arrays[name].size != residual.size:
+            servers, cause = meta.get("servers"), ""
+            if servers and num_servers and servers != num_servers:
+                cause = ("; it was saved by a job with %d server(s), this one has %d (a key of at least "
+                         "MXNET_GC_BIGARRAY_BOUND values is cut into parts per server): resume with %d"
+                         % (servers, num_servers, servers))
+            raise ValueError("%s does not match this store's keys (chunk %d of key %r: %s)%s"
+                             % (fname, i, k, "missing" if name not in arrays else
+                                "%d values saved, %d here" % (arrays[name].size, residual.size), cause))
+        residual[:] = arrays[name].reshape(residual.shape)

@@ -1,0 +1,88 @@
+"""A store's step clock: the schedule (mxnet_gc/schedule.py) whose phase says whether a push is dense or
+coded, and, when the store counts its own steps, the counting and the fit of 'auto' levels.
+
+The schedule is the compression's phases ('dense', with 'auto' levels (4bit's 'thresholds', gc_2bit's
+'threshold') the last warm-up steps 'fit_levels' measuring each key's gradients (level_fit.py), then
+'compressed'; or LGC's phases), or a trainer's that the store follows (mxnet_gc.gluon.Trainer, which
+advances it).  Used alone (Module.fit, a plain gluon.Trainer, direct push/pull calls) the store counts
+steps from its pushes: a key pushed again starts the next step, so one call per parameter (gluon.Trainer,
+Module) and one call for all of them count alike.  LGC's rounds end its steps themselves (lgc_rounds.py).
+"""
+from .. import schedule
+from ..level_fit import LevelFitter
+from ..schedule import Schedule
+from . import agreement
+
+
+class StoreClock:
+    """The schedule, whether it is followed, and the step counting of a clock of the store's own."""
+
+    def __init__(self, compression):
+        self.schedule, self.followed = None, False
+        self.set_compression(compression)
+
+    def follow(self, clock, compression):
+        """Makes ``clock`` (a trainer's Schedule, advanced by its owner) the schedule."""
+        self.followed, self.schedule = True, clock
+        self.set_compression(compression)
+
+    def set_compression(self, compression):
+        """The clock of a new compression: its phases on a clock of the store's own; a followed one must
+        hold LGC's phases when LGC runs."""
+        self.counts, self.fitter, self.fits, self._step_keys = False, None, 0, set()
+        if self.followed:
+            if compression.lgc and self.schedule.phases != tuple(compression.phases()):
+                raise ValueError("'lgc' runs its own phases (%s); the trainer's schedule is %s"
+                                 % (Schedule(compression.phases()).describe(), self.schedule.describe()))
+            return
+        self.schedule = Schedule(compression.phases())
+        self.counts = not compression.lgc
+        fit = compression.fit_steps
+        self.fitter = LevelFitter(fit, compression.levels_of) if fit and self.counts else None
+
+    def push(self, keys):
+        """Before a push of ``keys`` (reduce-only keys left out): True when it starts the codecs (the first
+        push of the first compressed step of a clock the store counts)."""
+        if not self.counts:
+            return False
+        started = False
+        if self._step_keys.intersection(keys):
+            self._step_keys.clear()
+            started = self.schedule.advance() is not None and self.schedule.current.sends == schedule.COMPRESSED
+        self._step_keys.update(keys)
+        return started
+
+    def observe(self, grads):
+        """In the 'fit_levels' phase: measures each key's gradient (``grads``: key -> NDArray)."""
+        if self.fitter is not None and self.schedule.current.name == schedule.FIT_LEVELS:
+            self.fitter.observe(grads)
+
+    def fit(self, store, keys, names):
+        """Ends the measurement: each key's ladder from the workers' largest values (a collective call over
+        ``store``); returns (levels by key, the table as text)."""
+        levels = self.fitter.fit_over_workers(store, keys, names, name="fit_levels_%d" % self.fits)
+        self.fits += 1
+        table, self.fitter = self.fitter.format(), None
+        return levels, table
+
+    def state_dict(self):
+        """Where a clock the store counts is, or None."""
+        if not self.counts:
+            return None
+        return {"schedule": self.schedule.state_dict(),
+                "step_keys": sorted(self._step_keys, key=agreement.key_order),
+                "fitter": self.fitter.state_dict() if self.fitter is not None else None}
+
+    def load_state_dict(self, state):
+        """Resumes where ``state_dict`` was taken; returns True when that was past the dense steps (the
+        codecs must start)."""
+        if not self.counts or state is None:
+            return False
+        self.schedule.load_state_dict(state["schedule"])
+        self._step_keys = set(state["step_keys"])
+        if self.schedule.current.sends == schedule.COMPRESSED:
+            self.fitter = None
+            return True
+        if self.fitter is not None and state["fitter"] is not None:
+            self.fitter.load_state_dict(state["fitter"])
+        return False
