@@ -48,7 +48,7 @@ from .log import logger
 from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
-from .schedule import CALIBRATE, CODEC, COMPRESSED, DENSE, PROFILE, WARMUP, Phase, Schedule
+from .schedule import CALIBRATE, CODEC, COMPRESSED, DENSE, PROFILE, trainer_schedule
 
 
 def _warn_if_never_compressed(schedule):
@@ -115,18 +115,11 @@ class Trainer(_mx.TrainerBase):
         if self._lgc:
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
-            if dense_warmup_steps or self._merge_policy.planned:
-                raise ValueError("'lgc' runs its own phases (its 'dense_steps' are its dense warm-up) and messages "
-                                 "(each coded tensor alone): dense_warmup_steps (other than 0) and merge do not apply")
             update_on_kvstore = False
         fits_levels = compression is not None and compression.fits_levels
-        defaulted = dense_warmup_steps is None
-        dense_warmup_steps = self._warmup_steps(compression_params, dense_warmup_steps)
-        if defaulted and (threshold_groups is not None or fits_levels):  # the calibration's dense steps are part of the warm-up
-            dense_warmup_steps = max(0, dense_warmup_steps - calibration_steps)
-        for name, value, low in (("profile_steps", profile_steps, 1), ("dense_warmup_steps", dense_warmup_steps, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError("%s must be an int >= %d, got %r" % (name, low, value))
+        self.schedule = trainer_schedule(compression, compression_params, dense_warmup_steps, calibration_steps,
+                                         profile_steps, threshold_groups is not None or fits_levels,
+                                         self._merge_policy.planned)
         self._pipeline = bool(pipeline)
         if self._merge_policy.planned and pipeline:
             for problem in config.settings().pipelining_problems():
@@ -147,7 +140,6 @@ class Trainer(_mx.TrainerBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
-        self.schedule = self._build_schedule(compression, dense_warmup_steps, calibration_steps, profile_steps)
         if self.schedule.has(CODEC):
             atexit.register(_warn_if_never_compressed, self.schedule)
         if isinstance(kvstore, StoreBase):  # one step clock: the store's phases follow this schedule
@@ -179,31 +171,6 @@ class Trainer(_mx.TrainerBase):
         if isinstance(kvstore, str):
             raise ValueError(gc_kvstore.unknown_store(kvstore))
         return kvstore
-
-    @staticmethod
-    def _warmup_steps(compression, asked):
-        """The dense warm-up: ``dense_warmup_steps``, else the compression's 'warmup_steps' (or its default)."""
-        if not compression:
-            return asked or 0
-        own = gc_kvstore.Compression(compression).warmup_steps
-        if asked is None:
-            return own
-        if "warmup_steps" in compression and compression["warmup_steps"] != asked:
-            raise ValueError("dense_warmup_steps=%r and the compression's 'warmup_steps' %r differ; give one"
-                             % (asked, compression["warmup_steps"]))
-        return asked
-
-    def _build_schedule(self, compression, warmup, calibration_steps, profile_steps):
-        if compression is None or compression.type == "none":
-            return Schedule([Phase(WARMUP, None, DENSE)])
-        if self._lgc:
-            return Schedule(compression.phases())
-        phases = [Phase(WARMUP, warmup, DENSE)] if warmup else []
-        if self._groups is not None:
-            phases.append(Phase(CALIBRATE, calibration_steps, DENSE))
-        if self._merge_policy.planned:
-            phases.append(Phase(PROFILE, profile_steps, COMPRESSED))
-        return Schedule(phases + [Phase(CODEC, None, COMPRESSED)])
 
     @property
     def store(self):

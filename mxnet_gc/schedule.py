@@ -121,3 +121,36 @@ class Schedule:
             raise ValueError("the checkpoint's schedule (%s) differs from this job's (%s)"
                              % (Schedule(saved).describe(), self.describe()))
         self.step = state["step"]
+
+
+def trainer_schedule(compression, given, dense_warmup_steps, calibration_steps, profile_steps, calibrates,
+                     profiles):
+    """mxnet_gc.gluon.Trainer's schedule from its options (ValueError for a bad one): ``dense_warmup_steps``
+    dense steps (by default the compression's 'warmup_steps', less the calibration's steps when it
+    ``calibrates``), ``calibration_steps`` dense steps when it ``calibrates``, ``profile_steps`` coded
+    steps when it ``profiles``, then the codec; with 'lgc', LGC's phases.  ``compression``: the
+    kvstore's Compression of the params ``given`` (None without)."""
+    for name, value, low in (("profile_steps", profile_steps, 1), ("dense_warmup_steps", dense_warmup_steps, 0)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
+            raise ValueError("%s must be an int >= %d, got %r" % (name, low, value))
+    if compression is None or compression.type == "none":
+        return Schedule([Phase(WARMUP, None, DENSE)])
+    if compression.lgc:
+        if dense_warmup_steps or profiles:
+            raise ValueError("'lgc' runs its own phases (its 'dense_steps' are its dense warm-up) and messages "
+                             "(each coded tensor alone): dense_warmup_steps (other than 0) and merge do not apply")
+        return Schedule(compression.phases())
+    warmup = dense_warmup_steps
+    if warmup is None:
+        warmup = compression.warmup_steps
+        if calibrates:  # the calibration's dense steps are part of the warm-up
+            warmup = max(0, warmup - calibration_steps)
+    elif "warmup_steps" in given and given["warmup_steps"] != warmup:
+        raise ValueError("dense_warmup_steps=%r and the compression's 'warmup_steps' %r differ; give one"
+                         % (warmup, given["warmup_steps"]))
+    phases = [Phase(WARMUP, warmup, DENSE)] if warmup else []
+    if calibrates:
+        phases.append(Phase(CALIBRATE, calibration_steps, DENSE))
+    if profiles:
+        phases.append(Phase(PROFILE, profile_steps, COMPRESSED))
+    return Schedule(phases + [Phase(CODEC, None, COMPRESSED)])
