@@ -50,15 +50,16 @@ def resume_and_compare(tmp_path, *args):
 
 @pytest.fixture(scope="module")
 def grouped_run(tmp_path_factory):
-    """4bit with per-layer groups, 2 epochs, resumed from epoch 1 (resume_and_compare); also the checkpoint
-    of epoch 1 that test_resume_refuses_other_settings_and_corrupt_files resumes from."""
+    """4bit with per-layer groups after 2 dense steps, 2 epochs of 10 steps, resumed from epoch 1
+    (resume_and_compare); also the checkpoint of epoch 1 that test_resume_refuses_other_settings_and_corrupt_files
+    resumes from, and the log that test_phases_in_the_log_and_the_report reads (log.json, log.png)."""
     tmp = tmp_path_factory.mktemp("grouped")
-    return resume_and_compare(tmp, *GROUPS) + (str(tmp / "whole-1"),)
+    return resume_and_compare(tmp, "--dense-warmup-steps", "2", *GROUPS) + (str(tmp / "whole-1"), tmp)
 
 
 @pytest.mark.job  # the example on real jobs (tools/launch.py, horovodrun); the last three tests run in-process
 def test_resumed_run_equals_uninterrupted_run(grouped_run):
-    proc, _, whole, epochs, _ = grouped_run
+    proc, _, whole, epochs, _, _ = grouped_run
     assert "threshold groups after 5 calibration steps" in proc.stdout
     assert all(0 < e["bytes_sent"] < e["dense_push_bytes"] for e in epochs)
     with open(whole + ".trainer.json") as f:
@@ -93,7 +94,7 @@ def test_gluoncv_resnet20_runs_with_per_layer_groups(tmp_path):
 def test_resume_refuses_other_settings_and_corrupt_files(tmp_path, grouped_run):
     """A checkpoint names the settings of the job that saved it; a job with other workers or another codec,
     or a checkpoint file with a flipped bit, is refused on every worker with what differs."""
-    first = grouped_run[-1]  # (a copy: its files are damaged below)
+    first = grouped_run[4]  # (a copy: its files are damaged below)
     for name in os.listdir(os.path.dirname(first)):
         if name.startswith(os.path.basename(first)) and name[len(os.path.basename(first))] in ".-":
             shutil.copy(os.path.join(os.path.dirname(first), name), tmp_path / name)
@@ -101,7 +102,7 @@ def test_resume_refuses_other_settings_and_corrupt_files(tmp_path, grouped_run):
 
     def refused(*args, workers=2):
         argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "120", sys.executable, EXAMPLE] + \
-            QUICK + ["--epochs", "2", "--resume", saved] + list(args)
+            QUICK + ["--dense-warmup-steps", "2", "--epochs", "2", "--resume", saved] + list(args)
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
         assert proc.returncode != 0
         return proc.stdout + proc.stderr
@@ -126,26 +127,25 @@ def test_resume_refuses_other_settings_and_corrupt_files(tmp_path, grouped_run):
 
 
 @pytest.mark.job
-def test_phases_in_the_log_and_the_report(tmp_path):
+def test_phases_in_the_log_and_the_report(tmp_path, grouped_run):
     """The JSON log says which phases each epoch ran in; a run whose compression never started says so."""
-    log = str(tmp_path / "log.json")
-    proc = train(tmp_path, "--epochs", "2", "--log", log, "--dense-warmup-steps", "4", *GROUPS)  # 10 steps an epoch
-    with open(log) as f:
+    proc, run_dir = grouped_run[0], grouped_run[-1]
+    with open(run_dir / "log.json") as f:
         run = json.load(f)
-    assert run["schedule"] == "dense 0-3 (dense), calibrate 4-8 (dense), compressed 9- (compressed)"
+    assert run["schedule"] == "dense 0-1 (dense), calibrate 2-6 (dense), compressed 7- (compressed)"
     times = [[p.pop("ms_per_step") for p in e["phases"]] for e in run["epochs"]]
     assert all(t > 0 for epoch in times for t in epoch)
     assert [e["phases"] for e in run["epochs"]] == [
-        [{"phase": "dense", "sends": "dense", "steps": [0, 3]}, {"phase": "calibrate", "sends": "dense", "steps": [4, 8]},
-         {"phase": "compressed", "sends": "compressed", "steps": [9, 9]}],
+        [{"phase": "dense", "sends": "dense", "steps": [0, 1]}, {"phase": "calibrate", "sends": "dense", "steps": [2, 6]},
+         {"phase": "compressed", "sends": "compressed", "steps": [7, 9]}],
         [{"phase": "compressed", "sends": "compressed", "steps": [10, 19]}]]
-    assert "mxnet_gc: step 4: phase dense -> calibrate (dense)" in proc.stdout
-    assert "mxnet_gc: step 9: phase calibrate -> compressed (compressed)" in proc.stdout
-    assert ("epoch 1 ran in: dense (steps 0-3, %.1f ms per step), calibrate (steps 4-8, %.1f ms per step), "
-            "compressed (steps 9-9, %.1f ms per step)" % tuple(times[0])) in proc.stdout
+    assert "mxnet_gc: step 2: phase dense -> calibrate (dense)" in proc.stdout
+    assert "mxnet_gc: step 7: phase calibrate -> compressed (compressed)" in proc.stdout
+    assert ("epoch 1 ran in: dense (steps 0-1, %.1f ms per step), calibrate (steps 2-6, %.1f ms per step), "
+            "compressed (steps 7-9, %.1f ms per step)" % tuple(times[0])) in proc.stdout
     assert "compression ratio of the sent traffic" in proc.stdout
     assert re.search(r"^\[worker 0\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ epoch 2: ", proc.stdout, re.M)  # timestamps
-    assert (tmp_path / "log.png").stat().st_size > 1000  # the training curve, next to the log
+    assert (run_dir / "log.png").stat().st_size > 1000  # the training curve, next to the log
     never = train(tmp_path, "--epochs", "1", "--groups", "--calibration-steps", "50")
     assert "compression never started: every step pushed dense gradients" in never.stdout
     assert "compression ratio" not in never.stdout
