@@ -67,11 +67,21 @@ def test_resumed_run_equals_uninterrupted_run(grouped_run):
     assert {row["group"] for row in table} <= {"small", "medium", "large"}
 
 
+TOPK = ["--compression", "layerwise_topk", "--density", "0.05", "--merge", "dp"]
+
+
+@pytest.fixture(scope="module")
+def topk_run(tmp_path_factory):
+    """Merged and pipelined top-k, 2 epochs, resumed from epoch 1 (resume_and_compare); its checkpoints
+    are also test_checkpoint_moves_between_transports's (whole-1, whole-2)."""
+    tmp = tmp_path_factory.mktemp("topk")
+    return resume_and_compare(tmp, *TOPK) + (tmp,)
+
+
 @pytest.mark.job
-def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(tmp_path):
+def test_resumed_merged_pipelined_topk_run_equals_uninterrupted_run(topk_run):
     """The merge plan is in the checkpoint: the resumed run sends the same messages without profiling."""
-    proc, resumed, whole, epochs = resume_and_compare(tmp_path, "--compression", "layerwise_topk", "--density",
-                                                      "0.05", "--merge", "dp")
+    proc, resumed, whole, epochs, _ = topk_run
     assert 0 < epochs[1]["bytes_sent"] < 0.5 * epochs[1]["dense_push_bytes"]  # (the first has the probes)
     with open(whole + ".trainer.json") as f:
         plan = json.load(f)["checkpoints"][0]["merge"]["plan"]
@@ -169,15 +179,14 @@ def same_state(a, b):
 
 
 @pytest.mark.job
-def test_checkpoint_moves_between_transports(tmp_path):
+def test_checkpoint_moves_between_transports(tmp_path, topk_run):
     """A checkpoint saved on the parameter server resumes on Horovod, and Horovod's back on the parameter
     server.  With 2 workers both transports add the same two sparse payloads (lossless sparse pulls), so
-    the moved runs must end bit for bit where the runs that stayed end."""
+    the moved runs must end bit for bit where the runs that stayed end (the merge plan moves with them)."""
     horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-    sparse = ["--compression", "layerwise_topk", "--density", "0.05"]
-    each, moved, stay3, back3 = (str(tmp_path / n) for n in ("stay-{epoch}", "moved", "stay3", "back3"))
-    train(tmp_path, "--epochs", "2", "--checkpoint", each, *sparse)  # first: epoch 1's checkpoint, stay: epoch 2's
-    first, stay = each.format(epoch=1), each.format(epoch=2)
+    sparse = TOPK
+    moved, stay3, back3 = (str(tmp_path / n) for n in ("moved", "stay3", "back3"))
+    first, stay = (str(topk_run[-1] / ("whole-%d" % e)) for e in (1, 2))  # epoch 1's checkpoint, epoch 2's
     proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", "--start-timeout", "60",
                            sys.executable, EXAMPLE, "--kvstore", "horovod"] + QUICK +
                           ["--epochs", "2", "--resume", first, "--checkpoint", moved] + sparse,
