@@ -38,6 +38,7 @@ RANK_LINE = "mxnet_gc: this worker's rank is"
 END_LINE = "mxnet_gc: this worker's store ended with the job"
 # ps-lite's scheduler through libmxnet's C API, run by its path (it imports neither mxnet nor mxnet_gc)
 SCHEDULER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "scheduler.py")
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "server_start.py")  # (without scipy)
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
@@ -283,7 +284,7 @@ class Job:
         if self.args.mxnet_servers:  # MXNet runs its stock server (and the scheduler) inside `import mxnet`
             server = scheduler = [self.python, "-c", "import mxnet"]
         else:
-            server = [self.python, "-m", "mxnet_gc.kvstore.server"]
+            server = [self.python, SERVER]
             scheduler = [self.python, SCHEDULER]
         self.start("scheduler", 0, self.hosts[0], scheduler)
         hosts = self.hosts

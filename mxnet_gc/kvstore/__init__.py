@@ -19,6 +19,7 @@ dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncSt
 horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
 collective_wait.py  waiting for Horovod's collectives with a timeout
 server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
+server_start.py   how the launcher starts it (by its path, without scipy)
 aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)
 server_optimizer.py  the optimizer on the servers (applied per segment; its states saved and loaded)
 scheduler.py      the job's scheduler (ps-lite's, through libmxnet's C API; run by its path)

@@ -2,7 +2,7 @@
 
 Runs inside MXNet's own parameter server (ps-lite), created as 'dist_async' so that its updater is
 called for each worker's push; what the updater and the workers' commands do is in aggregator.py.
-Started by ``python -m mxnet_gc.kvstore.server`` (tools/launch.py does it).
+Started by ``python -m mxnet_gc.kvstore.server``; the launcher runs it through server_start.py.
 """
 import logging
 import sys

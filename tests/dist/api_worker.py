@@ -11,6 +11,7 @@ import os
 import sys
 import warnings
 
+import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon

@@ -9,6 +9,7 @@ Each writes OUT/<mode>.rank<r>.npz: the weights after each save, or those loaded
 import os
 import sys
 
+import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 
+import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon

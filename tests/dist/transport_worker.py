@@ -10,6 +10,7 @@ a 2-step warm-up).
 import os
 import sys
 
+import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 
+import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 
