@@ -11,7 +11,8 @@ import os
 import sys
 import warnings
 
-import without_scipy  # noqa: F401  (before mxnet: see its docstring)
+if __name__ == "__main__":  # a job's process (not a test importing this file): MXNet without scipy
+    import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon

@@ -4,7 +4,8 @@ import json
 import os
 import sys
 
-import without_scipy  # noqa: F401  (before mxnet: see its docstring)
+if __name__ == "__main__":  # a job's process (not a test importing this file): MXNet without scipy
+    import without_scipy  # noqa: F401  (before mxnet: see its docstring)
 import numpy as np
 import mxnet as mx
 

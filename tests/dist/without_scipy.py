@@ -1,4 +1,5 @@
-"""Imported first by the test workers: hides scipy from the process, so that ``import mxnet`` skips it.
+"""Imported first by a test worker run as a job's process: hides scipy from it, so that ``import mxnet``
+skips it (a test that imports a worker file does not import this).
 
 MXNet imports scipy when it is installed (gluoncv depends on it) for features these workers never use
 (contrib.quantization's calibration, scipy.sparse conversions).  That import costs about 0.45 s of CPU
