@@ -98,6 +98,7 @@ class StoreBase(KVStoreBase):
             self._lgc.finish(dests)
         else:
             self._lgc.end_step()
+        self._clock.end_step()
 
     # ---- the step clock: what a step sends (mxnet_gc/schedule.py) ----
 

@@ -3,8 +3,8 @@ accumulators and checkpoints.  The rounds of a step are the transport's (lgc_ps.
 server, lgc_ring.py on Horovod's ring collectives), subclasses of ``LGCRounds``.
 
 A store hands its 'lgc' compression to one of them.  The store's step clock holds LGC's phases (dense,
-the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds advance it at the end of each step
-(unless a trainer's schedule is the clock) and switch phases at the first push of a phase's first step,
+the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end of each step (the store then advances a clock
+of its own; a trainer advances its schedule itself) and switch phases at the first push of a phase's first step,
 on every worker at the same step (a collective call).  The dense and sparse phases travel as the
 store's other compressions do (float32, then 'layerwise_topk' for the coded tensors).  In the train and
 lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
@@ -114,6 +114,8 @@ class LGCRounds:
                 self._part(dests[c.key], c)[:] = values
 
     def end_step(self):
+        """The step's bookkeeping: every REPORT_EVERY steps of the lgc phase rank 0 logs its estimates'
+        error and the autoencoder's time."""
         step = self.schedule.step
         if self.installed == LGC and (step + 1) % REPORT_EVERY == 0:
             if self.store.rank == 0:
@@ -125,8 +127,6 @@ class LGCRounds:
             for g in self.groups:
                 del g.coder.errors[:]
                 g.coder.network_seconds = 0.0
-        if not self.store.followed:  # (a trainer's schedule is advanced by the trainer)
-            self.schedule.advance()
 
     @staticmethod
     def _part(array, chunk):

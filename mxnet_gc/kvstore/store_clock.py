@@ -6,7 +6,7 @@ The schedule is the compression's phases ('dense', with 'auto' levels (4bit's 't
 'compressed'; or LGC's phases), or a trainer's that the store follows (mxnet_gc.gluon.Trainer, which
 advances it).  Used alone (Module.fit, a plain gluon.Trainer, direct push/pull calls) the store counts
 steps from its pushes: a key pushed again starts the next step, so one call per parameter (gluon.Trainer,
-Module) and one call for all of them count alike.  LGC's rounds end its steps themselves (lgc_rounds.py).
+Module) and one call for all of them count alike.  LGC's rounds know where its steps end: the store then calls ``end_step``.
 """
 from .. import schedule
 from ..level_fit import LevelFitter
@@ -51,6 +51,12 @@ class StoreClock:
             started = self.schedule.advance() is not None and self.schedule.current.sends == schedule.COMPRESSED
         self._step_keys.update(keys)
         return started
+
+    def end_step(self):
+        """Ends a step whose end the store's rounds know (LGC's): advances a clock of the store's own (a
+        followed one is advanced by its owner)."""
+        if not self.followed:
+            self.schedule.advance()
 
     def observe(self, grads):
         """In the 'fit_levels' phase: measures each key's gradient (``grads``: key -> NDArray)."""
