@@ -60,11 +60,14 @@ class MessagePlan:
         if code != 0:
             raise RuntimeError("mxnet_gc message plan: %s" % error.value.decode())
 
-    def push_encode(self, values, states, payload, priority=0):
+    def push_encode(self, values, states, payload, priority=0, counts=None):
         """Engine operation: encodes each segment of ``values`` (per segment its key's whole NDArray) with
-        its state (an NDArray, or None when dense) into the ``payload`` NDArray."""
+        its state (an NDArray, or None when dense) into the ``payload`` NDArray; with ``counts`` (a float64
+        NDArray, one value per segment) also writes each segment's number of NaN and inf values of its
+        gradient, counted in the encode's own pass over it."""
         error = ctypes.create_string_buffer(_ERROR_SIZE)
         self._check(self._lib.mxgc_plan_push_encode(self._handle, _handles(values), _handles(states), payload.handle,
+                                                    None if counts is None else counts.handle,
                                                     ctypes.c_int(priority), error, _ERROR_SIZE), error)
 
     def push_decode(self, payload, outputs, token=None, priority=0, count=1, stride=0):

@@ -12,7 +12,8 @@
 //   check_size(p, n, &e)      the checks that depend on the number of values n (>= 1)
 //   payload_words(p, n)       float32 words of a payload for n values
 //   state_words(p, n)         float32 words of a worker's state (the residual: n; 0: none)
-//   encode(p, grad, state, payload, n)             a worker's push: error feedback in state
+//   encode(p, grad, state, payload, n)             a worker's push: error feedback in state; returns the
+//                                                  number of non-finite values of grad (the same pass)
 //   decode(p, payload, acc, out, n, &e)            out = values (acc null) or acc + values (out may be acc);
 //                                                  false, out untouched, for a corrupt payload
 //   encode_sum(p, sum, residual, payload, n, &e)   a server's re-encoding of a sum for a compressed pull,
@@ -48,7 +49,7 @@ class Codec {
   virtual ~Codec() = default;
   virtual int64_t payload_words() const = 0;
   virtual int64_t state_words() const = 0;
-  virtual void encode(const float* grad, float* state, float* payload) const = 0;
+  virtual int64_t encode(const float* grad, float* state, float* payload) const = 0;
   virtual bool decode(const float* payload, const float* acc, float* out, std::string* error) const = 0;
   virtual bool encode_sum(const float* sum, float* residual, float* payload, std::string* error) const = 0;
 };
@@ -60,8 +61,8 @@ class BoundCodec : public Codec {
   BoundCodec(const typename C::Params& p, int64_t n) : p_(p), n_(n) {}
   int64_t payload_words() const override { return C::payload_words(p_, n_); }
   int64_t state_words() const override { return C::state_words(p_, n_); }
-  void encode(const float* grad, float* state, float* payload) const override {
-    C::encode(p_, grad, state, payload, n_);
+  int64_t encode(const float* grad, float* state, float* payload) const override {
+    return C::encode(p_, grad, state, payload, n_);
   }
   bool decode(const float* payload, const float* acc, float* out, std::string* error) const override {
     return C::decode(p_, payload, acc, out, n_, error);

@@ -29,14 +29,17 @@ struct DenseCodec {
   static bool check_size(const Params&, int64_t, std::string*) { return true; }
   static int64_t payload_words(const Params&, int64_t n) { return n; }
   static int64_t state_words(const Params&, int64_t) { return 0; }
-  // Each NaN or inf (all exponent bits set: an integer test) as 0 when dropping them.
-  static void encode(const Params& p, const float* values, float*, float* payload, int64_t n) {
-    if (!p.drop_nonfinite) {
-      std::memcpy(payload, values, n * sizeof(float));
-      return;
-    }
+  // Counts each NaN or inf (all exponent bits set: an integer test) in the copy's pass, sent as 0 when
+  // dropping them.
+  static int64_t encode(const Params& p, const float* values, float*, float* payload, int64_t n) {
     const uint32_t* bits = reinterpret_cast<const uint32_t*>(values);
-    for (int64_t i = 0; i < n; ++i) payload[i] = (bits[i] & 0x7f800000u) == 0x7f800000u ? 0.0f : values[i];
+    int64_t nonfinite = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool bad = (bits[i] & 0x7f800000u) == 0x7f800000u;
+      nonfinite += bad;
+      payload[i] = bad && p.drop_nonfinite ? 0.0f : values[i];
+    }
+    return nonfinite;
   }
   static bool decode(const Params&, const float* payload, const float* acc, float* out, int64_t n, std::string*) {
     if (!acc) {

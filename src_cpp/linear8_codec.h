@@ -34,11 +34,15 @@ struct Linear8Codec {
 
   static bool finite(float v) { return std::isfinite(v); }
 
-  static void encode(const Params&, const float* grad, float* residual, float* payload, int64_t n) {
+  // Returns the number of non-finite values of grad.
+  static int64_t encode(const Params&, const float* grad, float* residual, float* payload, int64_t n) {
     float largest = 0.0f;
-#pragma omp parallel for reduction(max : largest) num_threads(n >= (1 << 18) ? num_threads() : 1) schedule(static)
+    int64_t nonfinite = 0;
+#pragma omp parallel for reduction(max : largest) reduction(+ : nonfinite) \
+    num_threads(n >= (1 << 18) ? num_threads() : 1) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float a = residual[i] + grad[i];
+      nonfinite += !finite(grad[i]);
       if (finite(a)) largest = std::fmax(largest, std::fabs(a));
     }
     const float scale = largest / 127.0f;
@@ -46,7 +50,7 @@ struct Linear8Codec {
     std::memset(payload, 0, payload_words(Params{}, n) * sizeof(float));
     payload[0] = scale;
     if (!(scale > 0.0f)) {  // every a is 0 (or not finite): nothing to send, the residuals stay
-      return;
+      return nonfinite;
     }
 #pragma omp parallel for num_threads(n >= (1 << 18) ? num_threads() : 1) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
@@ -56,6 +60,7 @@ struct Linear8Codec {
       codes[i] = static_cast<int8_t>(q);
       residual[i] = a - q * scale;
     }
+    return nonfinite;
   }
 
   static bool decode(const Params&, const float* payload, const float* acc, float* out, int64_t n,

@@ -107,6 +107,7 @@ struct Job {
   PlanRef plan;
   bool encode;
   void* payload;
+  void* counts = nullptr;             // encode: float64, per segment its non-finite gradient values (or null)
   std::vector<void*> values, states;  // encode: gradients and states; decode: outputs
   int count = 1;                      // decode: payloads summed, in order, ``stride`` words apart
   int64_t stride = 0;
@@ -120,6 +121,7 @@ struct Job {
     for (void* h : values) if (h) g_free(h);
     for (void* h : states) if (h) g_free(h);
     if (payload) g_free(payload);
+    if (counts) g_free(counts);
   }
 };
 
@@ -127,8 +129,9 @@ void run_job(void*, void* param) {
   Job* job = static_cast<Job*>(param);
   const auto& segments = job->plan->segments;
   float* payload = data_of(job->payload);
-  if (!payload) {
-    job->plan->fail("the payload array has no data");
+  double* counts = job->counts ? reinterpret_cast<double*>(data_of(job->counts)) : nullptr;
+  if (!payload || (job->counts && !counts)) {
+    job->plan->fail("the payload or counts array has no data");
     return;
   }
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -142,7 +145,8 @@ void run_job(void*, void* param) {
     }
     values += s.key_offset;
     if (job->encode) {
-      s.codec->encode(values, state, payload + s.payload_offset);
+      const int64_t nonfinite = s.codec->encode(values, state, payload + s.payload_offset);
+      if (counts) counts[i] = static_cast<double>(nonfinite);
       continue;
     }
     for (int k = 0; k < job->count; ++k) {
@@ -219,14 +223,18 @@ int mxgc_plan_take_error(void* plan, char* error, int error_size) {
 }
 
 // Engine operation: encodes every segment of ``values`` (an NDArray handle per segment: its key's whole
-// array) with its state (an NDArray handle, or null for dense segments) into ``payload``.
-int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payload, int priority, char* error,
-                          int error_size) {
+// array) with its state (an NDArray handle, or null for dense segments) into ``payload``, and writes
+// each segment's number of non-finite gradient values, counted in the same pass, into ``counts`` (a
+// float64 NDArray of one value per segment, or null).
+int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payload, void* counts, int priority,
+                          char* error, int error_size) {
   const PlanRef& p = *static_cast<PlanRef*>(plan);
   const size_t n = p->segments.size();
   auto job = new Job(p, true, payload);
+  job->counts = own(counts);
   std::vector<void*> reads(values, values + n), writes(states, states + n);
   writes.push_back(payload);
+  writes.push_back(counts);
   for (size_t i = 0; i < n; ++i) {
     job->values[i] = own(values[i]);
     job->states[i] = own(states[i]);

@@ -17,18 +17,20 @@ constexpr int64_t kParallelMin = 1 << 16;
 int threads_for(int64_t n) { return n >= kParallelMin ? num_threads() : 1; }
 
 template <int BITS, int L>
-void encode_all(const float* grad, float* residual, uint8_t* out, int64_t n, const float* levels,
-                const float* bounds) {
+int64_t encode_all(const float* grad, float* residual, uint8_t* out, int64_t n, const float* levels,
+                   const float* bounds) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   constexpr int64_t kBlockBytes = kBlock / Layout<BITS>::kPerByte;
-#pragma omp parallel for schedule(static) num_threads(threads_for(n))
+  int64_t nonfinite = 0;
+#pragma omp parallel for schedule(static) num_threads(threads_for(n)) reduction(+ : nonfinite)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock;
-    encode_block<BITS, L>(grad + begin, residual + begin, out + b * kBlockBytes,
-                          std::min(kBlock, n - begin), levels, bounds);
+    nonfinite += encode_block<BITS, L>(grad + begin, residual + begin, out + b * kBlockBytes,
+                                       std::min(kBlock, n - begin), levels, bounds);
   }
   const int64_t used = Layout<BITS>::bytes(n);
   std::memset(out + used, 0, Layout<BITS>::words(n) * 4 - used);
+  return nonfinite;
 }
 
 template <int BITS, bool ADD>
@@ -57,8 +59,8 @@ void decode_bits(const void* payload, const float* acc, float* out, int64_t n, c
 
 }  // namespace
 
-void encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
-            const float* bounds, int num_levels) {
+int64_t encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
+               const float* bounds, int num_levels) {
   auto* out = static_cast<uint8_t*>(payload);
   if (bits == 2) return encode_all<2, 1>(grad, residual, out, n, levels, bounds);
   float padded[kMaxLevels], cuts[kMaxLevels];  // one loop for every group size: missing levels are never reached
@@ -66,7 +68,7 @@ void encode(int bits, const float* grad, float* residual, void* payload, int64_t
     padded[k] = k < num_levels ? levels[k] : std::numeric_limits<float>::infinity();
     cuts[k] = k < num_levels ? bounds[k] : std::numeric_limits<float>::infinity();
   }
-  encode_all<4, kMaxLevels>(grad, residual, out, n, padded, cuts);
+  return encode_all<4, kMaxLevels>(grad, residual, out, n, padded, cuts);
 }
 
 void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,

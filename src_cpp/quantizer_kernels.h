@@ -79,16 +79,18 @@ inline VInt level_of(const VFloat& mag, const float* bounds, const VFloat& table
   return m;
 }
 
-// Quantizes kLanes values: updates r in place, writes one code per value.  Written with vector types
-// because compilers do not find the register-table lookup on their own.
+// Quantizes kLanes values: updates r in place, writes one code per value, and subtracts 1 from the
+// lane of ``bad`` of each non-finite gradient value (NaN or inf: all exponent bits set).  Written with
+// vector types because compilers do not find the register-table lookup on their own.
 //   levels, bounds: the group's levels and decision bounds, padded with +inf to L;
 //   values = {0, t1, ..., tL, 0, ...}, cuts = {0, d1, ..., dL, 0, ...}.
 template <int BITS, int L>
 inline void quantize_lanes(const float* g_in, float* r_io, uint8_t* codes, const float* levels,
-                           const float* bounds, const VFloat& values, const VFloat& cuts) {
+                           const float* bounds, const VFloat& values, const VFloat& cuts, VInt& bad) {
   VFloat g, r;
   std::memcpy(&g, g_in, sizeof(g));
   std::memcpy(&r, r_io, sizeof(r));
+  bad += (reinterpret_cast<VInt>(g) & 0x7fffffff) >= 0x7f800000;  // (true lanes are -1)
   const VFloat a = r + g;
   const VFloat mag = reinterpret_cast<VFloat>(reinterpret_cast<VInt>(a) & 0x7fffffff);
   VInt m = level_of<L>(mag, bounds, cuts);
@@ -107,8 +109,9 @@ inline void quantize_lanes(const float* g_in, float* r_io, uint8_t* codes, const
 
 // Quantizes elements [0, len) of one block: updates residual in place and writes ceil(len / kPerByte)
 // packed bytes.  A non-finite sum (NaN or +-inf) is dropped: code 0, the residual keeps its old value.
+// Returns the number of non-finite gradient values, counted in the same pass.
 template <int BITS, int L>
-inline void encode_block(const float* __restrict__ grad, float* __restrict__ residual,
+inline int64_t encode_block(const float* __restrict__ grad, float* __restrict__ residual,
                          uint8_t* __restrict__ out, int64_t len, const float* levels, const float* bounds) {
   using Lay = Layout<BITS>;
   static_assert(L < kLanes || kLanes == 4, "the level table must fit one register");
@@ -118,14 +121,15 @@ inline void encode_block(const float* __restrict__ grad, float* __restrict__ res
     cuts[k + 1] = bounds[k];
   }
   alignas(64) uint8_t codes[kBlock];
+  VInt bad = VInt{};
   const int64_t full = len - len % kLanes;
   for (int64_t i = 0; i < full; i += kLanes)
-    quantize_lanes<BITS, L>(grad + i, residual + i, codes + i, levels, bounds, values, cuts);
+    quantize_lanes<BITS, L>(grad + i, residual + i, codes + i, levels, bounds, values, cuts, bad);
   if (full < len) {  // the last values, through a zero-padded copy
     float g[kLanes] = {}, r[kLanes] = {};
     std::memcpy(g, grad + full, (len - full) * sizeof(float));
     std::memcpy(r, residual + full, (len - full) * sizeof(float));
-    quantize_lanes<BITS, L>(g, r, codes + full, levels, bounds, values, cuts);
+    quantize_lanes<BITS, L>(g, r, codes + full, levels, bounds, values, cuts, bad);
     std::memcpy(residual + full, r, (len - full) * sizeof(float));
   }
   // Pack: the kPerByte codes of one byte are read as one little-endian integer (a wide, contiguous
@@ -141,6 +145,9 @@ inline void encode_block(const float* __restrict__ grad, float* __restrict__ res
       byte |= ((w >> (8 * j)) & ((1u << BITS) - 1)) << (8 - BITS * (j + 1));
     out[b] = static_cast<uint8_t>(byte);
   }
+  int64_t count = 0;
+  for (int j = 0; j < kLanes; ++j) count -= bad[j];
+  return count;
 }
 
 // For every possible payload byte, the kPerByte values it decodes to.

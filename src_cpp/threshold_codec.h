@@ -49,8 +49,8 @@ struct ThresholdCodec {
   static bool check_size(const Params&, int64_t, std::string*) { return true; }
   static int64_t payload_words(const Params&, int64_t n) { return mxgc::payload_words(BITS, n); }
   static int64_t state_words(const Params&, int64_t n) { return n; }
-  static void encode(const Params& p, const float* grad, float* state, float* payload, int64_t n) {
-    mxgc::encode(BITS, grad, state, payload, n, p.levels.data(), p.bounds.data(), static_cast<int>(p.levels.size()));
+  static int64_t encode(const Params& p, const float* grad, float* state, float* payload, int64_t n) {
+    return mxgc::encode(BITS, grad, state, payload, n, p.levels.data(), p.bounds.data(), static_cast<int>(p.levels.size()));
   }
   static bool decode(const Params& p, const float* payload, const float* acc, float* out, int64_t n, std::string*) {
     mxgc::decode(BITS, payload, acc, out, n, p.levels.data(), static_cast<int>(p.levels.size()));

@@ -28,10 +28,11 @@ inline int64_t payload_words(int bits, int64_t n) {
 int num_threads();
 
 // Whole-array entry points (bits = 2 or 4), parallel over blocks, on the best kernels for this CPU.
-// encode: n values; updates residual in place; writes payload_words(bits, n) words, padding zeroed.
+// encode: n values; updates residual in place; writes payload_words(bits, n) words, padding zeroed;
+//   returns the number of non-finite (NaN, inf) values of grad, counted in the same pass.
 // decode: out = values (acc == nullptr) or out = acc + values; out may be acc.
-void encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
-            const float* bounds, int num_levels);
+int64_t encode(int bits, const float* grad, float* residual, void* payload, int64_t n, const float* levels,
+               const float* bounds, int num_levels);
 void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
             int num_levels);
 

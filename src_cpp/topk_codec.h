@@ -46,8 +46,8 @@ struct TopkCodec {
   }
   static int64_t payload_words(const Params& p, int64_t) { return topk_payload_words(p.capacity); }
   static int64_t state_words(const Params& p, int64_t n) { return topk_state_words(n, p.momentum > 0); }
-  static void encode(const Params& p, const float* grad, float* state, float* payload, int64_t n) {
-    topk_encode(grad, state, n, p, payload);
+  static int64_t encode(const Params& p, const float* grad, float* state, float* payload, int64_t n) {
+    return topk_encode(grad, state, n, p, payload);
   }
   static bool decode(const Params& p, const float* payload, const float* acc, float* out, int64_t n,
                      std::string* error) {

@@ -86,12 +86,14 @@ struct Candidate {
 };
 
 // residual (and v) += kWidth values at i; returns the lanes' flags (nonzero: the new residual passes
-// bound).  A non-finite sum leaves residual and v as they were.
+// bound).  A non-finite sum leaves residual and v as they were.  Subtracts 1 from the lane of ``bad``
+// of each non-finite gradient value.
 template <bool kMomentum>
 inline IntVec accumulate_vector(const float* grad, float* residual, float* velocity, float momentum, int64_t i,
-                                int32_t bound) {
+                                int32_t bound, IntVec& bad) {
   const FloatVec r = load<FloatVec>(residual + i);
   FloatVec v = load<FloatVec>(grad + i);
+  bad += (load<IntVec>(grad + i) & kMagnitudeMask) >= kInfinityBits;
   if (kMomentum) v = momentum * load<FloatVec>(velocity + i) + v;
   const FloatVec a = r + v;
   IntVec magnitude;
@@ -104,10 +106,11 @@ inline IntVec accumulate_vector(const float* grad, float* residual, float* veloc
   return (magnitude & kMagnitudeMask) >= bound;
 }
 
-// The same for one value.
+// The same for one value (``bad`` counts up).
 template <bool kMomentum>
 inline bool accumulate_one(const float* grad, float* residual, float* velocity, float momentum, int64_t i,
-                           int32_t bound) {
+                           int32_t bound, int64_t& bad) {
+  bad += magnitude_bits(grad[i]) >= kInfinityBits;
   const float v = kMomentum ? momentum * velocity[i] + grad[i] : grad[i];
   const float a = residual[i] + v;
   if (magnitude_bits(a) < kInfinityBits) {
@@ -138,14 +141,19 @@ void flag_groups(int64_t begin, int64_t end, bool* flags, VectorStep vector_step
   *flags = any;
 }
 
-// Accumulates [begin, end) into the residual, flagging the groups that hold a value passing bound.
+// Accumulates [begin, end) into the residual, flagging the groups that hold a value passing bound;
+// returns the number of non-finite gradient values there.
 template <bool kMomentum>
-void accumulate(const float* grad, float* residual, float* velocity, float momentum, int64_t begin, int64_t end,
-                int32_t bound, bool* flags) {
+int64_t accumulate(const float* grad, float* residual, float* velocity, float momentum, int64_t begin, int64_t end,
+                   int32_t bound, bool* flags) {
+  IntVec lanes = {};
+  int64_t bad = 0;
   flag_groups(
       begin, end, flags,
-      [&](int64_t i) { return accumulate_vector<kMomentum>(grad, residual, velocity, momentum, i, bound); },
-      [&](int64_t i) { return accumulate_one<kMomentum>(grad, residual, velocity, momentum, i, bound); });
+      [&](int64_t i) { return accumulate_vector<kMomentum>(grad, residual, velocity, momentum, i, bound, lanes); },
+      [&](int64_t i) { return accumulate_one<kMomentum>(grad, residual, velocity, momentum, i, bound, bad); });
+  for (int j = 0; j < kWidth; ++j) bad -= lanes[j];
+  return bad;
 }
 
 // The same flags for a residual already accumulated (the second pass of an exact step).
@@ -158,7 +166,7 @@ void flag_residual(const float* residual, int64_t begin, int64_t end, int32_t bo
 
 }  // namespace
 
-void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload) {
+int64_t topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload) {
   const bool use_momentum = p.momentum > 0.0f;
   float* residual = state;
   float* velocity = use_momentum ? state + n : nullptr;
@@ -192,13 +200,14 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   // One pass: accumulate a tile that stays in cache, then collect its candidates from it.  On an exact
   // step the threshold is known only after the whole layer is accumulated: a second pass collects.
   const int32_t known = exact ? kMagnitudeMask : selection_bound(threshold[0]);
-#pragma omp parallel for num_threads(nt) schedule(static)
+  int64_t nonfinite = 0;
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : nonfinite)
   for (int t = 0; t < nt; ++t) {
     tiles(t * block, std::min(n, (t + 1) * block), [&](int64_t begin, int64_t end, bool* flags) {
       if (use_momentum)
-        accumulate<true>(grad, residual, velocity, p.momentum, begin, end, known, flags);
+        nonfinite += accumulate<true>(grad, residual, velocity, p.momentum, begin, end, known, flags);
       else
-        accumulate<false>(grad, residual, velocity, p.momentum, begin, end, known, flags);
+        nonfinite += accumulate<false>(grad, residual, velocity, p.momentum, begin, end, known, flags);
       if (!exact) collect(begin, end, flags, known, &found[t]);
     });
   }
@@ -254,6 +263,7 @@ void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p
   std::memset(payload + 1 + 2 * c, 0, sizeof(float) * 2 * (p.capacity - c));
   threshold[0] = next;
   threshold[1] = bits_to_float(steps + 1);
+  return nonfinite;
 }
 
 bool sparse_pack(const float* values, int64_t n, int64_t capacity, float* payload, std::string* error) {

@@ -42,7 +42,8 @@ inline int64_t topk_state_words(int64_t n, bool momentum) { return n * (momentum
 inline int64_t topk_payload_words(int64_t capacity) { return 1 + 2 * capacity; }
 
 // Encodes grad (n values) into payload (topk_payload_words(p.capacity) words); updates state in place.
-void topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload);
+// Returns the number of non-finite (NaN, inf) values of grad, counted in the same pass.
+int64_t topk_encode(const float* grad, float* state, int64_t n, const TopkParams& p, float* payload);
 
 // Packs every nonzero of values (n) into a payload of the same format, losslessly (a server's sum of
 // workers' payloads, for a sparse pull).  Returns false, with a message in *error, if more than capacity

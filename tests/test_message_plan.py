@@ -60,16 +60,41 @@ def test_engine_encode_and_decode_equal_the_codec_operators(name):
         np.testing.assert_array_equal(bits(o), bits(want))
 
 
+@pytest.mark.parametrize("name", sorted(CODECS) + ["8bit", "dense", "dense, dropping"])
+def test_encode_counts_the_nonfinite_values_in_its_own_pass(name):
+    """Each segment's count of NaN and inf gradient values, written by the encode itself, is numpy's count:
+    in vector lanes and tails, in arrays that run on several threads, on steps that select differently
+    (top-k's first step is exact, its second uses the threshold)."""
+    sizes = [1, 13, 4096 + 5, 200003]
+    codec = None if name.startswith("dense") else codecs.create(CODECS.get(name, {"type": name}))
+    segments, words = layout(codec, sizes)
+    plan = MessagePlan(segments, drop_nonfinite=name == "dense, dropping")
+    states = [None if codec is None else codec.new_residual((n,)) for n in sizes]
+    rng = np.random.default_rng(3)
+    counts = mx.nd.zeros(len(sizes), dtype="float64")
+    for step in range(2):
+        grads = []
+        for n in sizes:
+            g = rng.standard_normal(n).astype(np.float32) * 0.1
+            bad = rng.choice(n, size=(n // 997 + step) % (n + 1), replace=False)
+            g[bad] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), bad.size)
+            grads.append(g)
+        plan.push_encode([mx.nd.array(g) for g in grads], states, mx.nd.zeros(words), counts=counts)
+        assert counts.asnumpy().tolist() == [np.count_nonzero(~np.isfinite(g)) for g in grads]
+
+
 def test_segments_of_split_keys_and_dense_copies():
     """A segment starts at its chunk's offset in its key's array (a key split over servers)."""
     plan = MessagePlan(layout(None, [5, 7], key_offsets=[3, 0])[0])
     keys = [mx.nd.arange(10), mx.nd.arange(7) + 100]
-    send = mx.nd.zeros(12)
-    plan.push_encode(keys, [None, None], send)
-    np.testing.assert_array_equal(send.asnumpy(), [3, 4, 5, 6, 7] + list(range(100, 107)))
+    send, counts = mx.nd.zeros(12), mx.nd.zeros(2, dtype="float64")
+    keys[0][2], keys[0][4], keys[1][6] = np.nan, np.inf, -np.inf  # (the first chunk holds [3, 8) only)
+    plan.push_encode(keys, [None, None], send, counts=counts)
+    np.testing.assert_array_equal(send.asnumpy(), [3, np.inf, 5, 6, 7] + list(range(100, 106)) + [-np.inf])
+    np.testing.assert_array_equal(counts.asnumpy(), [1, 1])
     outputs = [mx.nd.zeros(10), mx.nd.zeros(7)]
     plan.push_decode(send, outputs)
-    np.testing.assert_array_equal(outputs[0].asnumpy(), [0, 0, 0, 3, 4, 5, 6, 7, 0, 0])
+    np.testing.assert_array_equal(outputs[0].asnumpy(), [0, 0, 0, 3, np.inf, 5, 6, 7, 0, 0])
 
 
 def test_server_calls_equal_the_codecs_numpy_calls():

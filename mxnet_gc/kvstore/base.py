@@ -30,6 +30,7 @@ class StoreBase(KVStoreBase):
         self._reduce_only = set()  # keys initialized with reduce_only=True
         self._layout = None  # the transport's Layout (layout.py): where each key's chunks travel
         self._plans = {}  # Message -> its Plans
+        self._counts = {}  # Message -> its pushes' non-finite counts (float64 NDArray, one per chunk)
         self._nonfinite = NonFiniteMonitor()
         self._residuals = ResidualMonitor()
         self._residuals.names = self._nonfinite.names
@@ -195,25 +196,43 @@ class StoreBase(KVStoreBase):
         return dict(self._nonfinite.counts)
 
     def _gradients(self, key, value):
-        """{key: this worker's gradient} of a push (the sum of a key's arrays), checked; counts its
-        non-finite values (and reports the last push's)."""
+        """{key: this worker's gradient} of a push (the sum of a key's arrays), checked; reports the last
+        push's non-finite values (nonfinite.py)."""
+        self._nonfinite.check()
         grads = {}
         for k, arrays in arguments.key_arrays("push", key, value):
             self._check("push", k, arrays)
             grads[k] = arrays[0] if len(arrays) == 1 else mx.nd.add_n(*arrays)
             if k in self._owed:  # a residual left by the last compression (see _owe)
                 grads[k] = grads[k] + mx.nd.array(self._owed.pop(k).reshape(self._shapes[k]), ctx=grads[k].context)
-        self._count_nonfinite(grads)
         return grads
 
-    def _count_nonfinite(self, grads):
-        """Counts the non-finite values of a push's gradients, with what the push does with them
-        (nonfinite.py)."""
+    def _encode(self, message, grads, payload, priority):
+        """One engine operation: ``message``'s encode of ``grads`` into ``payload``, which also counts
+        their non-finite values."""
+        counts = None
+        if self._nonfinite.counting:
+            counts = self._counts.get(message)
+            if counts is None:
+                counts = self._counts[message] = mx.nd.zeros(len(message.chunks), dtype="float64")
+        self._plans[message].push.push_encode([grads[c.key] for c in message.chunks],
+                                              [c.residual for c in message.chunks], payload, priority, counts)
+
+    def _record_nonfinite(self, grads, messages):
+        """After a push's encodes (``messages``): its non-finite counts, with what the push does with such
+        values, to the monitor; the keys that went in no message (LGC's coded keys) are counted here."""
         def treatment(k):
             if k in self._reduce_only or self._compression.type == "none":
                 return "spread"
             return "mxnet_2bit" if self._compression.is_mxnet else "dropped"
-        self._nonfinite.record(list(grads), list(grads.values()), [treatment(k) for k in grads])
+        counted = []
+        if self._nonfinite.counting:
+            counted = [([c.key for c in m.chunks], self._counts[m]) for m in messages]
+            sent = {c.key for m in messages for c in m.chunks}
+            rest = [k for k in grads if k not in sent]
+            if rest:
+                counted.append((rest, self._nonfinite.count([grads[k] for k in rest])))
+        self._nonfinite.record(counted, {k: treatment(k) for k in grads})
 
     def _drops_nonfinite(self, message):
         """Whether a message's dense pushes drop NaN and inf values as its codecs do: under mxnet_gc's
@@ -364,6 +383,7 @@ class StoreBase(KVStoreBase):
         gone = self._layout.remove(keys)
         for m in gone:
             self._plans.pop(m, None)
+            self._counts.pop(m, None)
         messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups)
         for k in keys:
             for c, state in zip(self._layout.chunks[k], states[k]):

@@ -221,8 +221,8 @@ class DistSyncStore(StoreBase):
             plan.raise_engine_error()
         self._decoding = []
         for m in messages:  # one engine operation per message (dense: a copy into its private buffer)
-            self._plans[m].push.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks],
-                                            self._buffers[m].outgoing(m.coded), priority)
+            self._encode(m, grads, self._buffers[m].outgoing(m.coded), priority)
+        self._record_nonfinite(grads, messages)
         self._watch_residuals(keys, grads)
         arrays = [self._buffers[m].outgoing(m.coded) for m in messages]
         for m, a in zip(messages, arrays):

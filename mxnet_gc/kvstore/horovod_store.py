@@ -122,13 +122,14 @@ class HorovodStore(StoreBase):
         self._count_step(list(grads))
         self._observe_warmup(grads)
         lgc_phase, keys = self._lgc_push(list(grads))
-        for m in self._layout.messages_of(keys):
+        messages = self._layout.messages_of(keys)
+        for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
                 raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
+        for m in messages:
             send = self._send[m]
-            self._plans[m].push.push_encode([grads[c.key] for c in m.chunks], [c.residual for c in m.chunks], send,
-                                            priority)
+            self._encode(m, grads, send, priority)
             name = self._name(m)
             if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
                 start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
@@ -136,6 +137,7 @@ class HorovodStore(StoreBase):
                 start = lambda: self._hvd.allreduce(send, op=self._hvd.Sum, name=name, priority=priority)  # noqa: E731
             self._results[m] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
                                                   blocking=m.coded)
+        self._record_nonfinite(grads, messages)
         self._watch_residuals(keys, grads)
         if lgc_phase in (schedule.AE_TRAIN, schedule.LGC):
             self._lgc.push(grads)

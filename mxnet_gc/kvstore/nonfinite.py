@@ -10,9 +10,10 @@ What happens to such a value depends on how its key travels at that push, and th
 - ``mxnet_2bit``: MXNet's own 2bit keeps it in its residual: that position sends +-threshold at every
   later step.
 
-The count is one engine operation per push over every pushed array (``mx.nd.mxgc_count_nonfinite``,
-about a read of the arrays); its result is read at the next push, when it has long been computed, so a
-bad step is reported one push later and nothing waits for it.
+A message's encode counts its gradients' non-finite values in the same pass over them (one value per
+segment, message_plan.py); keys that travel in no message (LGC's coded tensors) are counted by one engine
+operation (``mx.nd.mxgc_count_nonfinite``).  The counts are read at the next push, when they have long
+been computed, so a bad step is reported one push later and nothing waits for them.
 """
 import warnings
 
@@ -39,30 +40,44 @@ class NonFiniteMonitor:
         self.names = {}  # key -> a name for messages (the Gluon trainer gives parameter names)
         self.counts = {}  # key -> non-finite values pushed so far
         self._pushes = 0
-        self._pending = None  # (push number, keys, treatments, counts array) of the last push
+        self._pending = None  # (push number, [(keys, counts NDArray)], {key: treatment}) of the last push
 
     def set_policy(self, policy):
         if policy not in POLICIES:
             raise ValueError("nonfinite must be one of %s, got %r" % (", ".join(POLICIES), policy))
         self.policy = policy
 
-    def record(self, keys, arrays, treatments):
-        """Reports the previous push's counts, then starts counting these arrays (asynchronously);
-        ``treatments``: per key, what this push does with a non-finite value (a TREATMENTS name)."""
-        self.check()
+    @property
+    def counting(self):
+        """Whether pushes are counted (any policy but 'ignore')."""
+        return self.policy != "ignore"
+
+    @staticmethod
+    def count(arrays):
+        """An engine operation counting the non-finite values of each of ``arrays``: its NDArray."""
+        return mx.nd.mxgc_count_nonfinite(*arrays, num_arrays=len(arrays))
+
+    def record(self, counted, treatments):
+        """Takes a push's counts, to be read at the next ``check``: ``counted`` is (keys, counts NDArray)
+        pairs, counts[i] the non-finite values of keys[i] (a key split into chunks appears once per
+        chunk: its counts add up); ``treatments``: key -> what this push does with a non-finite value (a
+        TREATMENTS name)."""
         self._pushes += 1
-        if self.policy == "ignore" or not arrays:
-            return
-        counts = mx.nd.mxgc_count_nonfinite(*arrays, num_arrays=len(arrays))
-        self._pending = (self._pushes, list(keys), list(treatments), counts)
+        if self.counting and counted:
+            self._pending = (self._pushes, counted, treatments)
 
     def check(self):
-        """Reads the counts of the last recorded push; warns or raises for keys with non-finite values."""
+        """Reads the counts of the last recorded push; warns or raises for keys with non-finite values.
+        Called at the start of the next push (before its encodes write the same count arrays)."""
         if self._pending is None:
             return
-        push, keys, treatments, counts = self._pending
+        push, counted, treatments = self._pending
         self._pending = None
-        bad = [(k, t, int(c)) for k, t, c in zip(keys, treatments, counts.asnumpy()) if c]
+        found = {}
+        for keys, counts in counted:
+            for k, c in zip(keys, counts.asnumpy()):
+                found[k] = found.get(k, 0) + int(c)
+        bad = [(k, treatments[k], c) for k, c in found.items() if c]
         if not bad:
             return
         new = [k for k, _, _ in bad if k not in self.counts]
@@ -73,4 +88,4 @@ class NonFiniteMonitor:
         if self.policy == "raise":
             raise NonFiniteGradientError(message)
         if new:  # once per key
-            warnings.warn(message, RuntimeWarning, stacklevel=6)  # (the caller of the store's push)
+            warnings.warn(message, RuntimeWarning, stacklevel=4)  # (the caller of the store's push)
