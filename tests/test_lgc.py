@@ -1,5 +1,6 @@
 """Learned gradient compression's pieces in one process: the options, the wire format byte for byte
 against a reference written here, the autoencoder on synthetic gradients."""
+import mxnet as mx
 import numpy as np
 import pytest
 
@@ -226,6 +227,41 @@ def test_training_on_windows_learns_the_whole_vector():
             trainer.train_step()
         weights.append(Autoencoder.flat(ae.params()))
     np.testing.assert_array_equal(weights[0], weights[1])
+
+
+def imperative_loss(ae, vectors, innovations, leaders, code_weight):
+    """The training loss operator by operator (the reference of the hybridized ``Loss``)."""
+    B, W, P = vectors.shape
+    codes = ae.encoder(vectors.reshape((B * W, 1, P))).reshape((B, W, -1, P // 16))
+    lead = mx.nd.stack(*[codes[b, int(leaders[b])] for b in range(B)])
+    total = 0
+    for w in range(W):
+        estimate = ae.decoders[w](lead, innovations[:, w:w + 1, :])
+        total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - vectors[:, w, :]))
+    mean = ae.mean_decoder(mx.nd.mean(codes, axis=1).detach(), mx.nd.mean(innovations, axis=1, keepdims=True))
+    mean_error = mx.nd.mean(mx.nd.square(mean.reshape((B, P)) - mx.nd.mean(vectors, axis=1)))
+    agreement = mx.nd.mean(mx.nd.square(codes - lead.expand_dims(1)))
+    return total / W + mean_error + code_weight * agreement
+
+
+def test_a_training_step_is_the_loss_operator_by_operator_and_gluons_adam():
+    """The hybridized loss and the one multi-tensor Adam update give the loss written operator by operator
+    and gluon's Adam, step after step (the bias correction included)."""
+    rng = np.random.default_rng(5)
+    ours, theirs = Autoencoder(3, [4, 4, 4, 4], 4, seed=2), Autoencoder(3, [4, 4, 4, 4], 4, seed=2)
+    trainer = AutoencoderTrainer(ours, lr=1e-2, replay=2, code_weight=0.1)
+    reference = mx.gluon.Trainer(theirs.params(), "adam", {"learning_rate": 1e-2}, kvstore=None)
+    for step in range(4):
+        v = rng.uniform(-1, 1, (3, 64)).astype(np.float32)
+        trainer.add(v, v * (rng.random((3, 64)) < 0.1), step % 3)
+        vectors, innovations = (mx.nd.array(np.stack([b[i] for b in trainer.buffer])) for i in (0, 1))
+        with mx.autograd.record(), mx.autograd.train_mode():
+            want = imperative_loss(theirs, vectors, innovations, [b[2] for b in trainer.buffer], 0.1)
+        want.backward()
+        reference.step(1)
+        assert trainer.train_step() == pytest.approx(float(want.asscalar()), rel=1e-5)
+        np.testing.assert_allclose(Autoencoder.flat(ours.params()), Autoencoder.flat(theirs.params()),
+                                   rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("sizes", [[37], [1000, 3], [5000, 17, 9]])

@@ -18,10 +18,12 @@ loss = mean over workers of |decoder_w(code of the leader's vector, innovation_w
        + code_weight * mean |code_w - code_leader|^2,
 where the mean decoder's term does not reach the encoder (its codes enter detached): the encoder and
 the workers' decoders learn as without it, and the mean decoder learns to read their codes' mean.
-one Adam step per training step, on every entry of the buffer; with ``window`` W > 0 each entry
+One Adam step per training step, on every entry of the buffer; with ``window`` W > 0 each entry
 contributes a window of W values (a multiple of 16, at a multiple of 16, drawn from a generator of
 ``seed`` and the step), so that a step's cost does not grow with the vector's length.  Weights start
-from a numpy generator of ``seed`` (not MXNet's random state), so training is deterministic.
+from a numpy generator of ``seed`` (not MXNet's random state), so training is deterministic.  The loss
+is one hybridized block (its forward and backward are one cached graph each, not ~55 operators) and
+the Adam step one multi-tensor update of every weight.
 
 Every forward runs in training mode: in inference mode MXNet's MKL-DNN convolutions reorder their
 weight arrays in place, after which new weights (``set_flat``) cannot be written into them.  The
@@ -31,9 +33,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .. import _mx
-
 SLOPE = 0.2  # LeakyReLU
+MULTI_UPDATE_MAX = 50  # weights per call of MXNet 1.9.1's multi_adamw_update (more overrun its kernel's table)
 
 
 class Encoder(gluon.HybridBlock):
@@ -141,15 +142,51 @@ class Autoencoder:
         return np.clip(out, -1, 1)
 
 
+class Loss(gluon.HybridBlock):
+    """The training loss (the module's docstring) of arrays (B, W, P) of vectors and innovation channels,
+    and the rows (B,) of each entry's leader among the B * W codes, as one hybridized graph."""
+
+    def __init__(self, autoencoder, code_weight, **kwargs):
+        super().__init__(**kwargs)
+        self.num_workers, self.code_weight = autoencoder.num_workers, code_weight
+        with self.name_scope():  # (registered as children, so the graph holds them)
+            self.encoder, self.mean_decoder = autoencoder.encoder, autoencoder.mean_decoder
+            for w, d in enumerate(autoencoder.decoders):
+                self.register_child(d, "decoder%d" % w)
+        self.decoders = autoencoder.decoders
+
+    def hybrid_forward(self, F, vectors, innovations, lead_rows):
+        W = self.num_workers
+        codes = self.encoder(F.expand_dims(F.reshape(vectors, shape=(-3, -2)), axis=1))  # (B * W, C, P / 16)
+        lead = F.take(codes, lead_rows)  # (B, C, P / 16)
+        total = 0
+        for w in range(W):
+            estimate = self.decoders[w](lead, F.slice_axis(innovations, axis=1, begin=w, end=w + 1))
+            total = total + F.mean(F.square(estimate - F.slice_axis(vectors, axis=1, begin=w, end=w + 1)))
+        by_entry = F.reshape(codes, shape=(-4, -1, W, -2))  # (B, W, C, P / 16)
+        mean = self.mean_decoder(F.stop_gradient(F.mean(by_entry, axis=1)),
+                                 F.mean(innovations, axis=1, keepdims=True))
+        mean_error = F.mean(F.square(mean - F.mean(vectors, axis=1, keepdims=True)))
+        agreement = F.mean(F.square(F.broadcast_sub(by_entry, F.expand_dims(lead, axis=1))))
+        return total / W + mean_error + self.code_weight * agreement
+
+
 class AutoencoderTrainer:
     """Adam on a replay buffer of (vectors of every worker, innovation channels, leader) per step."""
 
+    BETA1, BETA2, EPSILON = 0.9, 0.999, 1e-8  # (Adam's usual constants, as gluon's)
+
     def __init__(self, autoencoder, lr, replay, code_weight, window=0, seed=0):
         self.ae = autoencoder
-        self.replay, self.code_weight = replay, code_weight
+        self.lr, self.replay, self.code_weight = lr, replay, code_weight
         self.window, self.seed = window, seed
         self.buffer = []  # [(vectors W x P, innovations W x P, leader)]
-        self.trainer = gluon.Trainer(autoencoder.params(), "adam", {"learning_rate": lr}, kvstore=None)
+        self.params = autoencoder.params()
+        for p in self.params:
+            p.grad_req = "write"
+        self.moments = [(mx.nd.zeros(p.shape), mx.nd.zeros(p.shape)) for p in self.params]  # Adam's mean, var
+        self.lossfn = Loss(autoencoder, code_weight)
+        self.lossfn.hybridize(static_alloc=True)
         self.steps = 0
 
     def add(self, vectors, innovations, leader):
@@ -164,18 +201,21 @@ class AutoencoderTrainer:
 
     def loss(self, vectors, innovations, leaders):
         """The loss on arrays (B, W, P), (B, W, P) and the leaders (B,), as an NDArray scalar."""
-        B, W, P = vectors.shape
-        codes = self.ae.encoder(vectors.reshape((B * W, 1, P))).reshape((B, W, -1, P // 16))
-        lead = mx.nd.stack(*[codes[b, int(leaders[b])] for b in range(B)])  # (B, C, P/16)
-        total = 0
-        for w in range(W):
-            estimate = self.ae.decoders[w](lead, innovations[:, w:w + 1, :])
-            total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - vectors[:, w, :]))
-        mean = self.ae.mean_decoder(mx.nd.mean(codes, axis=1).detach(),
-                                    mx.nd.mean(innovations, axis=1, keepdims=True))
-        mean_error = mx.nd.mean(mx.nd.square(mean.reshape((B, P)) - mx.nd.mean(vectors, axis=1)))
-        agreement = mx.nd.mean(mx.nd.square(codes - lead.expand_dims(1)))
-        return total / W + mean_error + self.code_weight * agreement
+        W = vectors.shape[1]
+        rows = mx.nd.array([b * W + int(leader) for b, leader in enumerate(leaders)])
+        return self.lossfn(vectors, innovations, rows)
+
+    def _adam(self):
+        """One Adam step of every weight from its gradient: one multi-tensor update (bias-corrected
+        through the rate, as gluon's Adam)."""
+        t = self.steps + 1
+        lr = self.lr * np.sqrt(1 - self.BETA2 ** t) / (1 - self.BETA1 ** t)
+        for at in range(0, len(self.params), MULTI_UPDATE_MAX):
+            params, moments = self.params[at:at + MULTI_UPDATE_MAX], self.moments[at:at + MULTI_UPDATE_MAX]
+            weights, n = [p.data() for p in params], len(params)
+            mx.nd.contrib.multi_adamw_update(weights, [p.grad() for p in params], [m for m, _ in moments],
+                                             [v for _, v in moments], 1.0, [lr] * n, [0.0] * n, [1.0] * n,
+                                             out=weights, beta1=self.BETA1, beta2=self.BETA2, epsilon=self.EPSILON)
 
     def train_step(self):
         """One Adam step on every entry of the buffer (windows of ``window`` values); returns the loss
@@ -192,18 +232,24 @@ class AutoencoderTrainer:
         with autograd.record():
             loss = self.loss(vectors, innovations, leaders)
         loss.backward()
-        self.trainer.step(1)
+        self._adam()
         self.steps += 1
         return float(loss.asscalar())
 
     def state(self):
-        """What a checkpoint needs: weights, Adam's states, the buffer, the step count."""
-        # (with the optimizer: Adam's per-weight update counts, its bias correction, live there)
-        return {"weights": Autoencoder.flat(self.ae.params()), "adam": _mx.optimizer_states(self.trainer), "steps": self.steps,
-                "buffer": self.buffer}
+        """What a checkpoint needs: weights, Adam's moments (flat, in ``params`` order), the buffer, the step
+        count (Adam's bias correction)."""
+        return {"weights": Autoencoder.flat(self.params),
+                "adam": [np.concatenate([m[i].asnumpy().reshape(-1) for m in self.moments]) for i in (0, 1)],
+                "steps": self.steps, "buffer": self.buffer}
 
     def load_state(self, state):
-        Autoencoder.set_flat(self.ae.params(), state["weights"])
-        _mx.set_optimizer_states(self.trainer, state["adam"])
+        Autoencoder.set_flat(self.params, state["weights"])
+        at = 0
+        for mean, var in self.moments:
+            n = mean.size
+            mean[:] = state["adam"][0][at:at + n].reshape(mean.shape)
+            var[:] = state["adam"][1][at:at + n].reshape(var.shape)
+            at += n
         self.steps = state["steps"]
         self.buffer = list(state["buffer"])
