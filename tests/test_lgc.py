@@ -161,6 +161,20 @@ def test_corrupt_messages_are_refused(fmt):
         fmt.read("INDEX", fmt.index_message(3, 0, [1, np.nan, 1], lead))
 
 
+@pytest.mark.parametrize("k", [0, 1, 2, 64, 65, 300, 4000])
+def test_top_indices_are_numpys_stable_order(k):
+    """vectors.top (C++: a heap up to k = 64, nth_element above) lists numpy's stable argsort of -|v|:
+    largest first, ties to the lower index (many equal magnitudes, both signs), NaN last."""
+    rng = np.random.default_rng(k)
+    for v in [rng.standard_normal(4000).astype(np.float32),
+              rng.integers(-3, 4, 4000).astype(np.float32),  # (few magnitudes: long runs of ties)
+              np.where(rng.random(4000) < 0.3, np.nan, rng.standard_normal(4000)).astype(np.float32)]:
+        want = np.argsort(-np.abs(v), kind="stable")[:k]
+        np.testing.assert_array_equal(vectors.top(v, k), want)
+    with pytest.raises(ValueError, match="not within 0..4000"):
+        vectors.top(v, 4001)
+
+
 def test_innovation_positions_in_the_vector():
     # tensor 0's leader indices by |value| (unsorted), tensor 1's ascending; segments start at 0 and 3
     fmt = WireFormat([50, 40], 0.06, 0.06, 2, 4)

@@ -7,7 +7,10 @@ process on vectors of the real length (the coded tensors' leader indices at --de
 forward + backward + SGD step of the model at batch 64 (what each worker computes per step).
 
     python -m tools.lgc_overhead [--models cnn cnn-fc] [--workers 2 4] [--density 1e-3]
-        [--channels 8 16 16 8] [--repeats 20]
+        [--channels 8 16 16 8] [--repeats 20] [--csv F] [--markdown docs/lgc.md]
+
+--csv writes the rows (docs/results/lgc_overhead/lgc_overhead.csv); --markdown puts the table between the
+page's ``<!-- lgc_overhead:begin -->`` and ``:end`` markers.
 
 LGC-PS: per step a worker spends encode / W (the leader rotates) + decode; a server decode x W (lgc
 phase) or one training step (train phase, on a thread beside the workers' next step).  LGC-RAR: every
@@ -15,6 +18,8 @@ worker encodes its own vector and decodes the mean each lgc step; rank 0 trains 
 a thread beside its next step).  Medians of --repeats.
 """
 import argparse
+import csv
+import datetime
 import statistics
 import time
 
@@ -23,6 +28,7 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from examples.models import build_model
+from tools.jobfiles import write_section
 from tools.lgc_traffic import coded_sizes
 from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
 from mxnet_gc.lgc.options import LGCOptions
@@ -82,23 +88,47 @@ def main():
     p.add_argument("--density", type=float, default=1e-3)
     p.add_argument("--channels", type=int, nargs=4, default=[8, 16, 16, 8], help="encoder_channels")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--csv", help="write the rows here")
+    p.add_argument("--markdown", help="put the table between the page's lgc_overhead markers")
     args = p.parse_args()
     options = LGCOptions({"density": args.density, "encoder_channels": args.channels})
-    print("encoder_channels %s, density %g, medians of %d" % (args.channels, args.density, args.repeats))
-    print("| model | workers | P | model step ms | encode ms | decode ms | mean decode ms | training step ms | "
-          "LGC-PS worker per step (encode / W + decode) | LGC-PS server per lgc step (W decodes) | LGC-RAR worker per "
-          "lgc step (encode + mean decode) | training per train step (server; LGC-RAR rank 0) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for model in args.models:
         step = model_step_ms(model, args.repeats)
         sizes, _ = coded_sizes(model, options)
         for w in args.workers:
             P, enc, dec, mean, train = autoencoder_ms(sizes, w, options, args.repeats)
-            worker, ring = enc / w + dec, enc + mean
-            print("| %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f ms, %.1f%% | %.2f ms, %.1f%% | %.2f ms, %.1f%% "
-                  "| %.1f ms, %.1f%% |"
-                  % (model, w, P, step, enc, dec, mean, train, worker, 100 * worker / step, w * dec,
-                     100 * w * dec / step, ring, 100 * ring / step, train, 100 * train / step), flush=True)
+            rows.append({"model": model, "workers": w, "P": P, "model_step_ms": step, "encode_ms": enc,
+                         "decode_ms": dec, "mean_decode_ms": mean, "train_step_ms": train})
+            print(rows[-1], flush=True)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            out = csv.DictWriter(f, list(rows[0]))
+            out.writeheader()
+            out.writerows(rows)
+    text = table(rows, args)
+    print(text)
+    if args.markdown:
+        write_section(args.markdown, "lgc_overhead", text)
+
+
+def table(rows, args):
+    """The markdown table of ``rows``, with each cost as a share of the model's step."""
+    def share(ms, step):
+        return "%.2f ms, %.1f%%" % (ms, 100 * ms / step)
+    lines = ["`python -m tools.lgc_overhead --repeats %d` (%s; encoder_channels %s, density %g; medians):"
+             % (args.repeats, datetime.date.today().isoformat(), args.channels, args.density), "",
+             "| model | workers | P | model step ms | encode ms | decode ms | mean decode ms | training step ms | "
+             "LGC-PS worker per lgc step (encode / W + decode) | LGC-PS server per lgc step (W decodes) | LGC-RAR "
+             "worker per lgc step (encode + mean decode) | training per train step (a server; LGC-RAR rank 0) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        step, w = r["model_step_ms"], r["workers"]
+        lines.append("| %s | %d | %d | %.1f | %.2f | %.2f | %.2f | %.1f | %s | %s | %s | %s |" % (
+            r["model"], w, r["P"], step, r["encode_ms"], r["decode_ms"], r["mean_decode_ms"], r["train_step_ms"],
+            share(r["encode_ms"] / w + r["decode_ms"], step), share(w * r["decode_ms"], step),
+            share(r["encode_ms"] + r["mean_decode_ms"], step), share(r["train_step_ms"], step)))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

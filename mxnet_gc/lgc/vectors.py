@@ -9,18 +9,22 @@ the decoder's estimate times the worker's scale in the lgc phase), with the work
 coordinates among them replaced by their exact values, summed over workers; innovation coordinates
 outside the leader's indices add their exact values.
 """
+import ctypes
+
 import numpy as np
+
+from .._library import load
 
 
 def top(values, k):
-    """Indices of the k largest |values|, largest first (ties: lower index first)."""
-    magnitude = np.abs(values)
-    if k < values.size:
-        candidates = np.argpartition(-magnitude, k - 1)[:k]
-    else:
-        candidates = np.arange(values.size)
-    order = np.lexsort((candidates, -magnitude[candidates]))
-    return candidates[order].astype(np.int64)
+    """Indices of the k largest |values| (int64), largest first (ties: lower index first; NaN last): one
+    C++ pass (src_cpp/top_indices.cc)."""
+    values = np.ascontiguousarray(values, np.float32).reshape(-1)
+    out = np.empty(k, np.int64)
+    if load().mxgc_top_indices(values.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(values.size), ctypes.c_int64(k),
+                               out.ctypes.data_as(ctypes.c_void_p)) != 0:
+        raise ValueError("top: k = %d is not within 0..%d" % (k, values.size))
+    return out
 
 
 def scale_of(values):
