@@ -3,9 +3,9 @@ accumulators and checkpoints.  The rounds of a step are the transport's (lgc_ps.
 server, lgc_ring.py on Horovod's ring collectives), subclasses of ``LGCRounds``.
 
 A store hands its 'lgc' compression to one of them.  The store's step clock holds LGC's phases (dense,
-the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end of each step (the store then advances a clock
-of its own; a trainer advances its schedule itself) and switch phases at the first push of a phase's first step,
-on every worker at the same step (a collective call).  The dense and sparse phases travel as the
+the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end of each step (the
+store then advances a clock of its own; a trainer advances its schedule itself) and switch phases at
+the first push of a phase's first step, on every worker at the same step (a collective call).  The dense and sparse phases travel as the
 store's other compressions do (float32, then 'layerwise_topk' for the coded tensors).  In the train and
 lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
 accumulators (lgc/coder.py) and the transport's rounds.

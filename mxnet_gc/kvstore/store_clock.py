@@ -6,7 +6,8 @@ The schedule is the compression's phases ('dense', with 'auto' levels (4bit's 't
 'compressed'; or LGC's phases), or a trainer's that the store follows (mxnet_gc.gluon.Trainer, which
 advances it).  Used alone (Module.fit, a plain gluon.Trainer, direct push/pull calls) the store counts
 steps from its pushes: a key pushed again starts the next step, so one call per parameter (gluon.Trainer,
-Module) and one call for all of them count alike.  LGC's rounds know where its steps end: the store then calls ``end_step``.
+Module) and one call for all of them count alike.  LGC's rounds know where its steps end: the store then
+calls ``end_step``.
 """
 from .. import schedule
 from ..level_fit import LevelFitter

@@ -149,11 +149,9 @@ class Loss(gluon.HybridBlock):
     def __init__(self, autoencoder, code_weight, **kwargs):
         super().__init__(**kwargs)
         self.num_workers, self.code_weight = autoencoder.num_workers, code_weight
-        with self.name_scope():  # (registered as children, so the graph holds them)
-            self.encoder, self.mean_decoder = autoencoder.encoder, autoencoder.mean_decoder
-            for w, d in enumerate(autoencoder.decoders):
-                self.register_child(d, "decoder%d" % w)
-        self.decoders = autoencoder.decoders
+        self.encoder, self.mean_decoder = autoencoder.encoder, autoencoder.mean_decoder  # (children: in the graph)
+        for w, d in enumerate(autoencoder.decoders):
+            setattr(self, "decoder%d" % w, d)
 
     def hybrid_forward(self, F, vectors, innovations, lead_rows):
         W = self.num_workers
@@ -161,7 +159,7 @@ class Loss(gluon.HybridBlock):
         lead = F.take(codes, lead_rows)  # (B, C, P / 16)
         total = 0
         for w in range(W):
-            estimate = self.decoders[w](lead, F.slice_axis(innovations, axis=1, begin=w, end=w + 1))
+            estimate = getattr(self, "decoder%d" % w)(lead, F.slice_axis(innovations, axis=1, begin=w, end=w + 1))
             total = total + F.mean(F.square(estimate - F.slice_axis(vectors, axis=1, begin=w, end=w + 1)))
         by_entry = F.reshape(codes, shape=(-4, -1, W, -2))  # (B, W, C, P / 16)
         mean = self.mean_decoder(F.stop_gradient(F.mean(by_entry, axis=1)),
@@ -182,8 +180,6 @@ class AutoencoderTrainer:
         self.window, self.seed = window, seed
         self.buffer = []  # [(vectors W x P, innovations W x P, leader)]
         self.params = autoencoder.params()
-        for p in self.params:
-            p.grad_req = "write"
         self.moments = [(mx.nd.zeros(p.shape), mx.nd.zeros(p.shape)) for p in self.params]  # Adam's mean, var
         self.lossfn = Loss(autoencoder, code_weight)
         self.lossfn.hybridize(static_alloc=True)
