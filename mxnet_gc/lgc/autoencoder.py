@@ -23,7 +23,7 @@ contributes a window of W values (a multiple of 16, at a multiple of 16, drawn f
 ``seed`` and the step), so that a step's cost does not grow with the vector's length.  Weights start
 from a numpy generator of ``seed`` (not MXNet's random state), so training is deterministic.  The loss
 is one hybridized block (its forward and backward are one cached graph each, not ~55 operators) and
-the Adam step one multi-tensor update of every weight.
+the Adam step one multi-tensor update per 50 weights (MULTI_UPDATE_MAX).
 
 Every forward runs in training mode: in inference mode MXNet's MKL-DNN convolutions reorder their
 weight arrays in place, after which new weights (``set_flat``) cannot be written into them.  The
