@@ -8,6 +8,7 @@ the library is private.
 import ctypes
 
 import mxnet as mx
+import numpy as np
 from mxnet.base import _LIB, check_call
 from mxnet.kvstore.kvstore_server import KVStoreServer
 
@@ -24,6 +25,16 @@ def data_pointer(array):
     ptr = ctypes.c_void_p()
     check_call(_LIB.MXNDArrayGetData(array.handle, ctypes.byref(ptr)))
     return ptr
+
+
+def host_view(array):
+    """A numpy view of a float32 NDArray's memory, once its pending writes are done (no copy, where
+    ``asnumpy`` copies); valid while ``array`` lives and until the engine writes it again.  Other dtypes:
+    a copy."""
+    array.wait_to_read()
+    if array.dtype != np.float32:
+        return array.asnumpy()
+    return np.ctypeslib.as_array(ctypes.cast(data_pointer(array), ctypes.POINTER(ctypes.c_float)), (array.size,))
 
 
 def wait_to_write(array):

@@ -175,6 +175,55 @@ def test_top_indices_are_numpys_stable_order(k):
         vectors.top(v, 4001)
 
 
+@pytest.mark.parametrize("n, k_lead, k_innov, momentum", [(1000, 100, 3, 0.9), (50, 50, 50, 0.0),
+                                                        (100000, 100, 64, 0.9), (100000, 65, 1, 0.5), (300, 0, 2, 0.9)])
+def test_one_accumulation_pass_is_numpys_steps(n, k_lead, k_innov, momentum):
+    """vectors.accumulate (one C++ pass) equals numpy's u = m u + g; v += u (or v += g) with NaN and inf
+    gradients dropped (v and u keep their values there), numpy's stable top-k of |v| and its largest
+    finite |v|, bit for bit."""
+    rng = np.random.default_rng(n + k_lead)
+    v, u, g = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    g[::17], g[5] = np.nan, np.inf
+    bad = ~np.isfinite(g)
+    clean = np.where(bad, 0, g).astype(np.float32)
+    want_u = u.copy()
+    if momentum:
+        want_u *= np.float32(momentum)
+        want_u += clean
+        want_u[bad] = u[bad]
+    want_v = v + (want_u if momentum else clean)
+    want_v[bad] = v[bad]
+    lead, innov, scale = vectors.accumulate(v, u if momentum else None, g, momentum, k_lead, k_innov)
+    np.testing.assert_array_equal(v, want_v)
+    np.testing.assert_array_equal(u, want_u)
+    np.testing.assert_array_equal(lead, np.argsort(-np.abs(want_v), kind="stable")[:k_lead])
+    np.testing.assert_array_equal(innov, np.argsort(-np.abs(want_v), kind="stable")[:k_innov])
+    assert scale == np.max(np.abs(want_v))
+    assert vectors.accumulate(np.zeros(4, np.float32), None, np.zeros(4, np.float32), 0, 1, 1)[2] == 1.0
+    with pytest.raises(ValueError, match="not within"):
+        vectors.accumulate(v, None, g, 0, n + 1, 1)
+
+
+def test_sparse_update_is_the_dense_sum():
+    """The update's nonzero coordinates and values: the sums at the leader's indices plus each worker's
+    extras, duplicates added, as a dense numpy sum."""
+    fmt = WireFormat([50, 40], 0.06, 0.06, 2, 4)
+    lead = [np.array([7, 3, 20]), np.array([1, 9])]
+    sums = np.arange(1, 6, dtype=np.float32)
+    own = [[np.array([3, 11, 30]), np.array([9, 2])], [np.array([11, 40, 5]), np.array([0, 2])]]
+    extras = [[np.array([0, 0.5, 0.25], np.float32), np.array([0, 2], np.float32)],
+              [np.array([1, 3, 4], np.float32), np.array([8, 16], np.float32)]]
+    for c, (at, values) in enumerate(vectors.sparse_update(fmt, lead, sums, own, extras)):
+        dense = np.zeros(fmt.sizes[c], np.float32)
+        dense[lead[c]] = sums[[0, 3][c]:[3, 5][c]]
+        for w in range(2):
+            np.add.at(dense, own[w][c], extras[w][c])
+        assert np.all(np.diff(at) > 0)
+        got = np.zeros(fmt.sizes[c], np.float32)
+        got[at] = values
+        np.testing.assert_array_equal(got, dense)
+
+
 def test_innovation_positions_in_the_vector():
     # tensor 0's leader indices by |value| (unsorted), tensor 1's ascending; segments start at 0 and 3
     fmt = WireFormat([50, 40], 0.06, 0.06, 2, 4)

@@ -10,9 +10,10 @@ store's other compressions do (float32, then 'layerwise_topk' for the coded tens
 lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
 accumulators (lgc/coder.py) and the transport's rounds.
 """
+import mxnet as mx
 import numpy as np
 
-from .. import codecs
+from .. import _mx, codecs
 from ..lgc.autoencoder import Autoencoder
 from ..lgc.coder import GroupCoder
 from ..lgc.options import LGCOptions
@@ -104,14 +105,21 @@ class LGCRounds:
         return self.options.leader_at(self.schedule.step, self.store.num_workers)
 
     def accumulate(self, grads):
+        """Adds the step's gradients (read in place, once backward has written them) to every group's
+        accumulators; the step's leader also selects its indices."""
+        lead = self.store.rank == self.leader()
         for g in self.groups:
-            g.coder.accumulate([self._part(grads[c.key], c).asnumpy() for c in g.chunks])
+            g.coder.accumulate([_mx.host_view(self._part(grads[c.key], c)) for c in g.chunks], lead)
 
     def apply(self, g, dests, update):
-        """Writes a group's dense updates (per chunk) into ``dests``."""
-        for c, values in zip(g.chunks, update):
+        """Writes a group's updates (per chunk: nonzero coordinates, values) into ``dests`` with engine
+        operations (zeros, then a scatter)."""
+        for c, (at, values) in zip(g.chunks, update):
             if c.key in dests:
-                self._part(dests[c.key], c)[:] = values
+                part = self._part(dests[c.key], c)
+                part[:] = 0
+                if at.size:
+                    part[mx.nd.array(at, dtype=np.int64)] = mx.nd.array(values)
 
     def end_step(self):
         """The step's bookkeeping: every REPORT_EVERY steps of the lgc phase rank 0 logs its estimates'

@@ -29,7 +29,8 @@ class GroupCoder:
         self.v = [np.zeros(n, np.float32) for n in fmt.sizes]
         self.u = [np.zeros(n, np.float32) for n in fmt.sizes] if options.momentum > 0 else None
         self.ae = None  # the autoencoder's weights, once the lgc phase has them
-        self._sent = None  # what this step sent: (innovation indices, values, scales)
+        self._selected = None  # per tensor, this step's (leader's indices, innovation coordinates, scale)
+        self._sent = None  # what this step sent: (innovation indices, values)
         self.errors = []  # lgc phase: |estimate - values|^2 / |values|^2 of this worker's vector, per step
         self.network_seconds = 0.0  # time in the autoencoder's networks (encode, decode)
 
@@ -40,43 +41,35 @@ class GroupCoder:
             self.u = [np.zeros(n, np.float32) if x is None else np.array(x, np.float32).reshape(-1)
                       for n, x in zip(self.fmt.sizes, u or [None] * len(v))]
 
-    def accumulate(self, grads):
-        """Adds a step's gradients (per tensor).  A non-finite gradient value is dropped, as the codecs drop
-        it: the accumulator and velocity keep their values there (so no scale, message, sum or autoencoder
-        sample ever holds one)."""
-        m = np.float32(self.options.momentum)
+    def accumulate(self, grads, lead=False):
+        """Adds a step's gradients (per tensor, float32) in one C++ pass per tensor, which also selects this
+        step's innovation coordinates, the leader's indices (``lead``) and scales.  A non-finite gradient
+        value is dropped, as the codecs drop it: the accumulator and velocity keep their values there (so
+        no scale, message, sum or autoencoder sample ever holds one)."""
+        m = float(self.options.momentum)
+        self._selected = []
         for c, g in enumerate(grads):
-            g = np.asarray(g, np.float32).reshape(-1)
-            bad = np.flatnonzero(~np.isfinite(g))
-            if bad.size:
-                g = g.copy()
-                g[bad] = 0
-                kept = (self.v[c][bad], None if self.u is None else self.u[c][bad])
-            if self.u is not None:
-                self.u[c] *= m
-                self.u[c] += g
-                self.v[c] += self.u[c]
-            else:
-                self.v[c] += g
-            if bad.size:
-                self.v[c][bad] = kept[0]
-                if self.u is not None:
-                    self.u[c][bad] = kept[1]
+            g = np.ascontiguousarray(g, np.float32).reshape(-1)
+            self._selected.append(vectors.accumulate(self.v[c], None if self.u is None else self.u[c], g, m,
+                                                     self.fmt.k[c] if lead else 0, self.fmt.ki[c]))
 
     def leader_indices(self):
         """Per tensor, the k largest |v|: ascending (order 'index') or largest first ('magnitude')."""
-        top = [vectors.top(v, k) for v, k in zip(self.v, self.fmt.k)]
+        if self._selected[0][0].size != self.fmt.k[0]:
+            raise RuntimeError("lgc: the leader's indices are selected by accumulate(..., lead=True)")
+        top = [s[0] for s in self._selected]
         return [np.sort(t) for t in top] if self.options.order == "index" else top
 
     def _innovation(self):
-        idx = [vectors.top(v, k) for v, k in zip(self.v, self.fmt.ki)]
+        idx = [s[1] for s in self._selected]
         values = [v[i] for v, i in zip(self.v, idx)]
         self._sent = (idx, values)
         return idx, values
 
     def scales(self):
-        """The leader's scales: each tensor's largest |v| (every worker's vector is divided by these)."""
-        return [vectors.scale_of(v) for v in self.v]
+        """The leader's scales: each tensor's largest finite |v| (every worker's vector is divided by these;
+        1 for a tensor of zeros)."""
+        return [s[2] for s in self._selected]
 
     def index_message(self, step):
         """The train phase's first message, from the leader: its scales and indices."""
@@ -113,14 +106,15 @@ class GroupCoder:
         self.ae = ae
 
     def finish(self, phase, result, estimate=None):
-        """Applies a step's RESULT fields: returns the dense updates per tensor; updates the accumulators.
+        """Applies a step's RESULT fields: returns the updates per tensor (``vectors.sparse_update``); updates
+        the accumulators.
         ``estimate``: in the lgc phase, the values applied at the leader's indices on this worker's behalf
         (on a ring, the mean's); by default its own decoder's estimate from the result's code."""
         fmt = self.fmt
         idx, values = self._sent
         scales = result["scales"]
-        update = vectors.dense_update(fmt, fmt.sizes, result["indices"], result["sums"], result["innov_indices"],
-                                      result["innov_values"])
+        update = vectors.sparse_update(fmt, result["indices"], result["sums"], result["innov_indices"],
+                                       result["innov_values"])
         subtract = phase == LGC and self.options.error_feedback == "subtract"
         if phase == LGC:
             if estimate is None:  # this worker's estimate, decoded as the server did

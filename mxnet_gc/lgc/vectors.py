@@ -27,6 +27,20 @@ def top(values, k):
     return out
 
 
+def accumulate(v, velocity, g, momentum, k_lead, k_innov):
+    """One accumulation step of a tensor in place (``velocity`` None: without momentum; a non-finite g is
+    dropped) and, from the same pass (src_cpp/top_indices.cc), the indices of the ``k_lead`` and
+    ``k_innov`` largest |v| after it (as ``top``) and its scale (as ``scale_of``)."""
+    lead, innov, largest = np.empty(k_lead, np.int64), np.empty(k_innov, np.int64), ctypes.c_double()
+    if load().mxgc_lgc_accumulate(v.ctypes.data_as(ctypes.c_void_p),
+                                  None if velocity is None else velocity.ctypes.data_as(ctypes.c_void_p),
+                                  g.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(v.size), ctypes.c_float(momentum),
+                                  ctypes.c_int64(k_lead), lead.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(k_innov),
+                                  innov.ctypes.data_as(ctypes.c_void_p), ctypes.byref(largest)) != 0:
+        raise ValueError("accumulate: counts %d and %d are not within 0..%d" % (k_lead, k_innov, v.size))
+    return lead, innov, largest.value if largest.value > 0 else 1.0
+
+
 def scale_of(values):
     """A tensor's scale: its largest finite |value| (1 when it has none but zeros)."""
     magnitude = np.abs(values)
@@ -91,14 +105,16 @@ def applied(fmt, values_at_leader, leader_indices, innov_indices, innov_values):
     return values, extras
 
 
-def dense_update(fmt, tensor_sizes, leader_indices, sums, innov_indices, extras):
-    """Per tensor, the dense float32 update: the sums at the leader's indices plus every worker's extras."""
+def sparse_update(fmt, leader_indices, sums, innov_indices, extras):
+    """Per tensor, the update's nonzero coordinates (ascending) and values: the sums at the leader's
+    indices plus every worker's extras, added in rank order (the update is zero elsewhere)."""
     off = offsets(fmt)
     out = []
-    for c, n in enumerate(tensor_sizes):
-        u = np.zeros(n, np.float32)
-        u[leader_indices[c]] = sums[off[c]:off[c + 1]]
-        for idx, add in zip(innov_indices, extras):
-            np.add.at(u, idx[c], add[c])
-        out.append(u)
+    for c in range(len(fmt.sizes)):
+        idx = np.concatenate([leader_indices[c]] + [own[c] for own in innov_indices])
+        values = np.concatenate([sums[off[c]:off[c + 1]]] + [add[c] for add in extras]).astype(np.float32)
+        at, where = np.unique(idx, return_inverse=True)
+        update = np.zeros(at.size, np.float32)
+        np.add.at(update, where, values)
+        out.append((at, update))
     return out
