@@ -20,12 +20,21 @@
 
 namespace {
 
+constexpr int32_t kInfKey = 0x7f800000;  // the key of infinity (keys above: NaN)
+
 // |v| as an integer ordered like the magnitude; NaN: -1, below every number.
 inline int32_t magnitude_key(float v) {
-  uint32_t bits;
+  int32_t bits;
   std::memcpy(&bits, &v, sizeof bits);
-  bits &= 0x7fffffffu;
-  return bits > 0x7f800000u ? -1 : static_cast<int32_t>(bits);
+  bits &= 0x7fffffff;
+  return bits > kInfKey ? -1 : bits;
+}
+
+// std::isfinite as a bit test (which the compiler vectorizes).
+inline bool finite(float v) {
+  int32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & kInfKey) != kInfKey;
 }
 
 constexpr int64_t kHeapMax = 64;  // up to this k, one pass with a heap of the best k so far
@@ -39,22 +48,28 @@ inline bool before(const Entry& a, const Entry& b) { return a.first > b.first ||
 
 inline int bucket(int32_t key) { return key < 0 ? 0 : (key >> kBucketShift) + 1; }  // 0: NaN
 
-// The k largest of a stream of (key, index), fed in index order by ``add``; ``finish`` writes them.
+// The k largest of a stream of (key, index), fed in index order a block at a time (``add_block``);
+// ``finish`` writes them.
 class TopSelector {
  public:
   explicit TopSelector(int64_t k) : k_(k), kept_(&before) {
-    if (k_ > kHeapMax) count_.assign(kBuckets + 1, 0);
+    if (k_ > kHeapMax) count_.assign(kSubHistograms * (kBuckets + 1), 0);
   }
 
-  inline void add(int32_t key, int64_t i) {
+  // keys[0..m): the keys of indices first..first + m.
+  void add_block(const int32_t* keys, int64_t m, int64_t first) {
     if (k_ == 0) return;
-    if (k_ > kHeapMax) {
-      ++count_[bucket(key)];
-    } else if (static_cast<int64_t>(kept_.size()) < k_) {
-      kept_.push({key, i});
-    } else if (key > kept_.top().first) {  // (an equal key comes later: it loses the tie)
-      kept_.pop();
-      kept_.push({key, i});
+    if (k_ > kHeapMax) {  // (interleaved histograms: a run of one bucket does not wait on one counter)
+      int64_t j = 0;
+      for (; j + kSubHistograms <= m; j += kSubHistograms)
+        for (int h = 0; h < kSubHistograms; ++h) ++count_[h * (kBuckets + 1) + bucket(keys[j + h])];
+      for (; j < m; ++j) ++count_[bucket(keys[j])];
+    } else {
+      int32_t largest = -1;  // (a block whose largest key cannot enter is skipped whole)
+      for (int64_t j = 0; j < m; ++j) largest = std::max(largest, keys[j]);
+      if (largest <= floor_) return;
+      for (int64_t j = 0; j < m; ++j)
+        if (keys[j] > floor_) keep(keys[j], first + j);
     }
   }
 
@@ -66,8 +81,11 @@ class TopSelector {
     if (k_ <= kHeapMax) {
       for (; !kept_.empty(); kept_.pop()) chosen.push_back(kept_.top());
     } else {
+      std::vector<int64_t> count(kBuckets + 1, 0);
+      for (int h = 0; h < kSubHistograms; ++h)
+        for (int b = 0; b <= kBuckets; ++b) count[b] += count_[h * (kBuckets + 1) + b];
       int cut = kBuckets;  // the bucket (+1) holding the k-th largest: every key of buckets above is in
-      for (int64_t above = 0; above + count_[cut] < k_; --cut) above += count_[cut];
+      for (int64_t above = 0; above + count[cut] < k_; --cut) above += count[cut];
       for (int64_t i = 0; i < n; ++i) {
         const int32_t key = magnitude_key(values[i]);
         if (bucket(key) >= cut) chosen.push_back({key, i});
@@ -80,10 +98,24 @@ class TopSelector {
   }
 
  private:
+  static constexpr int kSubHistograms = 4;
+
+  // The heap path: keeps (key, i), which beats the kept entries' last (or fills the heap); an equal key
+  // comes later and loses the tie.
+  void keep(int32_t key, int64_t i) {
+    if (static_cast<int64_t>(kept_.size()) == k_) kept_.pop();
+    kept_.push({key, i});
+    if (static_cast<int64_t>(kept_.size()) == k_) floor_ = kept_.top().first;
+  }
+
   int64_t k_;
-  std::vector<int64_t> count_;  // count_[b + 1]: keys in bucket b; count_[0]: NaN
+  int32_t floor_ = -2;  // a key must beat this to enter the heap (below every key until the heap is full)
+  std::vector<uint32_t> count_;  // count_[h * (kBuckets + 1) + b + 1]: keys of bucket b in sub-histogram h
+                                 // (b + 1 = 0: NaN); each counts at most 2^32 - 1
   std::priority_queue<Entry, std::vector<Entry>, decltype(&before)> kept_;  // top: the first to drop
 };
+
+constexpr int64_t kBlock = 2048;  // values per block: computed (vectorized), then selected from L1
 
 }  // namespace
 
@@ -94,7 +126,12 @@ extern "C" {
 int mxgc_top_indices(const float* values, int64_t n, int64_t k, int64_t* out) {
   if (k < 0 || k > n) return -1;
   TopSelector top(k);
-  for (int64_t i = 0; i < n; ++i) top.add(magnitude_key(values[i]), i);
+  int32_t keys[kBlock];
+  for (int64_t b = 0; k > 0 && b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    for (int64_t j = 0; j < m; ++j) keys[j] = magnitude_key(values[b + j]);
+    top.add_block(keys, m, b);
+  }
   top.finish(values, n, out);
   return 0;
 }
@@ -109,27 +146,38 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
                         int64_t* lead, int64_t k_innov, int64_t* innov, double* largest) {
   if (k_lead < 0 || k_lead > n || k_innov < 0 || k_innov > n) return -1;
   TopSelector first(k_lead), second(k_innov);
-  float top = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    if (std::isfinite(gi)) {
-      if (velocity) {
-        const float u = momentum * velocity[i];  // (two roundings, as numpy's u *= m; u += g)
-        velocity[i] = u + gi;
-        v[i] += velocity[i];
-      } else {
-        v[i] += gi;
+  int32_t keys[kBlock];
+  int32_t top = 0;  // the largest finite key
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    float* __restrict vb = v + b;
+    const float* __restrict gb = g + b;
+    if (velocity) {
+      float* __restrict ub = velocity + b;
+      for (int64_t j = 0; j < m; ++j) {
+        const float gj = gb[j], uj = ub[j], vj = vb[j];
+        const bool ok = finite(gj);
+        const float un = momentum * uj + gj;  // (two roundings: -ffp-contract=off, as numpy's)
+        const float vn = vj + un;
+        ub[j] = ok ? un : uj;
+        vb[j] = ok ? vn : vj;
       }
+    } else {
+      for (int64_t j = 0; j < m; ++j) vb[j] = finite(gb[j]) ? vb[j] + gb[j] : vb[j];
     }
-    const int32_t key = magnitude_key(v[i]);
-    first.add(key, i);
-    second.add(key, i);
-    const float a = std::fabs(v[i]);
-    if (a > top && a <= 3.402823466e38f) top = a;
+    for (int64_t j = 0; j < m; ++j) {
+      const int32_t key = magnitude_key(vb[j]);
+      keys[j] = key;
+      top = std::max(top, key < kInfKey ? key : 0);
+    }
+    first.add_block(keys, m, b);
+    second.add_block(keys, m, b);
   }
   first.finish(v, n, lead);
   second.finish(v, n, innov);
-  *largest = top;
+  float largest_value;
+  std::memcpy(&largest_value, &top, sizeof top);
+  *largest = largest_value;
   return 0;
 }
 
