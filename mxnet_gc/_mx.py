@@ -28,12 +28,17 @@ def data_pointer(array):
 
 
 def host_view(array):
-    """A numpy view of a float32 NDArray's memory, once its pending writes are done (no copy, where
-    ``asnumpy`` copies); valid while ``array`` lives and until the engine writes it again.  Other dtypes:
-    a copy."""
-    array.wait_to_read()
+    """A numpy float32 array over a float32 NDArray's memory, without a copy (where ``asnumpy`` copies),
+    once its pending writes are done.
+
+    The servers read payloads and sums on their own thread, outside MXNet's engine (a received push
+    lives in ps-lite's message buffer only while the updater runs, and an engine round trip per push
+    would cost more than the decoding); LGC's workers read gradients in place.  The engine does not see
+    these accesses: callers keep engine operations on the same arrays finished before touching them.
+    """
     if array.dtype != np.float32:
-        return array.asnumpy()
+        raise TypeError("host_view needs a float32 array, got %s" % np.dtype(array.dtype).name)
+    array.wait_to_read()
     return np.ctypeslib.as_array(ctypes.cast(data_pointer(array), ctypes.POINTER(ctypes.c_float)), (array.size,))
 
 

@@ -7,7 +7,6 @@ failure (a bad push, a corrupt payload, an optimizer that raises, a bad command)
 written to the status key every worker pulls after each round, and leaves the round bookkeeping as if
 the push had been received, so that the workers stay in step.  ``server.py`` connects it to ps-lite.
 """
-import ctypes
 import logging
 
 import mxnet as mx
@@ -22,20 +21,6 @@ from ..message_plan import MessagePlan
 log = logging.getLogger("mxnet_gc.server")
 
 
-def numpy_view(array):
-    """A numpy float32 array over a float32 NDArray's memory, without a copy.
-
-    The server reads payloads and sums on its own thread, outside MXNet's engine: a received push
-    lives in ps-lite's message buffer only while the updater runs, and an engine round trip per push
-    would cost more than the decoding.  The engine does not see these accesses; callers keep engine
-    operations on the same arrays finished before touching them.
-    """
-    if array.dtype != np.float32:
-        raise TypeError("numpy_view needs a float32 array, got %s" % np.dtype(array.dtype).name)
-    array.wait_to_read()
-    return np.ctypeslib.as_array(ctypes.cast(_mx.data_pointer(array), ctypes.POINTER(ctypes.c_float)), shape=(array.size,))
-
-
 class MessageState:
     """What a server knows of one message: its segments' codecs, the accumulator, the push count."""
 
@@ -43,7 +28,7 @@ class MessageState:
         self.value_key = desc["value_key"]
         self.size = desc["size"]
         self.acc = mx.nd.zeros(self.size)
-        self.acc_np = numpy_view(self.acc)
+        self.acc_np = _mx.host_view(self.acc)
         self.count = 0
         self.rejected = False
         self.residual_np = None  # error feedback of the compressed pull, if any
@@ -126,7 +111,7 @@ class Aggregator:
                 self.error(problem)
                 message.rejected = True
             else:
-                message.add(numpy_view(recv))
+                message.add(_mx.host_view(recv))
         except Exception as e:  # noqa: BLE001  a corrupt payload: this round's values stay as they were
             log.exception("push to key %d", key)
             self.error("rejected a push to key %d (for keys %s): %s; the values are left unchanged this round"
@@ -143,7 +128,7 @@ class Aggregator:
             self.error("rejected a push of %s to LGC key %d: messages are float32" % (np.dtype(recv.dtype).name, key))
             words = np.zeros(0, np.float32)
         else:
-            words = numpy_view(recv).copy()
+            words = _mx.host_view(recv).copy()
         rounds, error = self.lgc.push(key, words)
         if error:
             self.error(error)
@@ -157,7 +142,7 @@ class Aggregator:
             return
         self.expected.discard(key)
         self.values[key] = stored
-        self.values_np[key] = numpy_view(stored)
+        self.values_np[key] = _mx.host_view(stored)
         if key == self.status_key:
             self.publish_status()
 

@@ -10,7 +10,6 @@ store's other compressions do (float32, then 'layerwise_topk' for the coded tens
 lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
 accumulators (lgc/coder.py) and the transport's rounds.
 """
-import mxnet as mx
 import numpy as np
 
 from .. import _mx, codecs
@@ -105,21 +104,22 @@ class LGCRounds:
         return self.options.leader_at(self.schedule.step, self.store.num_workers)
 
     def accumulate(self, grads):
-        """Adds the step's gradients (read in place, once backward has written them) to every group's
-        accumulators; the step's leader also selects its indices."""
+        """Adds the step's gradients (float32, as the store checks; read in place once backward has written
+        them) to every group's accumulators; the step's leader also selects its indices."""
         lead = self.store.rank == self.leader()
         for g in self.groups:
             g.coder.accumulate([_mx.host_view(self._part(grads[c.key], c)) for c in g.chunks], lead)
 
     def apply(self, g, dests, update):
-        """Writes a group's updates (per chunk: nonzero coordinates, values) into ``dests`` with engine
-        operations (zeros, then a scatter)."""
+        """Writes a group's updates (per chunk: nonzero coordinates, values) into ``dests`` (float32), in
+        place once nothing on the engine uses them: zeros and a scatter, no dense copy."""
         for c, (at, values) in zip(g.chunks, update):
             if c.key in dests:
                 part = self._part(dests[c.key], c)
-                part[:] = 0
-                if at.size:
-                    part[mx.nd.array(at, dtype=np.int64)] = mx.nd.array(values)
+                _mx.wait_to_write(part)
+                view = _mx.host_view(part)
+                view[:] = 0
+                view[at] = values
 
     def end_step(self):
         """The step's bookkeeping: every REPORT_EVERY steps of the lgc phase rank 0 logs its estimates'
@@ -236,6 +236,7 @@ class LGCRounds:
         """The arrays (name -> numpy) and numbers a checkpoint keeps of this worker's LGC state."""
         arrays = {}
         for s, g in enumerate(self.groups):
+            g.coder.settle()
             for c in range(len(g.fmt.sizes)):
                 arrays["lgc/%d/v/%d" % (s, c)] = g.coder.v[c]
                 if g.coder.u is not None:

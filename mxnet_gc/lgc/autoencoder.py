@@ -64,6 +64,21 @@ class Decoder(gluon.HybridBlock):
         return self.mix(F.concat(self.body(code), innovation, dim=1))
 
 
+class EveryDecoder(gluon.HybridBlock):
+    """Every worker's decoder on one code, each with its own innovation channel: (W, 1, P) estimates from
+    a code (1, C, P / 16) and channels (W, 1, P), as one graph (a server's per-step decode)."""
+
+    def __init__(self, decoders, **kwargs):
+        super().__init__(**kwargs)
+        self.num_workers = len(decoders)
+        for w, d in enumerate(decoders):
+            setattr(self, "decoder%d" % w, d)
+
+    def hybrid_forward(self, F, code, innovations):
+        return F.concat(*[getattr(self, "decoder%d" % w)(code, F.slice_axis(innovations, axis=0, begin=w, end=w + 1))
+                          for w in range(self.num_workers)], dim=0)
+
+
 class Autoencoder:
     """The encoder, the workers' decoders and the mean decoder, their weights as one flat float32 vector."""
 
@@ -76,6 +91,8 @@ class Autoencoder:
         for block in self.blocks():
             block.initialize(mx.init.Zero())
             block.hybridize(static_alloc=True)
+        self.every_decoder = EveryDecoder(self.decoders, prefix="lgc_every_")
+        self.every_decoder.hybridize(static_alloc=True)
         probe = mx.nd.zeros((1, 1, 16))
         with autograd.train_mode():
             code = self.encoder(probe)
@@ -127,19 +144,33 @@ class Autoencoder:
         to [-1, 1]: the range of the leader's scaled vector (each value is divided by the leader's
         largest |value| of its tensor).  Unclipped, poor estimates can exceed the values they stand for
         by far, and error feedback that subtracts them grows the accumulators."""
-        return self._decode(self.decoders[worker], code, innovation, padded)
+        return self.decode_later(worker, code, innovation, padded)()
+
+    def decode_later(self, worker, code, innovation, padded):
+        """``decode`` with its networks queued on MXNet's engine: returns a function that waits for them and
+        returns the estimate (so the caller can go on meanwhile)."""
+        out = self._run(self.decoders[worker], code, innovation, padded)
+        return lambda: self._clipped(out).reshape(-1)
+
+    def decode_every(self, code, innovations, padded):
+        """Every worker's estimate (numpy, W x P, clipped as ``decode``) from one code and each worker's
+        innovation channel (rows of ``innovations``), in one call of the networks."""
+        return self._clipped(self._run(self.every_decoder, code, innovations, padded)).reshape(self.num_workers, -1)
 
     def decode_mean(self, code, innovation, padded):
         """The workers' mean vector (numpy, P values, clipped as ``decode``) from the mean of their codes
         and of their innovation channels."""
-        return self._decode(self.mean_decoder, code, innovation, padded)
+        return self._clipped(self._run(self.mean_decoder, code, innovation, padded)).reshape(-1)
 
     @staticmethod
-    def _decode(decoder, code, innovation, padded):
-        c = mx.nd.array(code.reshape(1, -1, padded // 16))
+    def _run(decoder, code, innovations, padded):
+        """A decoder's output (queued) for a code and one innovation channel per row of ``innovations``."""
         with autograd.train_mode():
-            out = decoder(c, mx.nd.array(innovation.reshape(1, 1, -1))).asnumpy().reshape(-1)
-        return np.clip(out, -1, 1)
+            return decoder(mx.nd.array(code.reshape(1, -1, padded // 16)), mx.nd.array(innovations.reshape(-1, 1, padded)))
+
+    @staticmethod
+    def _clipped(out):
+        return np.clip(out.asnumpy(), -1, 1)
 
 
 class Loss(gluon.HybridBlock):

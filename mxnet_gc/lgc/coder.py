@@ -11,6 +11,11 @@ correction): each step u = m u + g, v = v + u (without momentum v = v + g).  Aft
   estimate, or on a ring the mean's, times the scales at the leader's indices, exact at its innovation
   coordinates),
   u is zeroed there; error_feedback='zero': v and u are zeroed there, as in the train phase.
+
+On the parameter server a worker decodes its own estimate from the result's code.  That decode is
+queued on MXNet's engine and subtracted at the start of the next step (before the new gradients are
+added, so the arithmetic is the same), so that the step's update, the optimizer and the next forward
+do not wait for it.
 """
 import time
 
@@ -31,11 +36,13 @@ class GroupCoder:
         self.ae = None  # the autoencoder's weights, once the lgc phase has them
         self._selected = None  # per tensor, this step's (leader's indices, innovation coordinates, scale)
         self._sent = None  # what this step sent: (innovation indices, values)
+        self._pending = None  # the last step's queued estimate and what its error feedback needs
         self.errors = []  # lgc phase: |estimate - values|^2 / |values|^2 of this worker's vector, per step
         self.network_seconds = 0.0  # time in the autoencoder's networks (encode, decode)
 
     def load(self, v, u=None):
         """Starts from given accumulators (the sparse ramp's residuals and velocities)."""
+        self._pending = None
         self.v = [np.array(x, np.float32).reshape(-1) for x in v]
         if self.u is not None:
             self.u = [np.zeros(n, np.float32) if x is None else np.array(x, np.float32).reshape(-1)
@@ -46,6 +53,7 @@ class GroupCoder:
         step's innovation coordinates, the leader's indices (``lead``) and scales.  A non-finite gradient
         value is dropped, as the codecs drop it: the accumulator and velocity keep their values there (so
         no scale, message, sum or autoencoder sample ever holds one)."""
+        self.settle()
         m = float(self.options.momentum)
         self._selected = []
         for c, g in enumerate(grads):
@@ -109,33 +117,53 @@ class GroupCoder:
         """Applies a step's RESULT fields: returns the updates per tensor (``vectors.sparse_update``); updates
         the accumulators.
         ``estimate``: in the lgc phase, the values applied at the leader's indices on this worker's behalf
-        (on a ring, the mean's); by default its own decoder's estimate from the result's code."""
+        (on a ring, the mean's); by default its own decoder's estimate from the result's code, which is
+        queued on MXNet's engine and taken into the accumulators at the next step (``settle``), so that the
+        step's update does not wait for it."""
         fmt = self.fmt
+        indices = result["indices"]
         idx, values = self._sent
-        scales = result["scales"]
-        update = vectors.sparse_update(fmt, result["indices"], result["sums"], result["innov_indices"],
-                                       result["innov_values"])
-        subtract = phase == LGC and self.options.error_feedback == "subtract"
+        update = vectors.sparse_update(fmt, indices, result["sums"], result["innov_indices"], result["innov_values"])
         if phase == LGC:
+            truth = vectors.gather(fmt, self.v, indices)[:fmt.K]  # (before any change of the step)
             if estimate is None:  # this worker's estimate, decoded as the server did
-                channel = vectors.innovation_channel(fmt, result["indices"], idx, values, scales)
+                channel = vectors.innovation_channel(fmt, indices, idx, values, result["scales"])
                 start = time.perf_counter()
-                decoded = self.ae.decode(self.rank, result["code"], channel, fmt.padded)
+                later = self.ae.decode_later(self.rank, result["code"], channel, fmt.padded)
                 self.network_seconds += time.perf_counter() - start
-                estimate = vectors.scale_segments(fmt, decoded, scales, inverse=True)
-            truth = vectors.gather(fmt, self.v, result["indices"])[:fmt.K]
-            self.errors.append(float(np.sum((estimate[:fmt.K] - truth) ** 2) / max(np.sum(truth ** 2), 1e-30)))
-            mine, extras = vectors.applied(fmt, estimate, result["indices"], idx, values)
-            off = vectors.offsets(fmt)
-        for c in range(len(fmt.sizes)):
-            lead, own = result["indices"][c], idx[c]
-            if subtract:
-                self.v[c][lead] -= mine[off[c]:off[c + 1]]
-                self.v[c][own] -= extras[c]
+                self._pending = (later, result["scales"], truth, indices, idx, values)
             else:
+                self._feedback(estimate, truth, indices, idx, values)
+        subtract = phase == LGC and self.options.error_feedback == "subtract"
+        for c in range(len(fmt.sizes)):
+            lead, own = indices[c], idx[c]
+            if not subtract:
                 self.v[c][lead] = 0
                 self.v[c][own] = 0
             if self.u is not None:
                 self.u[c][lead] = 0
                 self.u[c][own] = 0
         return update
+
+    def settle(self):
+        """Takes the last step's queued estimate (``finish``) into the accumulators: before they are read."""
+        if self._pending is None:
+            return
+        (later, scales, *rest), self._pending = self._pending, None
+        start = time.perf_counter()
+        decoded = later()
+        self.network_seconds += time.perf_counter() - start
+        self._feedback(vectors.scale_segments(self.fmt, decoded, scales, inverse=True), *rest)
+
+    def _feedback(self, estimate, truth, indices, idx, values):
+        """Records the estimate's error against the values it stands for (``truth``); with error_feedback
+        'subtract', takes what was applied on this worker's behalf from its accumulators."""
+        fmt = self.fmt
+        self.errors.append(float(np.sum((estimate[:fmt.K] - truth) ** 2) / max(np.sum(truth ** 2), 1e-30)))
+        if self.options.error_feedback != "subtract":
+            return
+        mine, extras = vectors.applied(fmt, estimate, indices, idx, values)
+        off = vectors.offsets(fmt)
+        for c in range(len(fmt.sizes)):
+            self.v[c][indices[c]] -= mine[off[c]:off[c + 1]]
+            self.v[c][idx[c]] -= extras[c]

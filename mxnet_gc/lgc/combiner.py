@@ -110,7 +110,10 @@ class Combiner:
             raise CorruptMessage("the leader of step %d is worker %d, a LEAD came from %d"
                                  % (step, leader, lead["rank"]))
         fields = self.check_step("INNOV", messages, step)
-        values = [self.estimate(w, lead, f) for w, f in enumerate(fields)]
+        channels = np.stack([vectors.innovation_channel(self.fmt, lead["indices"], f["innov_indices"], f["innov_values"],
+                                                        lead["scales"]) for f in fields])
+        decoded = self.ae.decode_every(lead["code"], channels, self.fmt.padded)
+        values = [vectors.scale_segments(self.fmt, d, lead["scales"], inverse=True) for d in decoded]
         return self._result(step, leader, lead["scales"], lead["indices"], fields, values, lead["code"])
 
     def combine_mean(self, step, leader, index, code_sum, messages):
@@ -126,14 +129,6 @@ class Combiner:
         decoded = self.ae.decode_mean(code, channel, self.fmt.padded)
         mean = vectors.scale_segments(self.fmt, decoded, scales, inverse=True)
         return self._result(step, leader, scales, indices, fields, [mean] * len(fields), code), mean
-
-    def estimate(self, worker, lead, innov):
-        """A worker's values at the leader's indices, decoded from the leader's code (in the leader's
-        scales) and the worker's innovation."""
-        channel = vectors.innovation_channel(self.fmt, lead["indices"], innov["innov_indices"], innov["innov_values"],
-                                             lead["scales"])
-        decoded = self.ae.decode(worker, lead["code"], channel, self.fmt.padded)
-        return vectors.scale_segments(self.fmt, decoded, lead["scales"], inverse=True)
 
     def _result(self, step, leader, scales, indices, fields, values, code):
         sums = np.zeros(self.fmt.K, np.float32)
