@@ -336,6 +336,20 @@ def test_codes_of_any_length(sizes):
     assert ae.decode(2, code, np.zeros(fmt.padded, np.float32), fmt.padded).shape == (fmt.padded,)
 
 
+def test_every_decoder_in_one_call_is_each_decoder_alone():
+    """A server's one call of every worker's decoder (``decode_every``) and a worker's queued decode
+    (``decode_later``) give each decoder's own ``decode``."""
+    ae = Autoencoder(3, [8, 16, 16, 8], 4, seed=2)
+    rng = np.random.default_rng(2)
+    code = ae.encode(rng.uniform(-1, 1, 64).astype(np.float32))
+    channels = rng.uniform(-1, 1, (3, 64)).astype(np.float32)
+    every = ae.decode_every(code, channels, 64)
+    for w in range(3):
+        alone = ae.decode(w, code, channels[w], 64)
+        np.testing.assert_allclose(every[w], alone, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(ae.decode_later(w, code, channels[w], 64)(), alone)
+
+
 def test_weights_round_trip_and_start_from_the_seed():
     a, b = Autoencoder(2, [8, 16, 16, 8], 4, seed=5), Autoencoder(2, [8, 16, 16, 8], 4, seed=5)
     np.testing.assert_array_equal(Autoencoder.flat(a.params()), Autoencoder.flat(b.params()))
