@@ -11,7 +11,6 @@
 // A worker's LGC accumulation (mxgc_lgc_accumulate) feeds the selections from its own pass over the
 // accumulator, so that a step reads the accumulator once (twice for a leader's large k).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <queue>
