@@ -133,6 +133,8 @@ bench-lgc: install data
 		--rates 100mbit 1gbit \
 		--workers 2 4 --steps 8 --repeats 3 --csv docs/results/bench_lgc/bench_lgc.csv --plot docs/results/bench_lgc/bench_lgc.png \
 		--markdown docs/lgc.md --section lgc
+	$(PY) -m tools.bench_network --models cnn-fc --modes topk-1e-3 lgc --rates 10mbit --workers 4 --steps 8 \
+		--repeats 3 --csv docs/results/bench_lgc/bench_lgc_10mbit.csv --markdown docs/lgc.md --section lgc-10mbit
 
 # The C++ kernels and a fuzz driver (tests/asan/kernel_fuzz.cc) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, every instruction-set copy the library has; tests/test_kernel_fuzz.py runs

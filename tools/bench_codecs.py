@@ -2,9 +2,11 @@
 """Throughput of the 2bit and 4bit kernels against the memory-bandwidth reference, in one run.
 
 For each size (1M and 25M float32 values) and thread count (1 and all cores) it times, through the
-MXNet operators and with the engine's wait after each call, in interleaved rounds (medians): encode (gradient + residual -> payload),
-decode into an existing array, and decode-and-add; next to numpy's copyto of the same array, the
-memory-bandwidth reference.  GB/s are gigabytes of float32 gradient processed per second (4 n / t).
+MXNet operators and with the engine's wait after each call, in interleaved rounds (medians): encode
+(gradient + residual -> payload), decode into an existing array, and decode-and-add; LGC's accumulation
+pass (accumulator += gradient, the innovation's top n/1e5 and, on a step's leader, the top n/1e3:
+src_cpp/top_indices.cc); next to numpy's copyto of the same array, the memory-bandwidth reference.
+GB/s are gigabytes of float32 gradient processed per second (4 n / t).
 Then the per-call cost on a 16-value array.  Prints a markdown table and the issue's target ratios.
 
     .venv/bin/python -m tools.bench_codecs [--sizes 1000000 25000000] [--repeat 31]
@@ -20,6 +22,7 @@ import numpy as np
 import mxnet as mx
 
 import mxnet_gc
+from mxnet_gc.lgc import vectors
 from mxnet_gc.message_plan import MessagePlan
 
 CONFIGS = {"2bit": {"type": "2bit", "threshold": 0.5},
@@ -54,6 +57,10 @@ def kernel_times(n, repeat):
         fns[name + " decode_add"] = lambda c=codec, p=payload: c.decode_add(p, out).wait_to_read()
     src = grad.asnumpy()
     dst = np.empty_like(src)
+    accumulator = np.zeros(n, np.float32)
+    for name, k_lead in (("", 0), (", leader", max(1, n // 1000))):  # (single-threaded: one pass)
+        fns["LGC accumulate%s" % name] = lambda k=k_lead: vectors.accumulate(accumulator, None, src, 0.0, k,
+                                                                             max(1, n // 100000))
     fns["numpy copyto"] = lambda: np.copyto(dst, src)
     return median_seconds(fns, repeat)
 

@@ -57,7 +57,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from mxnet_gc import launch
 from tools import jobfiles, netns_cluster
 from tools.netbench import jobs, models, report, worker
-from tools.netbench.modes import DEFAULT_MODES, MODES, RATES_BITS
+from tools.netbench.modes import DEFAULT_MODES, DEFAULT_RATES, MODES, RATES_BITS
 
 
 def parse_args():
@@ -66,7 +66,7 @@ def parse_args():
                                                                   for m in MODES.values()))
     parser.add_argument("--models", nargs="+", default=models.MODELS, choices=models.MODELS)
     parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=list(MODES))
-    parser.add_argument("--rates", nargs="+", default=list(RATES_BITS), choices=list(RATES_BITS))
+    parser.add_argument("--rates", nargs="+", default=DEFAULT_RATES, choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--servers", type=int, nargs="+", default=[1],
                         help="parameter servers per job (Horovod modes: the first value only, they have none)")

@@ -83,6 +83,9 @@ def targets(rows):
         if mode == prefix + "lgc" and dgc and rate == "100mbit":
             add("lgc_beats_dgc_100mbit", "%s, %d workers, 100 Mbit/s: top-k 1e-3 / %s step time"
                 % (model, workers, "LGC-RAR (Horovod)" if prefix else "LGC-PS"), dgc / ms)
+        if mode == prefix + "lgc" and dgc and rate == "10mbit" and model == "cnn-fc" and workers == 4:
+            add("lgc_beats_dgc_10mbit", "%s, %d workers, 10 Mbit/s: top-k 1e-3 / %s step time"
+                % (model, workers, "LGC-RAR (Horovod)" if prefix else "LGC-PS"), dgc / ms)
         if mode == "gc-none" and base:
             add("uncompressed_vs_mxnet", "%s, %d workers, %s: mxnet_gc's uncompressed / MXNet's dist_sync step time"
                 % (model, workers, rate), ms / base)
