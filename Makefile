@@ -116,8 +116,9 @@ study-resnet20: install data
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
 # seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and
 # their plots).  bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
-# server and on Horovod, on the namespaced harness (root; about 25 minutes; rewrites its section of
-# docs/lgc.md, docs/results/bench_lgc/bench_lgc.csv and docs/results/bench_lgc/bench_lgc.png).
+# server and on Horovod, on the namespaced harness, then top-k and LGC-PS on cnn-fc with 4 workers at
+# 10 Mbit/s (root; about 25 + 35 minutes; rewrites its two sections of docs/lgc.md, and
+# docs/results/bench_lgc/: bench_lgc.csv, bench_lgc.png, bench_lgc_10mbit.csv).
 study-lgc: install data
 	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3
 	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --more \

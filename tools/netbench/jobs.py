@@ -95,6 +95,7 @@ def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec):
             "worker0_received_mb_per_step": r0["received_per_step"] / 1e6,
             "wire_bound_ms": 1e3 * wire, "codec_ms": None if seconds is None else 1e3 * seconds,
             "worker_cpu_ms_per_step": 1e3 * statistics.mean(r["cpu_per_step"] for r in ranks),
+            "server_cpu_ms_per_step": None if r0.get("server_cpu_per_step") is None else 1e3 * r0["server_cpu_per_step"],
             "machine_cpu_busy": r0["machine_busy"], "machine_cpu_kernel": r0["machine_kernel"],
             "cpu_s_scheduler": cpu.get(("scheduler", 0)), "cpu_s_server": cpu.get(("server", 0)),
             "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)) if cpu else None,

@@ -24,14 +24,14 @@ def busy(row):
 
 def table(rows):
     lines = ["| model | W | S | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
-             "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | server CPU s (job) | machine CPU busy |",
+             "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | servers' CPU ms/step | machine CPU busy |",
              "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append("| %s | %d | %s | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
             r["model"], r["workers"], r["servers"] or "–", r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
             fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
             r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
-            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r["cpu_s_server"], 1),
+            fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r.get("server_cpu_ms_per_step")),
             busy(r)))
     return "\n".join(lines)
 

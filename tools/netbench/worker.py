@@ -26,6 +26,27 @@ def interface_bytes():
     return counts
 
 
+def server_cpu_seconds():
+    """CPU seconds so far of this job's parameter servers: the processes of this machine (the namespaced
+    hosts share its process table) with DMLC_ROLE=server and this job's scheduler address; None if none
+    (Horovod)."""
+    job = [os.environ.get(name, "").encode() for name in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT")]
+    total, found = 0.0, False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = dict(item.partition(b"=")[::2] for item in f.read().split(b"\0"))
+            if env.get(b"DMLC_ROLE") != b"server" or [env.get(b"DMLC_PS_ROOT_URI"), env.get(b"DMLC_PS_ROOT_PORT")] != job:
+                continue
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:  # (a process that ended meanwhile)
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        found = True
+    return total if found else None
+
+
 def make_trainer(mode, kv, params, bucket_bytes):
     """The mode's trainer: Gluon's on MXNet's store, mxnet_gc's on its own."""
     from mxnet import gluon
@@ -92,14 +113,17 @@ def run(mode, model, steps, warmup, bucket_bytes):
     warmup += schedule.start(schedule.phases[-1].name) if schedule else 0
     for i in range(warmup):
         step(i)
+    server0 = server_cpu_seconds() if kv.rank == 0 else None
     bytes0, cpu0, wall0, machine0 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()
     totals = [step(warmup + i) for i in range(steps)]
     bytes1, cpu1, wall1, machine1 = interface_bytes(), time.process_time(), time.perf_counter(), machine_ticks()
+    server1 = server_cpu_seconds() if server0 is not None else None
     compute_s = statistics.median(step(i, update=False) for i in range(COMPUTE_STEPS))
     return kv.rank, {
         "parameters": sum(p.data().size for p in trained), "step_s": totals, "window_s": wall1 - wall0,
         "compute_s": compute_s, "comm_s": max(0.0, statistics.median(totals) - compute_s),
         "sent_per_step": (bytes1[0] - bytes0[0]) / steps, "received_per_step": (bytes1[1] - bytes0[1]) / steps,
         "cpu_per_step": (cpu1 - cpu0) / steps,
+        "server_cpu_per_step": None if server1 is None else (server1 - server0) / steps,
         "machine_busy": (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]),
         "machine_kernel": (machine1[2] - machine0[2]) / max(1, machine1[1] - machine0[1])}
