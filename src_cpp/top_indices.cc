@@ -2,18 +2,18 @@
 // selections (mxnet_gc/lgc/vectors.py, mxnet_gc/lgc/coder.py): exact, in the order largest first, ties to
 // the lower index, NaN below every number (numpy's stable argsort of -|values| gives the same list).
 //
-// Magnitudes are compared as IEEE bit patterns (monotonic for non-negative floats): a small k keeps
-// the best k in a heap over one pass; a larger k counts the patterns' top 12 bits (exponent and 4
-// mantissa bits) in a histogram that stays in L1, which tells the bucket holding the k-th largest, and a
-// second pass collects that bucket and those above it.  Either way O(n) without a copy of the array,
-// against numpy's argpartition of the whole array plus a sort.
+// Magnitudes are compared as IEEE bit patterns (monotonic for non-negative floats).  One pass keeps the
+// candidates that beat a floor in a buffer of about 2k; when the buffer is full, nth_element keeps its
+// best k and the floor rises to the k-th (a run of 64 values whose largest cannot beat the floor is
+// skipped whole).  The buffer fills at most every k new candidates, so the pass is O(n) whatever the
+// order of the values, without a copy of the array: against numpy's argpartition of the whole array
+// plus a sort.
 //
-// A worker's LGC accumulation (mxgc_lgc_accumulate) feeds the selections from its own pass over the
-// accumulator, so that a step reads the accumulator once (twice for a leader's large k).
+// A worker's LGC accumulation (mxgc_lgc_accumulate) feeds both selections from its own pass over the
+// accumulator, so that a step reads the accumulator once.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -36,82 +36,57 @@ inline bool finite(float v) {
   return (bits & kInfKey) != kInfKey;
 }
 
-constexpr int64_t kHeapMax = 64;  // up to this k, one pass with a heap of the best k so far
-constexpr int kBucketShift = 19;  // a key's bucket: its top 12 bits (keys are below 2^31)
-constexpr int kBuckets = 1 << (31 - kBucketShift);
-
 using Entry = std::pair<int32_t, int64_t>;  // (key, index)
 
 // a before b in the output: larger key, then lower index.
 inline bool before(const Entry& a, const Entry& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); }
 
-inline int bucket(int32_t key) { return key < 0 ? 0 : (key >> kBucketShift) + 1; }  // 0: NaN
-
 // The k largest of a stream of (key, index), fed in index order a block at a time (``add_block``);
 // ``finish`` writes them.
 class TopSelector {
  public:
-  explicit TopSelector(int64_t k) : k_(k), kept_(&before) {
-    if (k_ > kHeapMax) count_.assign(kSubHistograms * (kBuckets + 1), 0);
+  explicit TopSelector(int64_t k) : k_(k), capacity_(k + std::max<int64_t>(k, 1024)) {
+    kept_.reserve(std::min<int64_t>(capacity_, 1 << 16));
   }
 
   // keys[0..m): the keys of indices first..first + m.
   void add_block(const int32_t* keys, int64_t m, int64_t first) {
     if (k_ == 0) return;
-    if (k_ > kHeapMax) {  // (interleaved histograms: a run of one bucket does not wait on one counter)
-      int64_t j = 0;
-      for (; j + kSubHistograms <= m; j += kSubHistograms)
-        for (int h = 0; h < kSubHistograms; ++h) ++count_[h * (kBuckets + 1) + bucket(keys[j + h])];
-      for (; j < m; ++j) ++count_[bucket(keys[j])];
-    } else {
-      int32_t largest = -1;  // (a block whose largest key cannot enter is skipped whole)
-      for (int64_t j = 0; j < m; ++j) largest = std::max(largest, keys[j]);
-      if (largest <= floor_) return;
-      for (int64_t j = 0; j < m; ++j)
-        if (keys[j] > floor_) keep(keys[j], first + j);
+    for (int64_t c = 0; c < m; c += kRun) {  // (a run's largest, vectorized, skips most runs whole)
+      const int64_t end = std::min(m, c + kRun);
+      int32_t largest = -1;
+      for (int64_t j = c; j < end; ++j) largest = std::max(largest, keys[j]);
+      if (largest <= floor_) continue;
+      for (int64_t j = c; j < end; ++j) {
+        if (keys[j] <= floor_) continue;  // (an equal key comes later: it loses the tie)
+        kept_.push_back({keys[j], first + j});
+        if (static_cast<int64_t>(kept_.size()) == capacity_) shrink();
+      }
     }
   }
 
-  // Writes the k indices, largest first; ``values`` (the n values fed) for the histogram's second pass.
-  void finish(const float* values, int64_t n, int64_t* out) {
+  // Writes the k indices, largest first (k of them were fed: nothing below the floor is among them).
+  void finish(int64_t* out) {
     if (k_ == 0) return;
-    std::vector<Entry> chosen;
-    chosen.reserve(k_);
-    if (k_ <= kHeapMax) {
-      for (; !kept_.empty(); kept_.pop()) chosen.push_back(kept_.top());
-    } else {
-      std::vector<int64_t> count(kBuckets + 1, 0);
-      for (int h = 0; h < kSubHistograms; ++h)
-        for (int b = 0; b <= kBuckets; ++b) count[b] += count_[h * (kBuckets + 1) + b];
-      int cut = kBuckets;  // the bucket (+1) holding the k-th largest: every key of buckets above is in
-      for (int64_t above = 0; above + count[cut] < k_; --cut) above += count[cut];
-      for (int64_t i = 0; i < n; ++i) {
-        const int32_t key = magnitude_key(values[i]);
-        if (bucket(key) >= cut) chosen.push_back({key, i});
-      }
-      std::nth_element(chosen.begin(), chosen.begin() + (k_ - 1), chosen.end(), before);
-      chosen.resize(k_);
-    }
-    std::sort(chosen.begin(), chosen.end(), before);
-    for (int64_t j = 0; j < k_; ++j) out[j] = chosen[j].second;
+    shrink();
+    std::sort(kept_.begin(), kept_.end(), before);
+    for (int64_t j = 0; j < k_; ++j) out[j] = kept_[j].second;
   }
 
  private:
-  static constexpr int kSubHistograms = 4;
-
-  // The heap path: keeps (key, i), which beats the kept entries' last (or fills the heap); an equal key
-  // comes later and loses the tie.
-  void keep(int32_t key, int64_t i) {
-    if (static_cast<int64_t>(kept_.size()) == k_) kept_.pop();
-    kept_.push({key, i});
-    if (static_cast<int64_t>(kept_.size()) == k_) floor_ = kept_.top().first;
+  // Keeps the best k candidates; the floor becomes the last of them.
+  void shrink() {
+    if (static_cast<int64_t>(kept_.size()) < k_) return;
+    std::nth_element(kept_.begin(), kept_.begin() + (k_ - 1), kept_.end(), before);
+    kept_.resize(k_);
+    floor_ = kept_[k_ - 1].first;
   }
 
-  int64_t k_;
-  int32_t floor_ = -2;  // a key must beat this to enter the heap (below every key until the heap is full)
-  std::vector<uint32_t> count_;  // count_[h * (kBuckets + 1) + b + 1]: keys of bucket b in sub-histogram h
-                                 // (b + 1 = 0: NaN); each counts at most 2^32 - 1
-  std::priority_queue<Entry, std::vector<Entry>, decltype(&before)> kept_;  // top: the first to drop
+  static constexpr int64_t kRun = 64;
+
+  int64_t k_, capacity_;
+  int32_t floor_ = -2;  // a key must beat this to be kept (below every key, NaN's -1 too, until k are kept)
+  std::vector<Entry> kept_;
 };
 
 constexpr int64_t kBlock = 2048;  // values per block: computed (vectorized), then selected from L1
@@ -131,7 +106,7 @@ int mxgc_top_indices(const float* values, int64_t n, int64_t k, int64_t* out) {
     for (int64_t j = 0; j < m; ++j) keys[j] = magnitude_key(values[b + j]);
     top.add_block(keys, m, b);
   }
-  top.finish(values, n, out);
+  top.finish(out);
   return 0;
 }
 
@@ -172,8 +147,8 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
     first.add_block(keys, m, b);
     second.add_block(keys, m, b);
   }
-  first.finish(v, n, lead);
-  second.finish(v, n, innov);
+  first.finish(lead);
+  second.finish(innov);
   float largest_value;
   std::memcpy(&largest_value, &top, sizeof top);
   *largest = largest_value;

@@ -163,12 +163,16 @@ def test_corrupt_messages_are_refused(fmt):
 
 @pytest.mark.parametrize("k", [0, 1, 2, 64, 65, 300, 4000])
 def test_top_indices_are_numpys_stable_order(k):
-    """vectors.top (C++: a heap up to k = 64, nth_element above) lists numpy's stable argsort of -|v|:
-    largest first, ties to the lower index (many equal magnitudes, both signs), NaN last."""
+    """vectors.top (C++: candidates above a rising floor, a buffer cut to the best k when full) lists numpy's
+    stable argsort of -|v|: largest first, ties to the lower index (many equal magnitudes, both signs),
+    NaN last; also where every value is a new candidate (magnitudes rising along the array: the buffer
+    fills again and again) or none after the first (falling)."""
     rng = np.random.default_rng(k)
+    rising = (np.arange(4000) * np.where(np.arange(4000) % 2, -1, 1)).astype(np.float32)
     for v in [rng.standard_normal(4000).astype(np.float32),
               rng.integers(-3, 4, 4000).astype(np.float32),  # (few magnitudes: long runs of ties)
-              np.where(rng.random(4000) < 0.3, np.nan, rng.standard_normal(4000)).astype(np.float32)]:
+              np.where(rng.random(4000) < 0.3, np.nan, rng.standard_normal(4000)).astype(np.float32),
+              rising, rising[::-1].copy(), np.repeat(rising[::40], 40)]:
         want = np.argsort(-np.abs(v), kind="stable")[:k]
         np.testing.assert_array_equal(vectors.top(v, k), want)
     with pytest.raises(ValueError, match="not within 0..4000"):
