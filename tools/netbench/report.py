@@ -56,6 +56,8 @@ def targets(rows):
     """The target ratios, each from two rows of this run (with the first number of servers): (text, ratio,
     target, met)."""
     step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in _first_servers(rows)}
+    server_cpu = {(r["model"], r["workers"], r["rate"], r["mode"]): r.get("server_cpu_ms_per_step")
+                  for r in _first_servers(rows)}
     found = []
 
     def add(name, text, ratio):
@@ -89,7 +91,14 @@ def targets(rows):
         if mode == "gc-none" and base:
             add("uncompressed_vs_mxnet", "%s, %d workers, %s: mxnet_gc's uncompressed / MXNet's dist_sync step time"
                 % (model, workers, rate), ms / base)
+        cpu, mxnet_cpu = server_cpu[model, workers, rate, mode], server_cpu.get((model, workers, rate, "none"))
+        if mode == "gc-none" and cpu is not None and mxnet_cpu:
+            add("server_cpu_vs_mxnet", "%s, %d workers, %s: mxnet_gc's / MXNet's server CPU per step, uncompressed"
+                % (model, workers, rate), cpu / mxnet_cpu)
         mxnet_2bit = step.get((model, workers, rate, "mxnet-2bit"))
+        if mode == "4bit-groups" and mxnet_2bit and rate in ("100mbit", "1gbit"):
+            add("four_bit_vs_mxnet_2bit", "%s, %d workers, %s: 4bit with groups / MXNet's 2bit step time"
+                % (model, workers, rate), ms / mxnet_2bit)
         if mode == "gc_2bit" and mxnet_2bit:
             add("our_2bit_vs_mxnet", "%s, %d workers, %s: our 2bit / MXNet's 2bit step time" % (model, workers, rate),
                 ms / mxnet_2bit)
