@@ -5,7 +5,7 @@ For each size (1M and 25M float32 values) and thread count (1 and all cores) it 
 MXNet operators and with the engine's wait after each call, in interleaved rounds (medians): encode
 (gradient + residual -> payload), decode into an existing array, and decode-and-add; LGC's accumulation
 pass (accumulator += gradient, the innovation's top n/1e5 and, on a step's leader, the top n/1e3:
-src_cpp/top_indices.cc); next to numpy's copyto of the same array, the memory-bandwidth reference.
+src_cpp/lgc_select.cc); next to numpy's copyto of the same array, the memory-bandwidth reference.
 GB/s are gigabytes of float32 gradient processed per second (4 n / t).
 Then the per-call cost on a 16-value array.  Prints a markdown table and the issue's target ratios.
 

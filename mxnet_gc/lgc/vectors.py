@@ -18,7 +18,7 @@ from .._library import load
 
 def top(values, k):
     """Indices of the k largest |values| (int64), largest first (ties: lower index first; NaN last): one
-    C++ pass (src_cpp/top_indices.cc)."""
+    C++ pass (src_cpp/lgc_select.cc)."""
     values = np.ascontiguousarray(values, np.float32).reshape(-1)
     out = np.empty(k, np.int64)
     if load().mxgc_top_indices(values.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(values.size), ctypes.c_int64(k),
@@ -29,7 +29,7 @@ def top(values, k):
 
 def accumulate(v, velocity, g, momentum, k_lead, k_innov):
     """One accumulation step of a tensor in place (``velocity`` None: without momentum; a non-finite g is
-    dropped) and, from the same pass (src_cpp/top_indices.cc), the indices of the ``k_lead`` and
+    dropped) and, from the same pass (src_cpp/lgc_select.cc), the indices of the ``k_lead`` and
     ``k_innov`` largest |v| after it (as ``top``) and its scale (as ``scale_of``)."""
     lead, innov, largest = np.empty(k_lead, np.int64), np.empty(k_innov, np.int64), ctypes.c_double()
     if load().mxgc_lgc_accumulate(v.ctypes.data_as(ctypes.c_void_p),

@@ -1,6 +1,7 @@
-// The k largest |values| of an array, for learned gradient compression's leader and innovation
-// selections (mxnet_gc/lgc/vectors.py, mxnet_gc/lgc/coder.py): exact, in the order largest first, ties to
-// the lower index, NaN below every number (numpy's stable argsort of -|values| gives the same list).
+// Learned gradient compression's worker pass (mxnet_gc/lgc/vectors.py, mxnet_gc/lgc/coder.py): the
+// accumulation of a step's gradient and, from the same pass, the leader's and the innovation's
+// selections, the k largest |values|: exact, in the order largest first, ties to the lower index, NaN
+// below every number (numpy's stable argsort of -|values| gives the same list).
 //
 // Magnitudes are compared as IEEE bit patterns (monotonic for non-negative floats).  One pass keeps the
 // candidates that beat a floor in a buffer of about 2k; when the buffer is full, nth_element keeps its
