@@ -11,12 +11,17 @@
 // plus a sort.
 //
 // A worker's LGC accumulation (mxgc_lgc_accumulate) feeds both selections from its own pass over the
-// accumulator, so that a step reads the accumulator once.
+// accumulator, so that a step reads the accumulator once; from kParallelMin values each of mxgc's threads
+// takes a contiguous range with selectors of its own, and their best k are merged (the same list).
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
+
+#include "codec.h"  // mxgc::num_threads
 
 namespace {
 
@@ -66,12 +71,18 @@ class TopSelector {
     }
   }
 
-  // Writes the k indices, largest first (k of them were fed: nothing below the floor is among them).
-  void finish(int64_t* out) {
-    if (k_ == 0) return;
-    shrink();
-    std::sort(kept_.begin(), kept_.end(), before);
-    for (int64_t j = 0; j < k_; ++j) out[j] = kept_[j].second;
+  // Writes the k indices, largest first, of all that ``parts`` (selectors of one k, fed disjoint ranges
+  // of indices that hold k values together) were fed: each part's best k hold them.
+  static void finish(std::vector<TopSelector>& parts, int64_t* out) {
+    TopSelector& all = parts[0];
+    if (all.k_ == 0) return;
+    for (size_t p = 1; p < parts.size(); ++p) {
+      parts[p].shrink();
+      all.kept_.insert(all.kept_.end(), parts[p].kept_.begin(), parts[p].kept_.end());
+    }
+    all.shrink();
+    std::sort(all.kept_.begin(), all.kept_.end(), before);
+    for (int64_t j = 0; j < all.k_; ++j) out[j] = all.kept_[j].second;
   }
 
  private:
@@ -91,6 +102,7 @@ class TopSelector {
 };
 
 constexpr int64_t kBlock = 2048;  // values per block: computed (vectorized), then selected from L1
+constexpr int64_t kParallelMin = 1 << 18;  // from this many values the accumulation runs on mxgc's threads
 
 }  // namespace
 
@@ -100,14 +112,14 @@ extern "C" {
 // NaN last).  Returns 0, or -1 (nothing written) unless 0 <= k <= n.
 int mxgc_top_indices(const float* values, int64_t n, int64_t k, int64_t* out) {
   if (k < 0 || k > n) return -1;
-  TopSelector top(k);
+  std::vector<TopSelector> top(1, TopSelector(k));
   int32_t keys[kBlock];
   for (int64_t b = 0; k > 0 && b < n; b += kBlock) {
     const int64_t m = std::min(kBlock, n - b);
     for (int64_t j = 0; j < m; ++j) keys[j] = magnitude_key(values[b + j]);
-    top.add_block(keys, m, b);
+    top[0].add_block(keys, m, b);
   }
-  top.finish(out);
+  TopSelector::finish(top, out);
   return 0;
 }
 
@@ -120,38 +132,47 @@ int mxgc_top_indices(const float* values, int64_t n, int64_t k, int64_t* out) {
 int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, float momentum, int64_t k_lead,
                         int64_t* lead, int64_t k_innov, int64_t* innov, double* largest) {
   if (k_lead < 0 || k_lead > n || k_innov < 0 || k_innov > n) return -1;
-  TopSelector first(k_lead), second(k_innov);
-  int32_t keys[kBlock];
-  int32_t top = 0;  // the largest finite key
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t m = std::min(kBlock, n - b);
-    float* __restrict vb = v + b;
-    const float* __restrict gb = g + b;
-    if (velocity) {
-      float* __restrict ub = velocity + b;
-      for (int64_t j = 0; j < m; ++j) {
-        const float gj = gb[j], uj = ub[j], vj = vb[j];
-        const bool ok = finite(gj);
-        const float un = momentum * uj + gj;  // (two roundings: -ffp-contract=off, as numpy's)
-        const float vn = vj + un;
-        ub[j] = ok ? un : uj;
-        vb[j] = ok ? vn : vj;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n >= kParallelMin ? mxgc::num_threads() : 1, blocks)));
+  std::vector<TopSelector> first(threads, TopSelector(k_lead)), second(threads, TopSelector(k_innov));
+  std::vector<int32_t> top(threads, 0);  // the largest finite key of each thread's range
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), used = omp_get_num_threads();
+    for (int64_t b = blocks * t / used * kBlock; b < std::min(n, blocks * (t + 1) / used * kBlock); b += kBlock) {
+      const int64_t m = std::min(kBlock, n - b);
+      int32_t keys[kBlock];
+      float* __restrict vb = v + b;
+      const float* __restrict gb = g + b;
+      if (velocity) {
+        float* __restrict ub = velocity + b;
+        for (int64_t j = 0; j < m; ++j) {
+          const float gj = gb[j], uj = ub[j], vj = vb[j];
+          const bool ok = finite(gj);
+          const float un = momentum * uj + gj;  // (two roundings: -ffp-contract=off, as numpy's)
+          const float vn = vj + un;
+          ub[j] = ok ? un : uj;
+          vb[j] = ok ? vn : vj;
+        }
+      } else {
+        for (int64_t j = 0; j < m; ++j) vb[j] = finite(gb[j]) ? vb[j] + gb[j] : vb[j];
       }
-    } else {
-      for (int64_t j = 0; j < m; ++j) vb[j] = finite(gb[j]) ? vb[j] + gb[j] : vb[j];
+      int32_t largest = top[t];
+      for (int64_t j = 0; j < m; ++j) {
+        const int32_t key = magnitude_key(vb[j]);
+        keys[j] = key;
+        largest = std::max(largest, key < kInfKey ? key : 0);
+      }
+      top[t] = largest;
+      first[t].add_block(keys, m, b);
+      second[t].add_block(keys, m, b);
     }
-    for (int64_t j = 0; j < m; ++j) {
-      const int32_t key = magnitude_key(vb[j]);
-      keys[j] = key;
-      top = std::max(top, key < kInfKey ? key : 0);
-    }
-    first.add_block(keys, m, b);
-    second.add_block(keys, m, b);
   }
-  first.finish(lead);
-  second.finish(innov);
+  TopSelector::finish(first, lead);
+  TopSelector::finish(second, innov);
+  const int32_t top_key = *std::max_element(top.begin(), top.end());
   float largest_value;
-  std::memcpy(&largest_value, &top, sizeof top);
+  std::memcpy(&largest_value, &top_key, sizeof top_key);
   *largest = largest_value;
   return 0;
 }

@@ -179,12 +179,23 @@ def test_top_indices_are_numpys_stable_order(k):
         vectors.top(v, 4001)
 
 
-@pytest.mark.parametrize("n, k_lead, k_innov, momentum", [(1000, 100, 3, 0.9), (50, 50, 50, 0.0),
-                                                        (100000, 100, 64, 0.9), (100000, 65, 1, 0.5), (300, 0, 2, 0.9)])
-def test_one_accumulation_pass_is_numpys_steps(n, k_lead, k_innov, momentum):
+@pytest.mark.parametrize("n, k_lead, k_innov, momentum, threads", [
+    (1000, 100, 3, 0.9, 0), (50, 50, 50, 0.0, 0), (100000, 100, 64, 0.9, 0), (100000, 65, 1, 0.5, 0),
+    (300, 0, 2, 0.9, 0), (300001, 300, 70, 0.9, 3), (300001, 5000, 1, 0.0, 2)])
+def test_one_accumulation_pass_is_numpys_steps(n, k_lead, k_innov, momentum, threads):
     """vectors.accumulate (one C++ pass) equals numpy's u = m u + g; v += u (or v += g) with NaN and inf
     gradients dropped (v and u keep their values there), numpy's stable top-k of |v| and its largest
-    finite |v|, bit for bit."""
+    finite |v|, bit for bit; also split over ``threads`` (0: the default) whose selections are merged."""
+    import mxnet_gc
+
+    mxnet_gc.set_num_threads(threads)
+    try:
+        _check_accumulation(n, k_lead, k_innov, momentum)
+    finally:
+        mxnet_gc.set_num_threads(0)
+
+
+def _check_accumulation(n, k_lead, k_innov, momentum):
     rng = np.random.default_rng(n + k_lead)
     v, u, g = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     g[::17], g[5] = np.nan, np.inf
