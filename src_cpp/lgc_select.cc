@@ -133,7 +133,8 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
                         int64_t* lead, int64_t k_innov, int64_t* innov, double* largest) {
   if (k_lead < 0 || k_lead > n || k_innov < 0 || k_innov > n) return -1;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n >= kParallelMin ? mxgc::num_threads() : 1, blocks)));
+  const int64_t wanted = n >= kParallelMin ? mxgc::num_threads() : 1;
+  const int threads = static_cast<int>(std::max<int64_t>(1, std::min(wanted, blocks)));
   std::vector<TopSelector> first(threads, TopSelector(k_lead)), second(threads, TopSelector(k_innov));
   std::vector<int32_t> top(threads, 0);  // the largest finite key of each thread's range
 #pragma omp parallel num_threads(threads)
