@@ -111,16 +111,19 @@ class Process:
         return "%s (pid %d) %s%s; its last lines:\n%s" % (self.name, self.popen.pid, how, note, lines)
 
 
-def processes_with_env(entry):
-    """PIDs of live processes whose environment holds ``entry`` (KEY=VALUE), such as a job's --env tag."""
+def processes_with_env(*entries):
+    """PIDs of live processes whose environment holds every one of ``entries`` (KEY=VALUE, each a whole
+    variable), such as a job's --env tag."""
+    wanted = [b"\0" + e.encode() + b"\0" for e in entries]
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/environ" % pid, "rb") as f:
-                if entry.encode() in f.read():
-                    found.append(int(pid))
+                environ = b"\0" + f.read()
         except OSError:
-            pass
+            continue
+        if all(w in environ for w in wanted):
+            found.append(int(pid))
     return found
 
 

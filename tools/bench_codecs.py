@@ -58,7 +58,7 @@ def kernel_times(n, repeat):
     src = grad.asnumpy()
     dst = np.empty_like(src)
     accumulator = np.zeros(n, np.float32)
-    for name, k_lead in (("", 0), (", leader", max(1, n // 1000))):  # (single-threaded: one pass)
+    for name, k_lead in (("", 0), (", leader", max(1, n // 1000))):  # (numpy arrays, on mxgc's threads)
         fns["LGC accumulate%s" % name] = lambda k=k_lead: vectors.accumulate(accumulator, None, src, 0.0, k,
                                                                              max(1, n // 100000))
     fns["numpy copyto"] = lambda: np.copyto(dst, src)

@@ -71,19 +71,11 @@ def kill_a_worker(args, prefix, proc, tag):
         time.sleep(0.5)
     delay = random.Random(args.seed).uniform(2.0, 8.0)
     time.sleep(delay)
-    workers = [pid for pid in processes_with_env(tag) if "DMLC_ROLE=worker" in _environ(pid)]
+    workers = processes_with_env(tag, "DMLC_ROLE=worker")
     if proc.poll() is not None or not workers:
         sys.exit("soak: the job ended before a worker could be killed")
     os.kill(workers[-1], signal.SIGKILL)
     return delay
-
-
-def _environ(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            return f.read().decode("utf-8", "replace").split("\0")
-    except OSError:
-        return []
 
 
 def main():

@@ -30,15 +30,13 @@ def server_cpu_seconds():
     """CPU seconds so far of this job's parameter servers: the processes of this machine (the namespaced
     hosts share its process table) with DMLC_ROLE=server and this job's scheduler address; None if none
     (Horovod)."""
-    job = [os.environ.get(name, "").encode() for name in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT")]
+    from mxnet_gc.launch import processes_with_env
+
+    job = ["%s=%s" % (name, os.environ.get(name, "")) for name in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT")]
     total, found = 0.0, False
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in processes_with_env("DMLC_ROLE=server", *job):
         try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = dict(item.partition(b"=")[::2] for item in f.read().split(b"\0"))
-            if env.get(b"DMLC_ROLE") != b"server" or [env.get(b"DMLC_PS_ROOT_URI"), env.get(b"DMLC_PS_ROOT_PORT")] != job:
-                continue
-            with open("/proc/%s/stat" % pid) as f:
+            with open("/proc/%d/stat" % pid) as f:
                 fields = f.read().rpartition(")")[2].split()
         except OSError:  # (a process that ended meanwhile)
             continue
