@@ -4,6 +4,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
+from mxnet_gc import _mx
 from mxnet_gc.kvstore.compression import Compression
 from mxnet_gc.lgc import vectors
 from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
@@ -363,6 +364,23 @@ def test_every_decoder_in_one_call_is_each_decoder_alone():
         alone = ae.decode(w, code, channels[w], 64)
         np.testing.assert_allclose(every[w], alone, rtol=1e-6, atol=1e-7)
         np.testing.assert_array_equal(ae.decode_later(w, code, channels[w], 64)(), alone)
+
+
+def test_arrays_written_through_their_memory_are_mxnets_copies():
+    """The per-step inputs of the autoencoder and LGC's messages (``_mx.array``, ``_mx.write``) hold what
+    ``mx.nd.array`` and a slice assignment would, and engine operations queued next read those values."""
+    values = np.random.default_rng(3).standard_normal((3, 5)).astype(np.float32)
+    made = _mx.array(values)
+    assert made.shape == (3, 5) and made.dtype == np.float32
+    np.testing.assert_array_equal(made.asnumpy(), mx.nd.array(values).asnumpy())
+    np.testing.assert_array_equal((made * 2).asnumpy(), values * 2)
+    assert _mx.array(np.zeros((0, 4), np.float32)).shape == (0, 4)
+    target = mx.nd.zeros(15)
+    pending = target + 1  # (an engine operation that read the old values)
+    pending.wait_to_read()
+    _mx.write(target, values)
+    np.testing.assert_array_equal(target.asnumpy(), values.reshape(-1))
+    np.testing.assert_array_equal(pending.asnumpy(), np.ones(15, np.float32))
 
 
 def test_weights_round_trip_and_start_from_the_seed():

@@ -47,7 +47,7 @@ class PSRounds(LGCRounds):
     def _send(self, messages):
         arrays = []
         for g, name, words in messages:
-            g.buffers[name][:] = words
+            _mx.write(g.buffers[name], words)  # (the last step's push of it has ended: below)
             arrays.append(g.buffers[name])
         self.store.port.push([g.keys[name] for g, name, _ in messages], arrays)
         for a in arrays:
@@ -61,6 +61,7 @@ class PSRounds(LGCRounds):
         for g in self.groups:
             result = g.fmt.read("RESULT", g.buffers["result"].asnumpy(), step)
             self.apply(g, dests, g.coder.finish(mode, result))
+            g.coder.start_estimate()
         if phase == LGC and mode == AE_TRAIN:  # fine-tuned: the servers' new weights
             self._fetch_autoencoder()
         self.end_step()

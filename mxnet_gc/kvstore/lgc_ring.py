@@ -19,6 +19,7 @@ import time
 
 import mxnet as mx
 
+from .. import _mx
 from ..lgc.combiner import Combiner
 from ..lgc.wire import CorruptMessage
 from ..schedule import AE_TRAIN, LGC
@@ -38,16 +39,16 @@ class RingRounds(LGCRounds):
         leader, train = self.leader(), self.mode() == AE_TRAIN
         self._gathered = []
         for s, g in enumerate(self.groups):
-            mine = mx.nd.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
+            mine = _mx.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
             words = self._collective("index", s, lambda n: hvd.broadcast(mine, root_rank=leader, name=n))
             self.store.wait_collectives(["mxgc.lgc.%d.index" % s])
             index = self._read(g, "INDEX", words.asnumpy(), step)
             if train:
-                vector = mx.nd.array(g.coder.vector_message(step, index["indices"]))
+                vector = _mx.array(g.coder.vector_message(step, index["indices"]))
                 out = [self._collective("vector", s, lambda n: hvd.allgather(vector, name=n))]
             else:
-                code = mx.nd.array(g.coder.code(index["indices"], index["scales"]))
-                innov = mx.nd.array(g.coder.innov_message(step))
+                code = _mx.array(g.coder.code(index["indices"], index["scales"]))
+                innov = _mx.array(g.coder.innov_message(step))
                 out = [self._collective("code", s, lambda n: hvd.allreduce(code, op=hvd.Sum, name=n)),
                        self._collective("innov", s, lambda n: hvd.allgather(innov, name=n))]
             self._gathered.append((index, out))
@@ -106,7 +107,7 @@ class RingRounds(LGCRounds):
         """Rank 0's autoencoder weights to every worker (a broadcast), for its coder and combiner."""
         hvd = self.store.hvd
         for s, g in enumerate(self.groups):
-            mine = mx.nd.array(g.combiner.weights())
+            mine = _mx.array(g.combiner.weights())
             weights = self._collective("weights", s, lambda n: hvd.broadcast(mine, root_rank=0, name=n))
             self.store.wait_collectives(["mxgc.lgc.%d.weights" % s])
             weights = weights.asnumpy()

@@ -33,6 +33,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from .. import _mx
+
 SLOPE = 0.2  # LeakyReLU
 MULTI_UPDATE_MAX = 50  # weights per call of MXNet 1.9.1's multi_adamw_update (more overrun its kernel's table)
 
@@ -137,7 +139,7 @@ class Autoencoder:
     def encode(self, vector):
         """The code (flat float32) of one vector (numpy, P values)."""
         with autograd.train_mode():
-            return self.encoder(mx.nd.array(vector.reshape(1, 1, -1))).asnumpy().reshape(-1)
+            return self.encoder(_mx.array(vector.reshape(1, 1, -1))).asnumpy().reshape(-1)
 
     def decode(self, worker, code, innovation, padded):
         """Worker ``worker``'s estimate (numpy, P values) from a code and its innovation channel, clipped
@@ -166,7 +168,7 @@ class Autoencoder:
     def _run(decoder, code, innovations, padded):
         """A decoder's output (queued) for a code and one innovation channel per row of ``innovations``."""
         with autograd.train_mode():
-            return decoder(mx.nd.array(code.reshape(1, -1, padded // 16)), mx.nd.array(innovations.reshape(-1, 1, padded)))
+            return decoder(_mx.array(code.reshape(1, -1, padded // 16)), _mx.array(innovations.reshape(-1, 1, padded)))
 
     @staticmethod
     def _clipped(out):
@@ -229,7 +231,7 @@ class AutoencoderTrainer:
     def loss(self, vectors, innovations, leaders):
         """The loss on arrays (B, W, P), (B, W, P) and the leaders (B,), as an NDArray scalar."""
         W = vectors.shape[1]
-        rows = mx.nd.array([b * W + int(leader) for b, leader in enumerate(leaders)])
+        rows = _mx.array([b * W + int(leader) for b, leader in enumerate(leaders)])
         return self.lossfn(vectors, innovations, rows)
 
     def _adam(self):
@@ -254,7 +256,7 @@ class AutoencoderTrainer:
             starts = 16 * rng.integers(0, (P - self.window) // 16 + 1, len(self.buffer))
             vectors = np.stack([v[:, s:s + self.window] for v, s in zip(vectors, starts)])
             innovations = np.stack([v[:, s:s + self.window] for v, s in zip(innovations, starts)])
-        vectors, innovations = mx.nd.array(vectors), mx.nd.array(innovations)
+        vectors, innovations = _mx.array(vectors), _mx.array(innovations)
         leaders = [b[2] for b in self.buffer]
         with autograd.record():
             loss = self.loss(vectors, innovations, leaders)

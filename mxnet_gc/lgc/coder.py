@@ -117,21 +117,18 @@ class GroupCoder:
         """Applies a step's RESULT fields: returns the updates per tensor (``vectors.sparse_update``); updates
         the accumulators.
         ``estimate``: in the lgc phase, the values applied at the leader's indices on this worker's behalf
-        (on a ring, the mean's); by default its own decoder's estimate from the result's code, which is
-        queued on MXNet's engine and taken into the accumulators at the next step (``settle``), so that the
-        step's update does not wait for it."""
+        (on a ring, the mean's); by default its own decoder's estimate from the result's code, which
+        ``start_estimate`` queues on MXNet's engine and the next step takes into the accumulators
+        (``settle``), so that the step's update does not wait for it."""
         fmt = self.fmt
         indices = result["indices"]
         idx, values = self._sent
         update = vectors.sparse_update(fmt, indices, result["sums"], result["innov_indices"], result["innov_values"])
         if phase == LGC:
             truth = vectors.gather(fmt, self.v, indices)[:fmt.K]  # (before any change of the step)
-            if estimate is None:  # this worker's estimate, decoded as the server did
+            if estimate is None:  # this worker's estimate, decoded as the server did (start_estimate)
                 channel = vectors.innovation_channel(fmt, indices, idx, values, result["scales"])
-                start = time.perf_counter()
-                later = self.ae.decode_later(self.rank, result["code"], channel, fmt.padded)
-                self.network_seconds += time.perf_counter() - start
-                self._pending = (later, result["scales"], truth, indices, idx, values)
+                self._pending = [(result["code"], channel), result["scales"], truth, indices, idx, values]
             else:
                 self._feedback(estimate, truth, indices, idx, values)
         subtract = phase == LGC and self.options.error_feedback == "subtract"
@@ -145,10 +142,20 @@ class GroupCoder:
                 self.u[c][own] = 0
         return update
 
+    def start_estimate(self):
+        """Queues the decode of the estimate ``finish`` left for this worker on MXNet's engine (called once the
+        step's update is written: with one engine thread, writes queued behind the decoder would wait)."""
+        if self._pending is None or not isinstance(self._pending[0], tuple):
+            return
+        start = time.perf_counter()
+        self._pending[0] = self.ae.decode_later(self.rank, *self._pending[0], self.fmt.padded)
+        self.network_seconds += time.perf_counter() - start
+
     def settle(self):
         """Takes the last step's queued estimate (``finish``) into the accumulators: before they are read."""
         if self._pending is None:
             return
+        self.start_estimate()
         (later, scales, *rest), self._pending = self._pending, None
         start = time.perf_counter()
         decoded = later()
