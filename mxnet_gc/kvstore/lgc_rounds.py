@@ -108,16 +108,15 @@ class LGCRounds:
         them) to every group's accumulators; the step's leader also selects its indices."""
         lead = self.store.rank == self.leader()
         for g in self.groups:
-            g.coder.accumulate([_mx.host_view(self._part(grads[c.key], c)) for c in g.chunks], lead)
+            g.coder.accumulate([self._part(_mx.host_view(grads[c.key]), c) for c in g.chunks], lead)
 
     def apply(self, g, dests, update):
         """Writes a group's updates (per chunk: nonzero coordinates, values) into ``dests`` (float32), in
         place once nothing on the engine uses them: zeros and a scatter, no dense copy."""
         for c, (at, values) in zip(g.chunks, update):
             if c.key in dests:
-                part = self._part(dests[c.key], c)
-                _mx.wait_to_write(part)
-                view = _mx.host_view(part)
+                _mx.wait_to_write(dests[c.key])
+                view = self._part(_mx.host_view(dests[c.key]), c)
                 view[:] = 0
                 view[at] = values
 
@@ -137,8 +136,8 @@ class LGCRounds:
                 g.coder.network_seconds = 0.0
 
     @staticmethod
-    def _part(array, chunk):
-        flat = array.reshape(-1)
+    def _part(flat, chunk):
+        """A chunk's values in a key's flat numpy view."""
         return flat if chunk.whole_key else flat[chunk.begin:chunk.end]
 
     # ---- phase switches (collective) ----
