@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -127,19 +128,22 @@ int mxgc_top_indices(const float* values, int64_t n, int64_t k, int64_t* out) {
 // (``velocity`` not null) velocity = momentum * velocity + g and v += velocity, else v += g; a
 // non-finite g leaves both unchanged there (the codecs drop such values too).  The same pass selects
 // the k_lead and k_innov largest |v| after the step (as mxgc_top_indices; a count of 0 selects none)
-// into lead and innov, and writes the largest finite |v| to *largest.  Returns 0, or -1 (nothing
-// changed) unless both counts are within 0..n.
+// into lead and innov, writes the largest finite |v| to *largest and the number of non-finite g to
+// *nonfinite (the store's count of them, from this pass).  Returns 0, or -1 (nothing changed) unless
+// both counts are within 0..n.
 int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, float momentum, int64_t k_lead,
-                        int64_t* lead, int64_t k_innov, int64_t* innov, double* largest) {
+                        int64_t* lead, int64_t k_innov, int64_t* innov, double* largest, int64_t* nonfinite) {
   if (k_lead < 0 || k_lead > n || k_innov < 0 || k_innov > n) return -1;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   const int64_t wanted = n >= kParallelMin ? mxgc::num_threads() : 1;
   const int threads = static_cast<int>(std::max<int64_t>(1, std::min(wanted, blocks)));
   std::vector<TopSelector> first(threads, TopSelector(k_lead)), second(threads, TopSelector(k_innov));
   std::vector<int32_t> top(threads, 0);  // the largest finite key of each thread's range
+  std::vector<int64_t> dropped(threads, 0);  // the non-finite g of each thread's range
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), used = omp_get_num_threads();
+    int64_t bad = 0;
     for (int64_t b = blocks * t / used * kBlock; b < std::min(n, blocks * (t + 1) / used * kBlock); b += kBlock) {
       const int64_t m = std::min(kBlock, n - b);
       int32_t keys[kBlock];
@@ -154,9 +158,14 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
           const float vn = vj + un;
           ub[j] = ok ? un : uj;
           vb[j] = ok ? vn : vj;
+          bad += !ok;
         }
       } else {
-        for (int64_t j = 0; j < m; ++j) vb[j] = finite(gb[j]) ? vb[j] + gb[j] : vb[j];
+        for (int64_t j = 0; j < m; ++j) {
+          const bool ok = finite(gb[j]);
+          vb[j] = ok ? vb[j] + gb[j] : vb[j];
+          bad += !ok;
+        }
       }
       int32_t largest = top[t];
       for (int64_t j = 0; j < m; ++j) {
@@ -168,6 +177,7 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
       first[t].add_block(keys, m, b);
       second[t].add_block(keys, m, b);
     }
+    dropped[t] = bad;
   }
   TopSelector::finish(first, lead);
   TopSelector::finish(second, innov);
@@ -175,6 +185,7 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
   float largest_value;
   std::memcpy(&largest_value, &top_key, sizeof top_key);
   *largest = largest_value;
+  *nonfinite = std::accumulate(dropped.begin(), dropped.end(), int64_t{0});
   return 0;
 }
 

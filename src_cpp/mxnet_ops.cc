@@ -9,8 +9,6 @@
 // ``params``: the codec's parameters, comma-separated numbers, as Python's Codec.kernel_params gives
 // them; the description checks them.  The state has the description's state_words, shaped like the
 // gradient or flat.  ``shape``: comma-separated dimensions of the decoded array.
-//
-//   mxgc_count_nonfinite(a_1, ..., a_N; num_arrays=N) -> counts (N,): NaN and +-inf values in each a_i
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -226,42 +224,6 @@ struct CodecOps {
   }
 };
 
-// ---- non-finite values ----
-
-MXReturnValue count_attrs(const Attrs& attrs, int* num_in, int* num_out) {
-  std::vector<double> n;
-  if (!parse_numbers(attrs, "num_arrays", &n) || n.size() != 1 || n[0] < 1 || n[0] != std::floor(n[0])) {
-    MX_ERROR_MSG << "mxnet_gc count_nonfinite: attribute 'num_arrays' missing or not an integer >= 1";
-    return MX_FAIL;
-  }
-  *num_in = static_cast<int>(n[0]);
-  *num_out = 1;
-  return MX_SUCCESS;
-}
-
-MXReturnValue count_shape(const Attrs&, Shapes* in, Shapes* out) {
-  (*out)[0] = {static_cast<unsigned int>(in->size())};
-  return MX_SUCCESS;
-}
-
-// A float32 is NaN or +-inf when its exponent bits are all set: an integer test, exact under any
-// floating-point flags, that the compiler vectorizes.
-int64_t count_nonfinite(const uint32_t* bits, int64_t n) {
-  int64_t count = 0;
-  const int threads = n >= (1 << 18) ? mxgc::num_threads() : 1;
-#pragma omp parallel for reduction(+ : count) num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) count += (bits[i] & 0x7f800000u) == 0x7f800000u;
-  return count;
-}
-
-MXReturnValue count_forward(const Attrs&, std::vector<MXTensor>* in, std::vector<MXTensor>* out,
-                            const OpResource&) {
-  float* counts = (*out)[0].data<float>();
-  for (size_t i = 0; i < in->size(); ++i)
-    counts[i] = static_cast<float>(count_nonfinite(static_cast<const uint32_t*>((*in)[i].data_ptr), (*in)[i].size()));
-  return MX_SUCCESS;
-}
-
 }  // namespace
 
 // Every codec of codecs.def: its encode, decode and decode_add operators.
@@ -285,12 +247,6 @@ MXReturnValue count_forward(const Attrs&, std::vector<MXTensor>* in, std::vector
 
 #include "codecs.def"
 #undef MXGC_CODEC
-
-REGISTER_OP(mxgc_count_nonfinite)
-    .setParseAttrs(count_attrs)
-    .setInferType(all_float32)
-    .setInferShape(count_shape)
-    .setForward(count_forward, "cpu");
 
 #ifndef MXGC_BUILD_ID
 #define MXGC_BUILD_ID "unknown"

@@ -192,9 +192,16 @@ INFS = [[1, 1, 2, 7], [0, 3, 2, 7], [0, 4, 2, 7], [0, 5, 4, 3], [1, 7, 2, 7], [0
 
 def check_infs_dropped(tmp_path, stdout, ring=False):
     """Every step equals the reference with each inf dropped (as 0, in the dense phase too) and every
-    pulled value is finite."""
+    pulled value is finite; each worker counted its infs, in every phase (a push's counts are read at
+    the next push: the last step's are not)."""
     check_every_phase(tmp_path, stdout, PARAMS, 2, 1, ring=ring)
     saved, names, _ = load(tmp_path, 2, STEPS)
+    for r in range(2):
+        counted = {}
+        for rank, step, i, _ in INFS:
+            if rank == r and step < STEPS - 1:
+                counted[names[i]] = counted.get(names[i], 0) + 1
+        assert json.loads(str(saved[r]["nonfinite"])) == counted
     for r in range(2):
         for step in range(STEPS):
             for i in range(len(names)):

@@ -185,8 +185,8 @@ def test_top_indices_are_numpys_stable_order(k):
     (300, 0, 2, 0.9, 0), (300001, 300, 70, 0.9, 3), (300001, 5000, 1, 0.0, 2)])
 def test_one_accumulation_pass_is_numpys_steps(n, k_lead, k_innov, momentum, threads):
     """vectors.accumulate (one C++ pass) equals numpy's u = m u + g; v += u (or v += g) with NaN and inf
-    gradients dropped (v and u keep their values there), numpy's stable top-k of |v| and its largest
-    finite |v|, bit for bit; also split over ``threads`` (0: the default) whose selections are merged."""
+    gradients dropped (v and u keep their values there) and counted, numpy's stable top-k of |v| and its
+    largest finite |v|, bit for bit; also split over ``threads`` (0: the default) whose selections are merged."""
     import mxnet_gc
 
     mxnet_gc.set_num_threads(threads)
@@ -209,7 +209,8 @@ def _check_accumulation(n, k_lead, k_innov, momentum):
         want_u[bad] = u[bad]
     want_v = v + (want_u if momentum else clean)
     want_v[bad] = v[bad]
-    lead, innov, scale = vectors.accumulate(v, u if momentum else None, g, momentum, k_lead, k_innov)
+    lead, innov, scale, nonfinite = vectors.accumulate(v, u if momentum else None, g, momentum, k_lead, k_innov)
+    assert nonfinite == np.count_nonzero(bad)
     np.testing.assert_array_equal(v, want_v)
     np.testing.assert_array_equal(u, want_u)
     np.testing.assert_array_equal(lead, np.argsort(-np.abs(want_v), kind="stable")[:k_lead])

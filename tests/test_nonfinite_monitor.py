@@ -1,10 +1,10 @@
 """The store's non-finite monitor (mxnet_gc/kvstore/nonfinite.py): a push's counts come as (keys, counts)
-pairs, one per message (a key split over servers has a count per chunk) plus one count operation for
-keys that travel in no message; they are read, summed per key and reported at the next push."""
+pairs, one per message (a key split over servers has a count per chunk; an NDArray its encode wrote)
+and LGC's coded keys (numbers its accumulation counted); they are read, summed per key and reported at
+the next push."""
 import warnings
 
 import mxnet as mx
-import numpy as np
 import pytest
 
 from mxnet_gc.kvstore.nonfinite import NonFiniteGradientError, NonFiniteMonitor
@@ -19,14 +19,13 @@ def push(monitor, counted, treatments):
 def test_chunks_add_up_per_key_and_are_reported_one_push_later():
     monitor = NonFiniteMonitor()
     monitor.names["w"] = "dense0_weight"
-    lgc_key = mx.nd.array(np.array([1, np.nan, np.inf, 2], np.float32))
     counted = [(["w", "b"], mx.nd.array([2, 0], dtype="float64")),  # a message: the first chunk of w, then b
-               (["w"], mx.nd.array([3], dtype="float64")),  # w's second chunk, on another server
-               (["c"], monitor.count([lgc_key]))]  # a key in no message
+               (["w"], mx.nd.array([3], dtype="float64"))]  # w's second chunk, on another server
     treatments = {"w": "dropped", "b": "dropped", "c": "dropped"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         push(monitor, counted, treatments)
+        monitor.add([(["c"], [2])])  # an LGC coded key, counted by its accumulation after the encodes
         assert caught == [] and monitor.counts == {}  # (read at the next push)
         push(monitor, [(["w", "b"], mx.nd.zeros(2, dtype="float64"))], treatments)
     assert monitor.counts == {"w": 5, "c": 2}

@@ -85,6 +85,14 @@ class StoreBase(KVStoreBase):
         self._lgc_step = self._lgc.begin_step(keys)
         return self._lgc_step, self._lgc.through_messages(keys)
 
+    def _lgc_send(self, grads):
+        """A train or lgc step's LGC messages of the coded keys (the store's push, after its messages);
+        their non-finite values, counted by the accumulation's pass, join the push's counts."""
+        if self._lgc_step in (schedule.AE_TRAIN, schedule.LGC):
+            self._lgc.push(grads)
+            if self._nonfinite.counting:
+                self._nonfinite.add([(list(self._lgc.nonfinite), list(self._lgc.nonfinite.values()))])
+
     def _lgc_pull(self, keys):
         """For a pull of ``keys``: (the LGC phase of the step it ends, or None; the keys that go through
         the store's messages)."""
@@ -220,18 +228,13 @@ class StoreBase(KVStoreBase):
 
     def _record_nonfinite(self, grads, messages):
         """After a push's encodes (``messages``): its non-finite counts, with what the push does with such
-        values, to the monitor; the keys that went in no message (LGC's coded keys) are counted here."""
+        values, to the monitor (every key travels in a message, but LGC's coded keys in its train and lgc
+        steps, which its accumulation counts: ``_lgc_send``)."""
         def treatment(k):
             if k in self._reduce_only or self._compression.type == "none":
                 return "spread"
             return "mxnet_2bit" if self._compression.is_mxnet else "dropped"
-        counted = []
-        if self._nonfinite.counting:
-            counted = [([c.key for c in m.chunks], self._counts[m]) for m in messages]
-            sent = {c.key for m in messages for c in m.chunks}
-            rest = [k for k in grads if k not in sent]
-            if rest:
-                counted.append((rest, self._nonfinite.count([grads[k] for k in rest])))
+        counted = [([c.key for c in m.chunks], self._counts[m]) for m in messages] if self._nonfinite.counting else []
         self._nonfinite.record(counted, {k: treatment(k) for k in grads})
 
     def _drops_nonfinite(self, message):

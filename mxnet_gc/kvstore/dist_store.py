@@ -202,7 +202,7 @@ class DistSyncStore(StoreBase):
         keys = list(grads)
         self._count_step(keys)
         self._observe_warmup(grads)
-        lgc_phase, keys = self._lgc_push(keys)
+        _, keys = self._lgc_push(keys)
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -229,8 +229,7 @@ class DistSyncStore(StoreBase):
             self._queue.add(m, a, priority)
         self._send(everything=self.asynchronous)
         self._pushed += zip(messages, arrays)
-        if lgc_phase in (schedule.AE_TRAIN, schedule.LGC):
-            self._lgc.push(grads)
+        self._lgc_send(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's value (the summed gradients, or the weight) into ``out``.

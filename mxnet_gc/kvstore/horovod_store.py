@@ -121,7 +121,7 @@ class HorovodStore(StoreBase):
         self._decoding = set()
         self._count_step(list(grads))
         self._observe_warmup(grads)
-        lgc_phase, keys = self._lgc_push(list(grads))
+        _, keys = self._lgc_push(list(grads))
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -139,8 +139,7 @@ class HorovodStore(StoreBase):
                                                   blocking=m.coded)
         self._record_nonfinite(grads, messages)
         self._watch_residuals(keys, grads)
-        if lgc_phase in (schedule.AE_TRAIN, schedule.LGC):
-            self._lgc.push(grads)
+        self._lgc_send(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""

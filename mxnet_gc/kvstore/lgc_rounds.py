@@ -43,6 +43,7 @@ class LGCRounds:
         self.coded = []  # user keys coded by the autoencoder
         self.groups = []
         self.autoencoder_bytes = 0  # the autoencoder's weight transfers through this worker's link
+        self.nonfinite = {}  # coded key -> its non-finite gradient values in the last step's accumulation
         self._resume = None  # (accumulators, autoencoder state path) of a checkpoint, for the next switch
 
     @property
@@ -105,10 +106,14 @@ class LGCRounds:
 
     def accumulate(self, grads):
         """Adds the step's gradients (float32, as the store checks; read in place once backward has written
-        them) to every group's accumulators; the step's leader also selects its indices."""
+        them) to every group's accumulators; the step's leader also selects its indices.  ``nonfinite``
+        then holds the coded keys' non-finite gradient values of the step, counted by the same pass."""
         lead = self.store.rank == self.leader()
+        self.nonfinite = dict.fromkeys(self.coded, 0)
         for g in self.groups:
-            g.coder.accumulate([self._part(_mx.host_view(grads[c.key]), c) for c in g.chunks], lead)
+            dropped = g.coder.accumulate([self._part(_mx.host_view(grads[c.key]), c) for c in g.chunks], lead)
+            for c, n in zip(g.chunks, dropped):
+                self.nonfinite[c.key] += n
 
     def apply(self, g, dests, update):
         """Writes a group's updates (per chunk: nonzero coordinates, values) into ``dests`` (float32), in

@@ -11,8 +11,8 @@ What happens to such a value depends on how its key travels at that push, and th
   later step.
 
 A message's encode counts its gradients' non-finite values in the same pass over them (one value per
-segment, message_plan.py); keys that travel in no message (LGC's coded tensors) are counted by one engine
-operation (``mx.nd.mxgc_count_nonfinite``).  The counts are read at the next push, when they have long
+segment, message_plan.py), as LGC's accumulation does for its coded tensors (lgc_select.cc): no pass
+over the gradients is spent on counting alone.  The counts are read at the next push, when they have long
 been computed, so a bad step is reported one push later and nothing waits for them.
 """
 import warnings
@@ -52,19 +52,19 @@ class NonFiniteMonitor:
         """Whether pushes are counted (any policy but 'ignore')."""
         return self.policy != "ignore"
 
-    @staticmethod
-    def count(arrays):
-        """An engine operation counting the non-finite values of each of ``arrays``: its NDArray."""
-        return mx.nd.mxgc_count_nonfinite(*arrays, num_arrays=len(arrays))
-
     def record(self, counted, treatments):
         """Takes a push's counts, to be read at the next ``check``: ``counted`` is (keys, counts NDArray)
         pairs, counts[i] the non-finite values of keys[i] (a key split into chunks appears once per
         chunk: its counts add up); ``treatments``: key -> what this push does with a non-finite value (a
         TREATMENTS name)."""
         self._pushes += 1
-        if self.counting and counted:
-            self._pending = (self._pushes, counted, treatments)
+        if self.counting:
+            self._pending = (self._pushes, list(counted), treatments)
+
+    def add(self, counted):
+        """More (keys, counts) pairs of the push last recorded (counts: an NDArray or numbers)."""
+        if self._pending is not None:
+            self._pending[1].extend(counted)
 
     def check(self):
         """Reads the counts of the last recorded push; warns or raises for keys with non-finite values.
@@ -75,7 +75,7 @@ class NonFiniteMonitor:
         self._pending = None
         found = {}
         for keys, counts in counted:
-            for k, c in zip(keys, counts.asnumpy()):
+            for k, c in zip(keys, counts.asnumpy() if isinstance(counts, mx.nd.NDArray) else counts):
                 found[k] = found.get(k, 0) + int(c)
         bad = [(k, treatments[k], c) for k, c in found.items() if c]
         if not bad:

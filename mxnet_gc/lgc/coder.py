@@ -52,14 +52,18 @@ class GroupCoder:
         """Adds a step's gradients (per tensor, float32) in one C++ pass per tensor, which also selects this
         step's innovation coordinates, the leader's indices (``lead``) and scales.  A non-finite gradient
         value is dropped, as the codecs drop it: the accumulator and velocity keep their values there (so
-        no scale, message, sum or autoencoder sample ever holds one)."""
+        no scale, message, sum or autoencoder sample ever holds one).  Returns the number of such values
+        per tensor (counted by the same pass)."""
         self.settle()
         m = float(self.options.momentum)
-        self._selected = []
+        self._selected, dropped = [], []
         for c, g in enumerate(grads):
             g = np.ascontiguousarray(g, np.float32).reshape(-1)
-            self._selected.append(vectors.accumulate(self.v[c], None if self.u is None else self.u[c], g, m,
-                                                     self.fmt.k[c] if lead else 0, self.fmt.ki[c]))
+            *selected, nonfinite = vectors.accumulate(self.v[c], None if self.u is None else self.u[c], g, m,
+                                                      self.fmt.k[c] if lead else 0, self.fmt.ki[c])
+            self._selected.append(selected)
+            dropped.append(nonfinite)
+        return dropped
 
     def leader_indices(self):
         """Per tensor, the k largest |v|: ascending (order 'index') or largest first ('magnitude')."""

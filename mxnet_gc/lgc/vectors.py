@@ -30,15 +30,18 @@ def top(values, k):
 def accumulate(v, velocity, g, momentum, k_lead, k_innov):
     """One accumulation step of a tensor in place (``velocity`` None: without momentum; a non-finite g is
     dropped) and, from the same pass (src_cpp/lgc_select.cc), the indices of the ``k_lead`` and
-    ``k_innov`` largest |v| after it (as ``top``) and its scale (as ``scale_of``)."""
+    ``k_innov`` largest |v| after it (as ``top``), its scale (as ``scale_of``) and the number of
+    non-finite values in g."""
     lead, innov, largest = np.empty(k_lead, np.int64), np.empty(k_innov, np.int64), ctypes.c_double()
+    nonfinite = ctypes.c_int64()
     if load().mxgc_lgc_accumulate(v.ctypes.data_as(ctypes.c_void_p),
                                   None if velocity is None else velocity.ctypes.data_as(ctypes.c_void_p),
                                   g.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(v.size), ctypes.c_float(momentum),
                                   ctypes.c_int64(k_lead), lead.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(k_innov),
-                                  innov.ctypes.data_as(ctypes.c_void_p), ctypes.byref(largest)) != 0:
+                                  innov.ctypes.data_as(ctypes.c_void_p), ctypes.byref(largest),
+                                  ctypes.byref(nonfinite)) != 0:
         raise ValueError("accumulate: counts %d and %d are not within 0..%d" % (k_lead, k_innov, v.size))
-    return lead, innov, largest.value if largest.value > 0 else 1.0
+    return lead, innov, largest.value if largest.value > 0 else 1.0, nonfinite.value
 
 
 def scale_of(values):
