@@ -43,9 +43,10 @@ def host_view(array):
 
 
 def array(values):
-    """A new float32 NDArray holding a copy of ``values`` (numpy), written through its memory: about 20 us,
-    where ``mx.nd.array`` takes 150 - 250 us (its indexing path and a synchronous copy through the engine),
-    which LGC's per-step messages and autoencoder inputs paid several times a step."""
+    """A new float32 NDArray holding a copy of ``values`` (numpy), written through its memory: several times
+    cheaper than ``mx.nd.array`` (its indexing path and a synchronous copy through the engine), which LGC's
+    per-step messages and autoencoder inputs paid several times a step (tools/bench_codecs.py, per-call
+    rows)."""
     values = np.asarray(values, np.float32)
     out = mx.nd.empty(values.shape)
     if values.size:

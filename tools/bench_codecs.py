@@ -22,6 +22,7 @@ import numpy as np
 import mxnet as mx
 
 import mxnet_gc
+from mxnet_gc import _mx
 from mxnet_gc.lgc import vectors
 from mxnet_gc.message_plan import MessagePlan
 
@@ -67,8 +68,11 @@ def kernel_times(n, repeat):
 
 def per_call_microseconds(calls=2000):
     """Synchronous encode and decode of 16 values (call + engine round trip): by the codec's operators
-    and by a one-segment message plan (the stores' engine operation), and MXNet's own copy."""
+    and by a one-segment message plan (the stores' engine operation), and MXNet's own copy; and a new
+    NDArray of a numpy vector of LGC's coded size on the CNN (224 values, as its messages and the
+    autoencoder's inputs are made each step) by mx.nd.array and by mxnet_gc's write through its memory."""
     codec = mxnet_gc.codecs.create(CONFIGS["4bit"])
+    vector = np.ones(224, np.float32)
     grad, residual, out, token = mx.nd.ones(16), mx.nd.zeros(16), mx.nd.zeros(16), mx.nd.zeros(1)
     payload = codec.encode(grad, residual)
     plan = MessagePlan([(codec, 16, 0, 0, 0)])
@@ -87,6 +91,8 @@ def per_call_microseconds(calls=2000):
         "4bit encode, message plan, 16 values": plan_encode,
         "4bit decode, message plan, 16 values": plan_decode,
         "MXNet copyto, 16 values": lambda: grad.copyto(out).wait_to_read(),
+        "mx.nd.array of 224 values": lambda: mx.nd.array(vector).wait_to_read(),
+        "mxnet_gc's array of 224 values (written through its memory)": lambda: _mx.array(vector).wait_to_read(),
     }
     return {name: t * 1e6 for name, t in median_seconds(fns, calls).items()}
 
