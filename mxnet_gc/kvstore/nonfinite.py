@@ -53,10 +53,10 @@ class NonFiniteMonitor:
         return self.policy != "ignore"
 
     def record(self, counted, treatments):
-        """Takes a push's counts, to be read at the next ``check``: ``counted`` is (keys, counts NDArray)
-        pairs, counts[i] the non-finite values of keys[i] (a key split into chunks appears once per
-        chunk: its counts add up); ``treatments``: key -> what this push does with a non-finite value (a
-        TREATMENTS name)."""
+        """Takes a push's counts, to be read at the next ``check``: ``counted`` is (keys, counts) pairs
+        (counts: an NDArray an encode writes, or numbers), counts[i] the non-finite values of keys[i] (a
+        key split into chunks appears once per chunk: its counts add up); ``treatments``: key -> what this
+        push does with a non-finite value (a TREATMENTS name)."""
         self._pushes += 1
         if self.counting:
             self._pending = (self._pushes, list(counted), treatments)

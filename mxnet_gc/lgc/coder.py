@@ -37,12 +37,13 @@ class GroupCoder:
         self._selected = None  # per tensor, this step's (leader's indices, innovation coordinates, scale)
         self._sent = None  # what this step sent: (innovation indices, values)
         self._pending = None  # the last step's queued estimate and what its error feedback needs
+        self._to_decode = None  # (code, innovation channel) of the last step's estimate, until queued
         self.errors = []  # lgc phase: |estimate - values|^2 / |values|^2 of this worker's vector, per step
         self.network_seconds = 0.0  # time in the autoencoder's networks (encode, decode)
 
     def load(self, v, u=None):
         """Starts from given accumulators (the sparse ramp's residuals and velocities)."""
-        self._pending = None
+        self._pending = self._to_decode = None
         self.v = [np.array(x, np.float32).reshape(-1) for x in v]
         if self.u is not None:
             self.u = [np.zeros(n, np.float32) if x is None else np.array(x, np.float32).reshape(-1)
@@ -132,7 +133,8 @@ class GroupCoder:
             truth = vectors.gather(fmt, self.v, indices)[:fmt.K]  # (before any change of the step)
             if estimate is None:  # this worker's estimate, decoded as the server did (start_estimate)
                 channel = vectors.innovation_channel(fmt, indices, idx, values, result["scales"])
-                self._pending = [(result["code"], channel), result["scales"], truth, indices, idx, values]
+                self._to_decode = (result["code"], channel)
+                self._pending = [None, result["scales"], truth, indices, idx, values]
             else:
                 self._feedback(estimate, truth, indices, idx, values)
         subtract = phase == LGC and self.options.error_feedback == "subtract"
@@ -149,10 +151,11 @@ class GroupCoder:
     def start_estimate(self):
         """Queues the decode of the estimate ``finish`` left for this worker on MXNet's engine (called once the
         step's update is written: with one engine thread, writes queued behind the decoder would wait)."""
-        if self._pending is None or not isinstance(self._pending[0], tuple):
+        if self._to_decode is None:
             return
         start = time.perf_counter()
-        self._pending[0] = self.ae.decode_later(self.rank, *self._pending[0], self.fmt.padded)
+        self._pending[0] = self.ae.decode_later(self.rank, *self._to_decode, self.fmt.padded)
+        self._to_decode = None
         self.network_seconds += time.perf_counter() - start
 
     def settle(self):
