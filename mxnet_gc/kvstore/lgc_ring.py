@@ -7,9 +7,10 @@ all workers hold bit-identical updates.
     train        every worker's VECTOR (its values at the leader's indices, its innovation) by
                  allgather; the update is their sum; rank 0 trains the autoencoder on them, in line
     lgc          every worker's code of its own vector (in the leader's scales) summed by one allreduce;
-                 every worker's INNOV by allgather; the mean decoder's estimate from the mean code and
-                 the mean innovation channel, times the scales, stands for each worker's values at the
-                 leader's indices, its innovation coordinates made exact
+                 every worker's INNOV by allgather (started with the INDEX broadcast, which it does not
+                 need); the mean decoder's estimate from the mean code and the mean innovation channel,
+                 times the scales, stands for each worker's values at the leader's indices, its
+                 innovation coordinates made exact
 
 At the switch to the lgc phase (and after each fine-tuning step, option ``fine_tune_every``) rank 0
 broadcasts the autoencoder's weights (counted in ``autoencoder_bytes``).  A worker whose message does
@@ -41,6 +42,9 @@ class RingRounds(LGCRounds):
         for s, g in enumerate(self.groups):
             mine = _mx.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
             words = self._collective("index", s, lambda n: hvd.broadcast(mine, root_rank=leader, name=n))
+            if not train:  # (the innovation does not depend on the leader's indices: gathered meanwhile)
+                innov = _mx.array(g.coder.innov_message(step))
+                innovations = self._collective("innov", s, lambda n: hvd.allgather(innov, name=n))
             self.store.wait_collectives(["mxgc.lgc.%d.index" % s])
             index = self._read(g, "INDEX", words.asnumpy(), step)
             if train:
@@ -48,9 +52,7 @@ class RingRounds(LGCRounds):
                 out = [self._collective("vector", s, lambda n: hvd.allgather(vector, name=n))]
             else:
                 code = _mx.array(g.coder.code(index["indices"], index["scales"]))
-                innov = _mx.array(g.coder.innov_message(step))
-                out = [self._collective("code", s, lambda n: hvd.allreduce(code, op=hvd.Sum, name=n)),
-                       self._collective("innov", s, lambda n: hvd.allgather(innov, name=n))]
+                out = [self._collective("code", s, lambda n: hvd.allreduce(code, op=hvd.Sum, name=n)), innovations]
             self._gathered.append((index, out))
 
     def _collective(self, what, group, start):
