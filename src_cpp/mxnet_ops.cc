@@ -10,7 +10,6 @@
 // them; the description checks them.  The state has the description's state_words, shaped like the
 // gradient or flat.  ``shape``: comma-separated dimensions of the decoded array.
 #include <cerrno>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
