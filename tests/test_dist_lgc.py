@@ -24,9 +24,11 @@ POINTS = [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc
 FINE_TUNED, FINE_TUNED_POINTS = {"fine_tune_every": 2}, [(8, "lgc")]  # (after a fine-tuning step)
 
 
-def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_success=True):
-    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", str(servers), "--timeout", "200", sys.executable,
-            WORKER, str(tmp_path), json.dumps(params), str(steps), json.dumps(extra or {})]
+def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_success=True, env=()):
+    argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", str(servers), "--timeout", "200"]
+    for item in env:
+        argv += ["--env", item]
+    argv += [sys.executable, WORKER, str(tmp_path), json.dumps(params), str(steps), json.dumps(extra or {})]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=260)
     if expect_success:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -85,6 +87,34 @@ def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, serv
     check_every_phase(out, stdout, params, workers, servers)
 
 
+def test_coded_tensors_cut_over_the_servers_pull_the_reference_update(tmp_path):
+    """Coded tensors larger than MXNET_GC_BIGARRAY_BOUND are cut into parts on both servers (3072 and 1536
+    values in parts of 768): each server's group codes its parts, every phase still pulls the reference's
+    update."""
+    stdout = run(tmp_path, PARAMS, 2, 2, env=["MXNET_GC_BIGARRAY_BOUND=1000"]).stdout
+    parts = json.loads(str(np.load(tmp_path / "rank0.npz")["parts"]))
+    assert [len(g) for g in parts] == [3, 3] and {e - b for g in parts for _, b, e in g} == {768}
+    check_every_phase(tmp_path, stdout, PARAMS, 2, 2)
+
+
+def simulate_parts(full, locals_, parts, weights, ring):
+    """The reference's pulled updates when each group codes ``parts`` ((name, first, end) of a tensor's flat
+    values; a tensor cut over several servers is coded as its parts, each with its own top-k, scales and
+    accumulators): the reference runs on the parts as tensors of their own, and the parts are joined."""
+    def label(part):
+        return "%s[%d:%d]" % part
+    split = {n for g in parts for n, _, _ in g}
+    cut = [[{**{n: x for n, x in step.items() if n not in split},
+             **{label(p): step[p[0]].ravel()[p[1]:p[2]] for g in parts for p in g}} for step in worker]
+           for worker in locals_]
+    pulled = ref.simulate(full, cut, [([label(p) for p in g], w) for g, w in zip(parts, weights)], STEPS, ring=ring)
+    for step in pulled:
+        for n in split:
+            pieces = sorted(p for g in parts for p in g if p[0] == n)
+            step[n] = np.concatenate([step.pop(label(p)) for p in pieces])
+    return pulled
+
+
 def check_every_phase(tmp_path, stdout, params, workers, groups_wanted, ring=False):
     """A run of STEPS steps: the phases, the groups, the autoencoders, every pulled update against the
     reference, identical final weights on every worker."""
@@ -104,12 +134,17 @@ def check_every_phase(tmp_path, stdout, params, workers, groups_wanted, ring=Fal
     coded = [str(n) for n in saved[0]["coded"]]
     assert len(coded) == 2 and all(n.endswith("weight") for n in coded)  # the middle layers' weights
     groups = json.loads(str(saved[0]["groups"]))
+    parts = [[tuple(part) for part in g] for g in json.loads(str(saved[0]["parts"]))]
     if params.get("autoencoder", True):
-        assert sorted(n for g in groups for n in g) == sorted(coded)
+        assert sorted(set(n for g in groups for n in g)) == sorted(coded)
         assert len(groups) == groups_wanted  # (one per server holding coded tensors; one on a ring)
+        for n in coded:  # a coded tensor's parts cover it once
+            covered = sorted((b, e) for g in parts for m, b, e in g if m == n)
+            assert [b for b, _ in covered] == [0] + [e for _, e in covered[:-1]]
+            assert covered[-1][1] == locals_[0][0][n].size
     else:
         assert groups == []  # no autoencoder: no groups, every coded tensor stays in the ramp's codec
-        groups = [coded]
+        parts = [[(n, 0, locals_[0][0][n].size) for n in coded]]
     for g in range(len(groups) if params.get("autoencoder", True) else 0):  # every worker: the same autoencoders
         for step in range(7, STEPS):
             for r in range(1, workers):
@@ -120,8 +155,8 @@ def check_every_phase(tmp_path, stdout, params, workers, groups_wanted, ring=Fal
             assert np.any(after[1] != after[0]) and np.array_equal(after[2], after[1])
         else:  # frozen
             assert all(np.array_equal(w, after[0]) for w in after)
-    pulled = ref.simulate(full, locals_, [(names_g, lambda step, g=g: saved[0]["autoencoder/%d/%d" % (step, g)])
-                                          for g, names_g in enumerate(groups)], STEPS, ring=ring)
+    pulled = simulate_parts(full, locals_, parts, [lambda step, g=g: saved[0]["autoencoder/%d/%d" % (step, g)]
+                                                   for g in range(len(parts))], ring)
     for step in range(STEPS):
         # float32 sums in the servers' arrival order (1 ulp apart); in the lgc phase the networks also run
         # in other processes

@@ -229,6 +229,11 @@ class LGCRounds:
         """The coded keys of each group (one per server holding any), in vector order."""
         return [[c.key for c in g.chunks] for g in self.groups]
 
+    def group_parts(self):
+        """The coded parts of each group, in vector order: (key, first, end) of the key's flat values (a key
+        of at least MXNET_GC_BIGARRAY_BOUND values is cut into parts on several servers)."""
+        return [[(c.key, c.begin, c.end) for c in g.chunks] for g in self.groups]
+
     def autoencoder_weights(self):
         """The autoencoder's weights (encoder, each worker's decoder, the mean decoder; flat) this worker
         holds in the lgc phase, per group (None before)."""

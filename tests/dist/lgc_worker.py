@@ -91,6 +91,7 @@ def main():
     np.savez(os.path.join(out, "rank%d%s.npz" % (kv.rank, "" if resume is None else ".resumed-%d" % resume)), phases=np.array(phases),
              names=np.array([p.name for p in params_list]), coded=np.array([names[k] for k in kv.lgc.coded]),
              groups=np.array(json.dumps([[names[k] for k in g] for g in kv.lgc.group_keys()])),
+             parts=np.array(json.dumps([[[names[k], b, e] for k, b, e in g] for g in kv.lgc.group_parts()])),
              nonfinite=np.array(json.dumps({names[k]: n for k, n in kv.nonfinite_counts.items()})), **saved)
 
 
