@@ -11,7 +11,7 @@ import pytest
 import reference
 import topk_reference as ref
 from dist.job import HERE, ROOT, gradient, initial_value, split_scenarios
-from test_dist_kvstore import fitted_levels
+from test_dist_kvstore import fitted_levels, simulate
 from test_dist_merge import check_sums
 
 pytestmark = pytest.mark.job  # every test a real job (horovodrun)
@@ -95,6 +95,37 @@ def test_pulled_sums_match_the_reference(sums, name):
             np.testing.assert_array_equal(saved["%s/init" % key], initial_value(spec["seed"], i, tuple(shape)))
         for (key, step), want in expected.items():
             np.testing.assert_array_equal(saved["%s/%d" % (key, step)], want, err_msg="rank %d %s %d" % (r, key, step))
+
+
+# The compressed allreduce ('compressed_pull': True with a threshold codec): messages of one key and merged,
+# sizes not divisible by W, a key of fewer values than W payload words (parts of it empty), 4bit and 2bit.
+SCATTER = {
+    "4bit-one-message-per-key": ({"type": "4bit", "thresholds": POW2}, None),
+    "4bit-merged": ({"type": "4bit", "thresholds": POW2}, [["w", "b"], ["c"]]),
+    "gc_2bit-merged": ({"type": "gc_2bit", "threshold": 0.5}, [["c", "w", "b"]]),
+}
+SCATTER = {name: {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 21,
+                  "compression": dict(compression, compressed_pull=True), "groups": groups}
+           for name, (compression, groups) in SCATTER.items()}
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4])
+def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers):
+    """Each worker's payload cut into W parts (alltoall), each part summed and re-encoded on the levels times W
+    by the worker owning it with its own residual (allgather): every pulled value equals the numpy
+    simulation of the parameter server's compressed pull (the servers' residual is the owners'), on
+    every worker."""
+    proc, results = run_spec(tmp_path, {"scenarios": list(SCATTER.values())}, workers=workers)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name, got in zip(SCATTER, split_scenarios(dict(enumerate(results)), len(SCATTER))):
+        spec = SCATTER[name]
+        expected = simulate(spec, workers)
+        plain = simulate(dict(spec, compression=dict(spec["compression"], compressed_pull=False)), workers)
+        assert any(np.any(expected[k] != plain[k]) for k in expected)  # the pull's own quantization shows
+        for r in range(workers):
+            for (key, step), want in expected.items():
+                np.testing.assert_array_equal(got[r]["%s/%d" % (key, step)], want,
+                                              err_msg="%s: rank %d %s %d" % (name, r, key, step))
 
 
 def test_different_compression_on_the_workers_fails_on_all(tmp_path):

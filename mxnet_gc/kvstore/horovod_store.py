@@ -21,7 +21,7 @@ import time
 import mxnet as mx
 import numpy as np
 
-from .. import config, log, schedule
+from .. import _mx, config, log, schedule
 from . import agreement, protocol
 from .base import StoreBase
 from .failure import PeerFailure, exit_at_once_on_error
@@ -29,6 +29,7 @@ from .collective_wait import CollectiveError, Waiter
 from .compression import Compression
 from .layout import Layout
 from .lgc_ring import RingRounds
+from .ring_scatter import RingScatter, scatters
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole
 
@@ -55,6 +56,7 @@ class HorovodStore(StoreBase):
         self._decoding = set()  # message plans of the last pull's decodes
         self._send = {}  # Message -> the array its pushes send (its payload words, or its values when dense)
         self._results = {}  # Message -> its last collective's result
+        self._scatter = {}  # Message -> its RingScatter, when it travels by the compressed allreduce
         self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
 
     # ---- the KVStoreBase interface ----
@@ -131,6 +133,9 @@ class HorovodStore(StoreBase):
             send = self._send[m]
             self._encode(m, grads, send, priority)
             name = self._name(m)
+            if m in self._scatter:
+                self._results[m] = self._reduce_scatter(m, send, name, priority)
+                continue
             if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
                 start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
             else:
@@ -153,6 +158,11 @@ class HorovodStore(StoreBase):
                 for c, dest in zip(m.chunks, outputs):
                     if dest is not None:
                         self._values[c.key].copyto(dest)
+            elif m in self._scatter:  # every owner's re-encoded part of the sum
+                scatter = self._scatter[m]
+                scatter.pull_plan.push_decode(result, [targets[k][0] if k in targets else None for k in scatter.pull_keys],
+                                              priority=priority)
+                self._decoding.add(scatter.pull_plan)
             elif m.coded:  # the workers' payloads summed in rank order: the same sum on every worker
                 self._plans[m].push.push_decode(result, outputs, priority=priority, count=self.num_workers,
                                                 stride=m.payload_words)
@@ -169,6 +179,24 @@ class HorovodStore(StoreBase):
                 for k in set(targets) - set(keys):
                     for extra in targets[k][1:]:
                         targets[k][0].copyto(extra)
+
+    def _reduce_scatter(self, m, send, name, priority):
+        """The compressed allreduce of message ``m`` (ring_scatter.py): the alltoall of the payload's parts,
+        this worker's part of the sum re-encoded, the allgather of the parts; returns the allgather's
+        output."""
+        scatter = self._scatter[m]
+        received = self.collective(name + ".parts", "key(s) %s (the alltoall of their parts)" % [c.key for c in m.chunks],
+                                   lambda: self._hvd.alltoall(send, splits=scatter.splits, name=name + ".parts",
+                                                              priority=priority)[0], blocking=True)
+        self.wait_collectives([name + ".parts"])
+        try:
+            part = scatter.reduce(_mx.host_view(received))
+        except ValueError as e:
+            raise ValueError("mxnet_gc horovod store: corrupt payload of key(s) %s: %s"
+                             % ([c.key for c in m.chunks], e)) from None
+        return self.collective(name, "key(s) %s (the allgather of the summed parts)" % [c.key for c in m.chunks],
+                               lambda: self._hvd.allgather(_mx.array(part), name=name, priority=priority),
+                               blocking=True)
 
     def barrier(self):
         """Returns when every worker has called it."""
@@ -256,6 +284,7 @@ class HorovodStore(StoreBase):
         for m in gone:
             self._send.pop(m, None)
             self._results.pop(m, None)
+            self._scatter.pop(m, None)
         self._assign_codecs(messages)
 
     def wire_bytes(self, codec, n):
@@ -273,6 +302,9 @@ class HorovodStore(StoreBase):
         for m in messages:
             self._send[m] = mx.nd.zeros(m.payload_words if m.coded else m.size)
             self._results.pop(m, None)
+            self._scatter.pop(m, None)
+            if self._compression.compressed_pull and scatters(m):
+                self._scatter[m] = RingScatter(m, self.num_workers, self.rank)
 
     def agree(self, what, config):
         """Raises ValueError on every worker, saying how they differ, unless all workers pass the same

@@ -1,0 +1,107 @@
+"""A compressed allreduce of one coded message on the Horovod ring: each worker owns a part of the message.
+
+For the threshold codecs (2bit, 4bit) with ``'compressed_pull': True``, the scheme of the parameter
+server's compressed pull with every worker a server of one part:
+
+1. every worker encodes its gradient with its own residual, as for any push (one engine operation);
+2. the payload is cut into W parts along the message; one ``alltoall`` gives worker r part r of every
+   worker's payload;
+3. worker r decodes the W parts and sums them in rank order, then re-encodes the sum on the pull levels
+   (the push levels times W) with a residual of its own, the owner's (``owner_residual``);
+4. one ``allgather`` of the W re-encoded parts; every worker decodes the whole sum, so all workers hold
+   bit-identical values.
+
+A worker sends about (W-1)/W of its payload in the alltoall and receives as much in the allgather:
+2 (W-1)/W n/2 bytes per step for 4bit, constant in W (an allgather of whole payloads: (W-1) n/2).
+
+The parts are cut where a payload word starts (a 4bit word holds 8 values, a 2bit word 16), so a part
+of the payload is the payload of its values: the encode stays the message's own.  Nothing here calls
+Horovod; the store runs the collectives.
+"""
+import numpy as np
+
+from ..codecs.threshold_codecs import ThresholdCodec
+from ..message_plan import MessagePlan
+
+
+def scatters(message):
+    """Whether ``message`` can travel by the compressed allreduce: every chunk a threshold codec."""
+    return message.coded and all(isinstance(c.codec, ThresholdCodec) for c in message.chunks)
+
+
+class RingScatter:
+    """The parts of one message among ``num_workers`` workers, and this worker's (``rank``) owner state."""
+
+    def __init__(self, message, num_workers, rank):
+        self.message, self.num_workers, self.rank = message, num_workers, rank
+        cuts = self._cuts(message, num_workers)
+        self.bounds = cuts  # W + 1 value offsets in the message: part r is [bounds[r], bounds[r+1])
+        pieces = [self._pieces(message, cuts[r], cuts[r + 1]) for r in range(num_workers)]
+        self.splits = [sum(words for *_, words in part) for part in pieces]  # payload words per part
+        mine = pieces[rank]
+        # the owner: the W workers' part, summed; its re-encode on the pull levels
+        self.owner_plan = MessagePlan([(c.codec, n, at, 0, word) for c, n, at, _, word, _ in mine]) if mine else None
+        self.owner_pull_plan = MessagePlan([(c.pull_codec, n, at, 0, word) for c, n, at, _, word, _ in mine]) \
+            if mine else None
+        self.owner_residual = np.zeros(cuts[rank + 1] - cuts[rank], np.float32)
+        self._sum = np.zeros_like(self.owner_residual)
+        # every worker: the allgathered parts decoded into the keys
+        segments, first = [], 0
+        for part, words in zip(pieces, self.splits):
+            segments += [(c.pull_codec, n, 0, key_at, first + word) for c, n, _, key_at, word, _ in part]
+            first += words
+        self.pull_plan = MessagePlan(segments)
+        self.pull_keys = [c.key for part in pieces for c, *_ in part]  # the key each of its segments writes
+
+    @staticmethod
+    def _cuts(message, num_workers):
+        """W + 1 offsets, each near r / W of the message and where a payload word of its chunk starts."""
+        cuts = [0]
+        for r in range(1, num_workers):
+            target = max(cuts[-1], message.size * r // num_workers)
+            chunk = next((c for c in message.chunks if c.offset <= target < c.offset + c.size), None)
+            if chunk is None:  # (the end)
+                cuts.append(message.size)
+                continue
+            per_word = 32 // chunk.codec.bits
+            cuts.append(chunk.offset + (target - chunk.offset) // per_word * per_word)
+        return cuts + [message.size]
+
+    @staticmethod
+    def _pieces(message, begin, end):
+        """The chunks' pieces in values [begin, end) of the message: (chunk, values, first value in the part,
+        first value in the key, first payload word in the part, payload words)."""
+        pieces, first_word = [], None
+        for c in message.chunks:
+            lo, hi = max(begin, c.offset), min(end, c.offset + c.size)
+            if lo >= hi:
+                continue
+            per_word = 32 // c.codec.bits
+            word = c.payload_offset + (lo - c.offset) // per_word
+            first_word = word if first_word is None else first_word
+            words = (hi - lo + per_word - 1) // per_word
+            pieces.append((c, hi - lo, lo - begin, c.begin + lo - c.offset, word - first_word, words))
+        return pieces
+
+    def payload_words(self):
+        """Words of this worker's part of a payload (and of the re-encoded sum it sends)."""
+        return self.splits[self.rank]
+
+    def reduce(self, received):
+        """The owner's step: ``received`` (numpy float32) holds every worker's part of this worker's range, in
+        rank order; returns the re-encoded sum (numpy float32, ``payload_words()`` words).  Raises
+        ValueError naming the rank whose part is corrupt."""
+        words = self.splits[self.rank]
+        if received.size != words * self.num_workers:
+            raise ValueError("the alltoall brought %d words, not %d workers' parts of %d"
+                             % (received.size, self.num_workers, words))
+        out = np.empty(words, np.float32)
+        if self.owner_plan is None:  # (a message of fewer values than W payload words: no part here)
+            return out
+        for r in range(self.num_workers):
+            try:
+                self.owner_plan.decode_now(received[r * words:(r + 1) * words], self._sum, add=r > 0)
+            except ValueError as e:
+                raise ValueError("rank %d's part: %s" % (r, e)) from None
+        self.owner_pull_plan.encode_sum_now(self._sum, self.owner_residual, out)
+        return out
