@@ -103,9 +103,11 @@ SCATTER = {
     "4bit-one-message-per-key": ({"type": "4bit", "thresholds": POW2}, None),
     "4bit-merged": ({"type": "4bit", "thresholds": POW2}, [["w", "b"], ["c"]]),
     "gc_2bit-merged": ({"type": "gc_2bit", "threshold": 0.5}, [["c", "w", "b"]]),
+    "4bit-regrouped": ({"type": "4bit", "thresholds": POW2}, None),  # (after step 2: one message, other owners)
 }
 SCATTER = {name: {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 21,
-                  "compression": dict(compression, compressed_pull=True), "groups": groups}
+                  "compression": dict(compression, compressed_pull=True), "groups": groups,
+                  "regroup_at": 2 if name.endswith("regrouped") else None}
            for name, (compression, groups) in SCATTER.items()}
 
 

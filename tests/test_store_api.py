@@ -148,3 +148,42 @@ def test_residuals_move_between_transports(tmp_path, first, second, kind):
                 np.testing.assert_array_equal(pulled["%s/%d" % (key, SAVED_STEPS)], total)
             with np.load(resumed / ("rank%d.residuals" % r)) as after:
                 np.testing.assert_array_equal(after["%r/0" % (key,)], residuals[r])
+
+
+@pytest.mark.parametrize("first, second", [("horovod", "horovod"), ("dist_sync", "horovod"), ("horovod", "dist_sync")])
+def test_residuals_of_the_compressed_pull_in_checkpoints(tmp_path, first, second):
+    """With 'compressed_pull', the ring's owners' residuals are saved whole, per key, and a resume on the ring
+    continues bit for bit; a parameter server does not save its servers' residuals, so a resume from or
+    onto one starts them from zero (as a resumed parameter-server job does).  The next step's pull against
+    a numpy simulation either way."""
+    import reference
+    from dist.job import gradient
+    from dist.transport_worker import COMPRESSIONS, KEYS, SAVED_STEPS, SCALE, SEED
+
+    compression = COMPRESSIONS["compressed-pull"]
+    levels, rounding = compression["thresholds"], reference.rounding_of(compression)
+    saved, resumed = tmp_path / "saved", tmp_path / "resumed"
+    saved.mkdir()
+    resumed.mkdir()
+    run_transport(first, saved, "compressed-pull", "save")
+    run_transport(second, resumed, "compressed-pull", "load", saved)
+    pull_levels = [np.float32(t) * WORKERS for t in levels]
+    differ = False
+    for i, (key, shape) in enumerate(KEYS):
+        residuals = [np.zeros(shape, np.float32) for _ in range(WORKERS)]
+        owners = np.zeros(shape, np.float32)
+        for index in range(SAVED_STEPS + 1):
+            total = np.zeros(shape, np.float32)
+            for r in range(WORKERS):
+                q, residuals[r] = reference.quantize_array(gradient(SEED, r, index, i, shape, SCALE), residuals[r],
+                                                           levels, rounding)
+                total += q
+            carried, owners = reference.quantize_array(total, owners, pull_levels, rounding)
+        fresh, _ = reference.quantize_array(total, np.zeros(shape, np.float32), pull_levels, rounding)
+        differ |= bool(np.any(carried != fresh))  # (the saved residuals show in the pull)
+        # a parameter server's servers' residuals are not saved, nor restored onto it
+        pulled = carried if (first, second) == ("horovod", "horovod") else fresh
+        for r in range(WORKERS):
+            with np.load(resumed / ("rank%d.npz" % r)) as got:
+                np.testing.assert_array_equal(got["%s/%d" % (key, SAVED_STEPS)], pulled)
+    assert differ

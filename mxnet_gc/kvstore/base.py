@@ -303,6 +303,7 @@ class StoreBase(KVStoreBase):
         arrays.update({residual_file.owed_name(k): owed for k, owed in self._owed.items()})
         meta = {"compression": self._compression.config, "servers": self.num_servers,
                 "warmup": self._clock.state_dict()}
+        arrays.update(self._pull_residuals())
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
@@ -328,8 +329,17 @@ class StoreBase(KVStoreBase):
             self._assign_codecs(self._layout.messages)
         residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers)
         self._owed = {k: saved[residual_file.owed_name(k)] for k in self._shapes if residual_file.owed_name(k) in saved}
+        self._restore_pull_residuals(saved, fname)
         if self._lgc is not None:
             self._lgc.load_state(meta["lgc"], saved, self._state_path(fname))
+
+    def _pull_residuals(self):
+        """{name: array} of the compressed pull's residuals that a worker saves (the Horovod store's owners';
+        a parameter server's servers keep theirs, not saved)."""
+        return {}
+
+    def _restore_pull_residuals(self, saved, source):
+        """Takes ``_pull_residuals``' arrays from ``saved`` (read from ``source``)."""
 
     def state_files(self, fname):
         """The files ``save_residuals`` writes beside rank 0's residual file ``fname`` (with 'lgc', the

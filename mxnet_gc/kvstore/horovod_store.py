@@ -22,7 +22,8 @@ import mxnet as mx
 import numpy as np
 
 from .. import _mx, config, log, schedule
-from . import agreement, protocol
+from ..codecs.threshold_codecs import ThresholdCodec
+from . import agreement, protocol, residual_file
 from .base import StoreBase
 from .failure import PeerFailure, exit_at_once_on_error
 from .collective_wait import CollectiveError, Waiter
@@ -280,18 +281,53 @@ class HorovodStore(StoreBase):
         groups = agreement.canonical_groups(groups)
         self.agree("groups", groups)
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued
+        owners = self._pull_residuals()  # (the new messages' parts have other owners)
         gone, messages = self._relayout(groups)
         for m in gone:
             self._send.pop(m, None)
             self._results.pop(m, None)
             self._scatter.pop(m, None)
         self._assign_codecs(messages)
+        if owners:
+            self._restore_pull_residuals(owners, "regroup")
 
     def wire_bytes(self, codec, n):
         """Bytes one worker's link carries per step for a key of n values (ring collectives)."""
         if codec is None:
             return 8 * n  # a ring allreduce sends and receives about the whole array
+        if self._compression.compressed_pull and isinstance(codec, ThresholdCodec):  # ring_scatter.py: (W-1)/W of
+            return 16 * codec.payload_size(n) * (self.num_workers - 1) // self.num_workers  # a payload, 4 times
         return 4 * codec.payload_size(n) * self.num_workers
+
+    def _pull_residuals(self):
+        """Every key's residual of the compressed allreduce, whole (the owners' parts, one allgather per
+        message: a collective call), named by key: it loads into other messages and other numbers of
+        workers."""
+        out = {}
+        for m in sorted(self._scatter, key=lambda m: m.value_key):
+            name = "mxgc.owners.%d" % m.value_key
+            part = _mx.array(self._scatter[m].owner_residual)
+            whole = self.collective(name, "the owners' residuals of key(s) %s" % [c.key for c in m.chunks],
+                                    lambda: self._hvd.allgather(part, name=name), blocking=True).asnumpy()
+            out.update((residual_file.pull_name(c.key), whole[c.offset:c.offset + c.size]) for c in m.chunks)
+        return out
+
+    def _restore_pull_residuals(self, saved, source):
+        """Each owner's part of the keys' saved residuals of the compressed allreduce.  Without them (a
+        parameter server's checkpoint: its servers' residuals are not saved) the owners start from zero,
+        as a resumed parameter server does."""
+        for m, scatter in self._scatter.items():
+            names = [residual_file.pull_name(c.key) for c in m.chunks]
+            if not all(n in saved for n in names):
+                log.logger.warning("%s holds no residual of the compressed pull of key(s) %s: their owners start "
+                                   "from zero", source, [c.key for c in m.chunks])
+                continue
+            for n, c in zip(names, m.chunks):
+                if saved[n].size != c.size:
+                    raise ValueError("%s: the residual of the compressed pull of key %r has %d values, the key %d"
+                                     % (source, c.key, saved[n].size, c.size))
+            whole = np.concatenate([saved[n].reshape(-1) for n in names])
+            scatter.owner_residual[:] = whole[scatter.bounds[self.rank]:scatter.bounds[self.rank + 1]]
 
     # ---- messages ----
 

@@ -1,6 +1,6 @@
 """The file of a worker's error-feedback state (``StoreBase.save_residuals``): an .npz holding one array
 per chunk of a key (named ``chunk_name``), the residuals a changed compression left for a key's next push
-(``owed_name``), LGC's arrays, and a JSON ``__meta__`` (the compression, the number of servers, where the
+(``owed_name``), a key's residual of the compressed pull on the ring (``pull_name``), LGC's arrays, and a JSON ``__meta__`` (the compression, the number of servers, where the
 store's own step count was, LGC's state); written with its SHA-256 (checkpoint_files.py)."""
 import io
 import json
@@ -16,6 +16,11 @@ def chunk_name(key, index):
 
 def owed_name(key):
     return "owed/%r" % (key,)
+
+
+def pull_name(key):
+    """A key's residual of the compressed pull (the Horovod store's owners', whole)."""
+    return "pull/%r" % (key,)
 
 
 def write(fname, meta, arrays):

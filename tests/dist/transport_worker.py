@@ -4,8 +4,8 @@
     transport_worker.py STORE OUT KIND load FROM   FROM/rank<r>.residuals loaded, one more step (its pulled
                                                    sum to OUT/rank<r>.npz), then OUT/rank<r>.residuals again
 
-KIND: a key of COMPRESSIONS ('fixed' levels from the first step; 'auto' levels, 4bit's or gc_2bit's, fitted in
-a 2-step warm-up).
+KIND: a key of COMPRESSIONS ('fixed' levels from the first step, also with 'compressed_pull'; 'auto' levels,
+4bit's or gc_2bit's, fitted in a 2-step warm-up).
 """
 import os
 import sys
@@ -23,6 +23,7 @@ KEYS = [["w", (5, 7)], [3, (130,)]]
 COMPRESSIONS = {"fixed": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0},
                 "auto": {"type": "4bit", "warmup_steps": 2},
                 "auto-gc_2bit": {"type": "gc_2bit", "threshold": "auto", "warmup_steps": 2}}
+COMPRESSIONS["compressed-pull"] = dict(COMPRESSIONS["fixed"], compressed_pull=True)
 SEED, SCALE, SAVED_STEPS = 21, 0.9, 3
 
 

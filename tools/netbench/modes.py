@@ -82,6 +82,11 @@ LGC_MODES = [
 HOROVOD_PREFIX = "hvd-"
 HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport="horovod",
                                      description=m.description + ", on mxnet_gc's horovod store")
-                 for m in [DENSE_MODES[2]] + SPARSE_MODES + LGC_MODES]
+                 for m in [DENSE_MODES[2]] + SPARSE_MODES + LGC_MODES] + [
+    Mode(HOROVOD_PREFIX + "4bit", "4bit (group 'medium') on mxnet_gc's horovod store: every worker's payload to every "
+         "worker by allgather", transport="horovod", compression=FOUR_BIT),
+    Mode(HOROVOD_PREFIX + "4bit-cpull", "4bit on mxnet_gc's horovod store by the compressed allreduce: the payloads' "
+         "parts by alltoall, each part's sum re-encoded by the worker owning it, the parts by allgather",
+         transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True))]
 MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]

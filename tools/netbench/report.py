@@ -58,6 +58,8 @@ def targets(rows):
     step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in _first_servers(rows)}
     server_cpu = {(r["model"], r["workers"], r["rate"], r["mode"]): r.get("server_cpu_ms_per_step")
                   for r in _first_servers(rows)}
+    sent = {(r["model"], r["workers"], r["rate"], r["mode"]): (r["worker0_sent_mb_per_step"], r["parameters"])
+            for r in _first_servers(rows)}
     found = []
 
     def add(name, text, ratio):
@@ -88,6 +90,16 @@ def targets(rows):
         if mode == prefix + "lgc" and dgc and rate == "10mbit" and model == "cnn-fc" and workers == 4:
             add("lgc_beats_dgc_10mbit", "%s, %d workers, 10 Mbit/s: top-k 1e-3 / %s step time"
                 % (model, workers, "LGC-RAR (Horovod)" if prefix else "LGC-PS"), dgc / ms)
+        if mode == HOROVOD_PREFIX + "4bit-cpull":  # (4 bits a value: n / 2 bytes of payload)
+            mb, n = sent[model, workers, rate, mode]
+            add("ring_allreduce_bytes", "%s, %d workers, %s: bytes sent per worker and step / 2 (W-1)/W n/2, 4bit by "
+                "the compressed allreduce" % (model, workers, rate), 1e6 * mb / (2 * (workers - 1) / workers * n / 2))
+            gathered = step.get((model, workers, rate, HOROVOD_PREFIX + "4bit"))
+            if dense and gathered and model == "mlp10m" and workers == 8 and rate == "100mbit":
+                add("ring_allreduce_vs_dense", "%s, %d workers, 100 Mbit/s: float32 allreduce / 4bit by the compressed "
+                    "allreduce step time" % (model, workers), dense / ms)
+                add("ring_allreduce_vs_allgather", "%s, %d workers, 100 Mbit/s: 4bit by allgather / by the compressed "
+                    "allreduce step time" % (model, workers), gathered / ms)
         if mode == "gc-none" and base:
             add("uncompressed_vs_mxnet", "%s, %d workers, %s: mxnet_gc's uncompressed / MXNet's dist_sync step time"
                 % (model, workers, rate), ms / base)
