@@ -118,8 +118,8 @@ def parse_args(argv=None):
                    help="2bit threshold (MXNet's default, 0.5, stops this CNN from learning: docs/accuracy.md)")
     p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
     p.add_argument("--compressed-pull", action="store_true",
-                   help="gc_2bit, 4bit: the servers send the summed update back compressed too (optimizer on the "
-                        "workers)")
+                   help="gc_2bit, 4bit: the summed update comes back compressed too, from the servers (optimizer "
+                        "on the workers) or on horovod by the compressed allreduce")
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
     p.add_argument("--calibration-steps", type=int, default=50,
                    help="with --groups: dense steps measured before the groups are chosen")

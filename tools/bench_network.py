@@ -60,6 +60,19 @@ from tools.netbench import jobs, models, report, worker
 from tools.netbench.modes import DEFAULT_MODES, DEFAULT_RATES, MODES, RATES_BITS
 
 
+def servers_value(text):
+    """--servers' values: a positive number, or 'half'."""
+    if text == "half":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("a positive number of servers or 'half', not %r" % text)
+    return int(text)
+
+
+def servers_of(value, workers):
+    return max(1, workers // 2) if value == "half" else value
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      epilog="modes: " + "; ".join("%s: %s" % (m.name, m.description)
@@ -68,8 +81,9 @@ def parse_args():
     parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=list(MODES))
     parser.add_argument("--rates", nargs="+", default=DEFAULT_RATES, choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--servers", type=int, nargs="+", default=[1],
-                        help="parameter servers per job (Horovod modes: the first value only, they have none)")
+    parser.add_argument("--servers", type=servers_value, nargs="+", default=[1],
+                        help="parameter servers per job, a number or 'half' (half the workers, at least 1; Horovod "
+                             "modes: the first value only, they have none)")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
     parser.add_argument("--bucket-bytes", type=int, default=1 << 20, help="payload bytes per message of topk-fixed")
@@ -96,9 +110,12 @@ def run_all(args, tag):
         gradients = models.local_gradients(model)
         for mode in args.modes:
             codec[model, mode] = models.codec_times(MODES[mode], gradients)
-    jobs_list = [(model, mode, rate, workers, servers) for model in args.models for workers in args.workers
-                 for servers in args.servers for rate in args.rates for mode in args.modes
-                 if servers == args.servers[0] or not MODES[mode].horovod]
+    jobs_list = []
+    for model in args.models:
+        for workers in args.workers:
+            for servers in dict.fromkeys(servers_of(s, workers) for s in args.servers):
+                jobs_list += [(model, mode, rate, workers, servers) for rate in args.rates for mode in args.modes
+                              if servers == servers_of(args.servers[0], workers) or not MODES[mode].horovod]
     runs = []
     try:
         for _ in range(args.repeats):

@@ -64,6 +64,8 @@ def configurations(threshold, base):
                            WARMUP], "few"),
         "4bit, one group": (one_group(base), "few"),
         "4bit, per-layer groups, compressed pull": (GROUPS + ["--compressed-pull"], "few"),
+        "4bit, per-layer groups, compressed allreduce (Horovod)": (GROUPS + ["--compressed-pull", "--kvstore", "horovod"],
+                                                                   "few"),
         # DGC's momentum correction: the momentum is applied before sparsification, in the codec, and the
         # optimizer on the workers is plain SGD
         "layer-wise top-k 1%, DGC momentum": (["--compression", "layerwise_topk", "--density", "0.01", "--merge",
@@ -199,10 +201,14 @@ def claims(results):
     claim("per-layer groups above one group (difference > 0)", "4bit, per-layer groups", "4bit, one group", 1e-9)
     claim("layer-wise top-k with DGC within 0.2 points of uncompressed (difference >= -0.2)",
           "layer-wise top-k 1%, DGC momentum", "uncompressed", -MARGIN)
-    if "mxnet_gc 2bit" in results and "MXNet 2bit" in results:
-        mean, low, high = t_interval(paired(results["mxnet_gc 2bit"], results["MXNet 2bit"]))
-        same = "cannot tell" if math.isnan(low) else "supported" if low <= 0 <= high else "refuted"
-        out.append(("mxnet_gc's 2bit matches MXNet's 2bit (the interval holds 0)", mean, low, high, same))
+    for text, a, b in (("mxnet_gc's 2bit matches MXNet's 2bit (the interval holds 0)", "mxnet_gc 2bit", "MXNet 2bit"),
+                       ("the compressed allreduce on Horovod matches the parameter server's compressed pull (the "
+                        "interval holds 0)", "4bit, per-layer groups, compressed allreduce (Horovod)",
+                        "4bit, per-layer groups, compressed pull")):
+        if a in results and b in results:
+            mean, low, high = t_interval(paired(results[a], results[b]))
+            same = "cannot tell" if math.isnan(low) else "supported" if low <= 0 <= high else "refuted"
+            out.append((text, mean, low, high, same))
     return out
 
 

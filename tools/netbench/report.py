@@ -58,8 +58,7 @@ def targets(rows):
     step = {(r["model"], r["workers"], r["rate"], r["mode"]): r["step_ms"] for r in _first_servers(rows)}
     server_cpu = {(r["model"], r["workers"], r["rate"], r["mode"]): r.get("server_cpu_ms_per_step")
                   for r in _first_servers(rows)}
-    sent = {(r["model"], r["workers"], r["rate"], r["mode"]): (r["worker0_sent_mb_per_step"], r["parameters"])
-            for r in _first_servers(rows)}
+    row_of = {(r["model"], r["workers"], r["rate"], r["mode"]): r for r in _first_servers(rows)}
     found = []
 
     def add(name, text, ratio):
@@ -91,7 +90,8 @@ def targets(rows):
             add("lgc_beats_dgc_10mbit", "%s, %d workers, 10 Mbit/s: top-k 1e-3 / %s step time"
                 % (model, workers, "LGC-RAR (Horovod)" if prefix else "LGC-PS"), dgc / ms)
         if mode == HOROVOD_PREFIX + "4bit-cpull":  # (4 bits a value: n / 2 bytes of payload)
-            mb, n = sent[model, workers, rate, mode]
+            r = row_of[model, workers, rate, mode]
+            mb, n = r["worker0_sent_mb_per_step"], r["parameters"]
             add("ring_allreduce_bytes", "%s, %d workers, %s: bytes sent per worker and step / 2 (W-1)/W n/2, 4bit by "
                 "the compressed allreduce" % (model, workers, rate), 1e6 * mb / (2 * (workers - 1) / workers * n / 2))
             gathered = step.get((model, workers, rate, HOROVOD_PREFIX + "4bit"))
