@@ -152,6 +152,13 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
+def _line(row):
+    """A row's line in the scaling plot: (mode, servers), servers 'half' for W/2 of them (bench --servers half)."""
+    if row["servers"] > 1 and row["servers"] == row["workers"] // 2:
+        return row["mode"], "half"
+    return row["mode"], row["servers"]
+
+
 def plot_scaling(rows, path):
     """Step time against workers, one panel per model and rate, one line per mode and number of servers,
     with each job's wire bound dotted."""
@@ -164,11 +171,13 @@ def plot_scaling(rows, path):
     fig, axes = plt.subplots(1, len(panels), figsize=(max(7.0, 5.5 * len(panels)), 4.2), squeeze=False)
     for ax, (model, rate) in zip(axes[0], panels):
         mine = [r for r in rows if (r["model"], r["rate"]) == (model, rate)]
-        lines = sorted({(r["mode"], r["servers"]) for r in mine}, key=lambda l: (list(MODES).index(l[0]), l[1]))
+        lines = sorted({_line(r) for r in mine}, key=lambda l: (list(MODES).index(l[0]), str(l[1])))
         for j, (mode, servers) in enumerate(lines):
-            line = sorted((r for r in mine if (r["mode"], r["servers"]) == (mode, servers)), key=lambda r: r["workers"])
+            line = sorted((r for r in mine if _line(r) == (mode, servers) or servers == "half" and r["mode"] == mode
+                           and (r["workers"], r["servers"]) == (2, 1)), key=lambda r: r["workers"])
             workers = [r["workers"] for r in line]
-            label = "%s, %d server%s" % (mode, servers, "s" if servers > 1 else "") if servers else mode
+            label = "%s, %s server%s" % (mode, "W/2" if servers == "half" else servers, "s" if servers != 1 else "") \
+                if servers else mode
             ax.plot(workers, [r["step_ms"] for r in line], "o-", color="C%d" % j, label=label)
             if rate != "unlimited":
                 ax.plot(workers, [r["wire_bound_ms"] for r in line], ":", color="C%d" % j)
