@@ -252,6 +252,8 @@ CASES = [  # (name, fault, short form, full form)
      lambda: clear_error("shapes", {"store": "horovod", "shape": [20, 5]}, '["w", [10, 10]] / ["w", [20, 5]]'), None),
     ("missing-key-horovod-4bit", "rank 1 never pushes key 'k' (4bit), Horovod", lambda: missing_key("4bit"), None),
     ("missing-key-horovod-none", "the same uncompressed", lambda: missing_key("none"), None),
+    ("missing-key-horovod-4bit-cpull", "the same with 4bit by the compressed allreduce ('compressed_pull')",
+     lambda: missing_key("4bit-cpull"), None),
     ("worker-leaves", "a worker exits 0 at its start while the other pushes, parameter server", worker_leaves, None),
     ("worker-ends", "a worker exits 0 (its store ends in order) after its first step, parameter server",
      lambda: clear_error("ends", {"store": "dist_sync"}, "worker 1 ended its part of the job", on=[0]), None),

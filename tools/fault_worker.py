@@ -28,11 +28,13 @@ import mxnet as mx
 
 import mxnet_gc
 
-LEVEL = {"none": 1.0, "2bit": 0.5, "gc_2bit": 0.5, "4bit": 1.0, "layerwise_topk": 1.0, "lgc": 1.0}
+LEVEL = {"none": 1.0, "2bit": 0.5, "gc_2bit": 0.5, "4bit": 1.0, "4bit-cpull": 1.0, "layerwise_topk": 1.0, "lgc": 1.0}
 PARAMS = {"none": {"type": "none"},
           "2bit": {"type": "2bit", "threshold": 0.5},
           "gc_2bit": {"type": "gc_2bit", "threshold": 0.5, "warmup_steps": 0},
           "4bit": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0},
+          "4bit-cpull": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0,
+                         "compressed_pull": True},  # (on Horovod: the compressed allreduce)
           "layerwise_topk": {"type": "layerwise_topk", "density": 1.0, "warmup_steps": 0},
           "lgc": {"type": "lgc", "density": 0.1, "dense_steps": 10}}  # (its dense phase: exact sums)
 

@@ -272,7 +272,7 @@ class HorovodStore(StoreBase):
     def _describe(self, name):
         """The keys a collective carries (a message's), or its name."""
         for m in self._layout.messages:
-            if self._name(m) == name:
+            if name in (self._name(m), self._name(m) + ".parts"):  # (.parts: the compressed allreduce's alltoall)
                 return "key(s) %s" % [c.key for c in m.chunks]
         return name
 
