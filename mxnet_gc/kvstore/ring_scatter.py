@@ -33,7 +33,7 @@ class RingScatter:
     """The parts of one message among ``num_workers`` workers, and this worker's (``rank``) owner state."""
 
     def __init__(self, message, num_workers, rank):
-        self.message, self.num_workers, self.rank = message, num_workers, rank
+        self.num_workers, self.rank = num_workers, rank
         cuts = self._cuts(message, num_workers)
         self.bounds = cuts  # W + 1 value offsets in the message: part r is [bounds[r], bounds[r+1])
         pieces = [self._pieces(message, cuts[r], cuts[r + 1]) for r in range(num_workers)]
@@ -83,13 +83,9 @@ class RingScatter:
             pieces.append((c, hi - lo, lo - begin, c.begin + lo - c.offset, word - first_word, words))
         return pieces
 
-    def payload_words(self):
-        """Words of this worker's part of a payload (and of the re-encoded sum it sends)."""
-        return self.splits[self.rank]
-
     def reduce(self, received):
         """The owner's step: ``received`` (numpy float32) holds every worker's part of this worker's range, in
-        rank order; returns the re-encoded sum (numpy float32, ``payload_words()`` words).  Raises
+        rank order; returns the re-encoded sum (numpy float32, ``splits[rank]`` words).  Raises
         ValueError naming the rank whose part is corrupt."""
         words = self.splits[self.rank]
         if received.size != words * self.num_workers:
