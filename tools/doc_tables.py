@@ -176,8 +176,11 @@ def choosing_table():
         ("trainer `merge='dp'`, `pipeline=True`", "one message for many small layers, sent as soon as backward "
          "produced them", "profile steps", "many small layers, or slow links where overlap pays",
          "layerwise_sparsification.md"),
-        ("`mxnet_gc.kvstore.create('horovod')`", "no servers: ring allreduce (dense) or allgather (coded)",
-         "needs Horovod built with MXNet and Gloo (`make horovod`); coded messages grow with the workers "
+        ("`mxnet_gc.kvstore.create('horovod')`", "no servers: ring allreduce (dense), allgather (coded), or for "
+         "2bit and 4bit with `'compressed_pull': True` the compressed allreduce (alltoall and allgather of parts: "
+         "constant bytes per worker as workers grow, "
+         "[kvstore.md](kvstore.md#the-compressed-allreduce-compressed_pull-true-2bit-and-4bit))",
+         "needs Horovod built with MXNet and Gloo (`make horovod`); allgathered messages grow with the workers "
          "(migration.md)", "no spare machines for servers; dense gradients on fast links",
          "uncompressed: %s" % step("hvd-gc-none")),
         ("`{'type': 'lgc', 'density': d}`", "on the coded layers fewer bytes than top-k at the same density",
