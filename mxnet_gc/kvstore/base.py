@@ -298,7 +298,8 @@ class StoreBase(KVStoreBase):
         accumulators and phase) and the compression it belongs to, to ``fname`` (.npz, with
         ``fname.sha256``).  Named by key and chunk, not by message: a store whose keys are grouped into
         other messages (``regroup``) loads them too.  With 'lgc', a collective call: the autoencoders'
-        states go beside rank 0's file (``state_files``)."""
+        states go beside rank 0's file (``state_files``); on Horovod with 'compressed_pull' too: the
+        owners' residuals are gathered whole."""
         arrays = {residual_file.chunk_name(k, i): r.asnumpy() for k, i, r in self._residual_items()}
         arrays.update({residual_file.owed_name(k): owed for k, owed in self._owed.items()})
         meta = {"compression": self._compression.config, "servers": self.num_servers,

@@ -5,6 +5,9 @@ key, or one merge group of keys, see ``init(groups=)`` and ``regroup``) is one c
 
 - coded: every worker's payload goes to every worker (``allgather``); each worker decodes the W
   payloads and adds them up in rank order, so all workers hold bit-identical sums;
+- 2bit and 4bit with ``'compressed_pull': True``: the compressed allreduce of ring_scatter.py (an
+  ``alltoall`` of the payloads' parts, each part's sum re-encoded by the worker owning it, an
+  ``allgather`` of the parts), whose bytes per worker do not grow with W;
 - uncompressed: ``allreduce`` (sum).
 
 A push returns at once: encode, the collective and the decode are engine operations ordered by their
@@ -295,8 +298,9 @@ class HorovodStore(StoreBase):
         """Bytes one worker's link carries per step for a key of n values (ring collectives)."""
         if codec is None:
             return 8 * n  # a ring allreduce sends and receives about the whole array
-        if self._compression.compressed_pull and isinstance(codec, ThresholdCodec):  # ring_scatter.py: (W-1)/W of
-            return 16 * codec.payload_size(n) * (self.num_workers - 1) // self.num_workers  # a payload, 4 times
+        if self._compression.compressed_pull and isinstance(codec, ThresholdCodec):
+            # the compressed allreduce (ring_scatter.py): (W-1)/W of a payload sent and received, twice
+            return 16 * codec.payload_size(n) * (self.num_workers - 1) // self.num_workers
         return 4 * codec.payload_size(n) * self.num_workers
 
     def _pull_residuals(self):

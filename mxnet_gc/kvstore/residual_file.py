@@ -1,7 +1,8 @@
 """The file of a worker's error-feedback state (``StoreBase.save_residuals``): an .npz holding one array
 per chunk of a key (named ``chunk_name``), the residuals a changed compression left for a key's next push
-(``owed_name``), a key's residual of the compressed pull on the ring (``pull_name``), LGC's arrays, and a JSON ``__meta__`` (the compression, the number of servers, where the
-store's own step count was, LGC's state); written with its SHA-256 (checkpoint_files.py)."""
+(``owed_name``), a key's residual of the compressed pull on the ring (``pull_name``), LGC's arrays, and a
+JSON ``__meta__`` (the compression, the number of servers, where the store's own step count was, LGC's
+state); written with its SHA-256 (checkpoint_files.py)."""
 import io
 import json
 
