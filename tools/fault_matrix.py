@@ -117,11 +117,12 @@ _KEYS_JOBS = {}
 def keys_jobs(store, types, workers=2):
     """The jobs of exact_sums (run once per process and shared): one for 'lgc' ('lgc' codes every key of its
     store: a job of its own), one for the other types that then also switches the compression after pushes
-    (compression_switch reads it)."""
+    (compression_switch reads it; not after MXNet's own 2bit, which cannot be switched off)."""
     at = (store, tuple(types), workers)
     if at not in _KEYS_JOBS:
         others = [t for t in types if t != "lgc"]
-        _KEYS_JOBS[at] = [run("keys", {"store": store, "compressions": group, "steps": 3, "switch": group is others},
+        _KEYS_JOBS[at] = [run("keys", {"store": store, "compressions": group, "steps": 3,
+                                       "switch": group is others and "2bit" not in group},
                               workers=workers) for group in (others, ["lgc"] if "lgc" in types else []) if group]
     return _KEYS_JOBS[at]
 
