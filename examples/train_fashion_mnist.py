@@ -128,7 +128,12 @@ def parse_args(argv=None):
                         "mxnet_gc's codecs, counting --groups' calibration; 0: compress from the first step)")
     p.add_argument("--epochs", "--num-epochs", type=int, default=3, help="passes over the training images")
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
-    p.add_argument("--lr", type=float, default=0.05, help="SGD's learning rate (the gradients are summed over workers)")
+    p.add_argument("--lr", type=float, default=0.05,
+                   help="SGD's learning rate on the workers' summed gradients: with a fixed batch per worker, the "
+                        "rate per image stays the same as workers are added (the linear scaling rule)")
+    p.add_argument("--lr-warmup-epochs", type=float, default=0,
+                   help="raise the rate linearly from --lr / workers (one worker's share) to --lr over this many "
+                        "epochs: the large summed steps of many workers are unstable from random weights")
     p.add_argument("--lr-steps", "--lr-step-epochs", default="", help="epochs after which the learning rate is multiplied by "
                                                   "--lr-factor, comma-separated")
     p.add_argument("--lr-factor", type=float, default=0.1, help="the learning rate's factor at each --lr-steps")
@@ -163,7 +168,12 @@ def main(argv=None):
     net(mx.nd.zeros((1, 1, 28, 28)))
     steps_per_epoch = (len(train_x) // workers) // args.batch_size
     lr_steps = [int(e) * steps_per_epoch for e in args.lr_steps.split(",") if e]
-    lr_schedule = mx.lr_scheduler.MultiFactorScheduler(lr_steps, args.lr_factor, base_lr=args.lr) if lr_steps else None
+    warmup = int(args.lr_warmup_epochs * steps_per_epoch)
+    lr_schedule = None
+    if lr_steps or warmup:  # (the scheduler wants a step: one past the end when the rate only warms up)
+        lr_schedule = mx.lr_scheduler.MultiFactorScheduler(
+            lr_steps or [args.epochs * steps_per_epoch + 1], args.lr_factor, base_lr=args.lr, warmup_steps=warmup,
+            warmup_begin_lr=args.lr / workers)
     optimizer_params = {"learning_rate": args.lr, "momentum": args.momentum, "wd": args.wd}
     if lr_schedule:
         optimizer_params["lr_scheduler"] = lr_schedule

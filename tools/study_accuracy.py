@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Accuracy study: uncompressed, a tuned MXNet 2bit, 4bit (one group, per-layer groups, compressed pulls), top-k.
 
-Every run trains the Fashion-MNIST example (examples/train_fashion_mnist.py) on a real job, 2 workers and
+Every run trains the Fashion-MNIST example (examples/train_fashion_mnist.py) on a real job, 2 workers (--workers) and
 1 server started by tools/launch.py, with the same model, epochs and hyperparameters; every
 threshold-compressed configuration pushes dense gradients for its first 50 steps (the per-layer groups
 are calibrated on them), and so does the top-k one.
@@ -85,20 +85,22 @@ class Runs:
 
     def argv(self, example_args, seed):
         a = self.args
-        return ["--model", a.model, "--epochs", str(a.epochs), "--lr-steps", a.lr_steps, "--seed", str(seed)] + \
-            list(example_args)
+        warmup = ["--lr-warmup-epochs", repr(a.lr_warmup_epochs)] if a.lr_warmup_epochs else []
+        return ["--model", a.model, "--epochs", str(a.epochs), "--lr-steps", a.lr_steps] + warmup + \
+            ["--seed", str(seed)] + list(example_args)
 
     def get(self, example_args, seed, train_missing=True):
         """The epochs' log of this run, from the file or from a new job (None if missing and not to train)."""
         argv = self.argv(example_args, seed)
+        workers = self.args.workers
         for run in self.runs:
-            if run["argv"] == argv:
+            if run["argv"] == argv and run.get("workers", 2) == workers:
                 return run["log"]
         if not train_missing:
             return None
-        print("training: %s" % " ".join(argv), flush=True)
-        log = train(argv)
-        self.runs.append({"argv": argv, "log": log})
+        print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
+        log = train(argv, workers)
+        self.runs.append({"argv": argv, "workers": workers, "log": log})
         with open(self.path, "w") as f:
             json.dump({"runs": self.runs}, f, indent=1)
         return log
@@ -259,6 +261,9 @@ def main():
     parser.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--lr-steps", default="4,5")
+    parser.add_argument("--workers", type=int, default=2, help="workers of every job (1 server)")
+    parser.add_argument("--lr-warmup-epochs", type=float, default=0, help="the example's warm-up of the learning "
+                        "rate (from lr / workers to lr): 1 with 4 workers, whose summed steps diverge without it")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
     parser.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json"), help="the runs; plots "
@@ -272,7 +277,7 @@ def main():
     args = parser.parse_args()
     runs = Runs(args.json, args)
     tuned = runs if not args.tuned_by else Runs(args.tuned_by, argparse.Namespace(**{**vars(args), **{
-        "model": "cnn", "epochs": 6, "lr_steps": "4,5"}}))
+        "model": "cnn", "epochs": 6, "lr_steps": "4,5", "workers": 2, "lr_warmup_epochs": 0}}))
     sweeps = {}
     for name, xlabel, values, make in (("MXNet 2bit", "threshold", SWEEP_2BIT, mxnet_2bit),
                                        ("4bit, one group", "base of the levels (base * 2**k)", SWEEP_4BIT,
