@@ -3,6 +3,7 @@ arrays and engine: it waits for every received array before returning, never rai
 rejects what it cannot add (counting the push, so the workers stay in step) and reports every failure
 in the status the workers pull; fuzzed with random and adversarial pushes and commands."""
 import base64
+import json
 import pickle
 import threading
 import time
@@ -26,8 +27,8 @@ CODECS = [None, {"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshol
 class Server:
     """An Aggregator with one message of the given keys (sizes) and codec, set up as the workers would."""
 
-    def __init__(self, sizes, codec, optimizer=None):
-        self.agg = Aggregator(0, 1, WORKERS)
+    def __init__(self, sizes, codec, optimizer=None, compressed_pull=False, pull_stats=0):
+        self.agg = Aggregator(0, 1, WORKERS, pull_stats)
         alloc = protocol.KeyAllocator(1)
         status_key = alloc.on_server(0)
         self.agg.command(0, protocol.encode_command("hello", status_keys=[status_key]))
@@ -38,9 +39,14 @@ class Server:
         self.message.set_codecs(lambda key: created, WORKERS)
         if created is not None:
             self.message.payload_key = alloc.on_server(0)
-        self.agg.command(0, protocol.encode_command("expect", value_keys=[status_key, self.message.value_key]))
+        if compressed_pull:
+            self.message.pull_key = alloc.on_server(0)
+        value_keys = [status_key, self.message.value_key] + [self.message.pull_key] * compressed_pull
+        self.agg.command(0, protocol.encode_command("expect", value_keys=value_keys))
         self.status = self.register(status_key, protocol.STATUS_WORDS)
         self.value = self.register(self.message.value_key, self.message.size, fill=7.0)
+        if compressed_pull:
+            self.pulled = self.register(self.message.pull_key, self.message.pull_words)
         self.agg.command(0, protocol.encode_command("layout", messages=[self.message.describe()]))
         if optimizer is not None:
             blob = base64.b64encode(pickle.dumps(optimizer)).decode()
@@ -134,6 +140,40 @@ def test_rejected_push_is_counted_and_reported_values_unchanged():
     dense_round(server, [np.full(8, 1.0), np.full(8, 2.0)])  # the next round is whole
     np.testing.assert_array_equal(server.value.asnumpy(), np.full(8, 3.0))
     assert server.rounds() == 2 and server.errors() == 1
+
+
+def test_pull_monitor_logs_what_the_compressed_pull_carries(caplog):
+    """MXNET_GC_PULL_STATS's samples (pull_monitor.py): the norms of the sum, the pull and the servers'
+    residual, and the shares sent as 0 and at the top level, against numpy over two rounds."""
+    codec = mxnet_gc.codecs.create({"type": "4bit", "thresholds": POW2})
+    pull_codec = codec.pull_codec(WORKERS)
+    server = Server([600, 40], {"type": "4bit", "thresholds": POW2}, compressed_pull=True, pull_stats=2)
+    rng = np.random.default_rng(5)
+    residual = np.zeros(640, np.float32)
+    caplog.set_level("INFO", logger="mxnet_gc.server")
+    for _ in range(2):
+        total = np.zeros(640, np.float32)
+        for _ in range(WORKERS):
+            grad = (rng.standard_normal(640) * 10.0 ** rng.uniform(-1.5, 1.8, 640)).astype(np.float32)
+            grad[:50] = 0.0  # values whose sum may be 0
+            grad[50:60] = 100.0  # and sums beyond the top pull level
+            payload = np.zeros(codec.payload_size(640), np.float32)
+            codec.encode_numpy(grad, np.zeros(640, np.float32), payload)
+            server.push(mx.nd.array(payload))
+            codec.decode_numpy(payload, total, add=True)
+        a = total + residual
+        pulled = np.zeros(640, np.float32)
+        pull_codec.decode_numpy(server.pulled.asnumpy(), pulled)
+        residual = a - pulled
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pull stats ")]
+    assert len(lines) == 1  # every 2 rounds
+    stats = json.loads(lines[0][len("pull stats "):])
+    assert stats["round"] == 2 and stats["values"] == 640
+    np.testing.assert_allclose([stats["sum"], stats["pulled"], stats["residual"]],
+                               [np.linalg.norm(a), np.linalg.norm(pulled), np.linalg.norm(residual)], rtol=1e-5)
+    assert stats["zeros"] == pytest.approx(np.count_nonzero((a != 0) & (pulled == 0)) / np.count_nonzero(a))
+    top = np.count_nonzero(np.abs(pulled) >= pull_codec.group.levels[-1]) / 640
+    assert 10 / 640 <= top and stats["top"] == pytest.approx(top)
 
 
 def test_corrupt_topk_payload_rejected_without_raising():

@@ -99,16 +99,17 @@ class Runs:
         if not train_missing:
             return None
         print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
-        log = train(argv, workers)
+        log = train(argv, workers, pull_stats=self.args.pull_stats)
         self.runs.append({"argv": argv, "workers": workers, "log": log})
         with open(self.path, "w") as f:
             json.dump({"runs": self.runs}, f, indent=1)
         return log
 
 
-def train(argv, workers=2, example="train_fashion_mnist.py"):
+def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0):
     """One job of an example (its ``--log-file`` is its JSON log): that log.  With ``--kvstore horovod`` in
-    ``argv`` horovodrun starts it (no servers), else the launcher."""
+    ``argv`` horovodrun starts it (no servers), else the launcher.  ``pull_stats``: MXNET_GC_PULL_STATS of
+    the job, whose servers' samples the log then holds as 'pull_stats'."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
         if "horovod" in argv:
@@ -116,14 +117,20 @@ def train(argv, workers=2, example="train_fashion_mnist.py"):
                         "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
         else:
             launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                        "--timeout", "7200"]
+                        "--timeout", "7200"] + ["--verbose"] * bool(pull_stats)  # (the servers' lines too)
         # (--log-file: horovodrun would take --log for an abbreviation of its own options)
         example = [sys.executable, os.path.join(ROOT, "examples", example), "--log-file", log]
-        proc = subprocess.run(launcher + example + argv, cwd=ROOT, capture_output=True, text=True)
+        env = dict(os.environ, MXNET_GC_PULL_STATS=str(pull_stats)) if pull_stats else None
+        proc = subprocess.run(launcher + example + argv, cwd=ROOT, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))
         with open(log) as f:
-            return json.load(f)
+            result = json.load(f)
+        stats = [json.loads(line.split("pull stats ", 1)[1]) for line in (proc.stdout + proc.stderr).splitlines()
+                 if "pull stats {" in line]
+        if stats:  # the servers' samples of their compressed pulls (mxnet_gc/kvstore/pull_monitor.py)
+            result["pull_stats"] = stats
+        return result
 
 
 def final(log):
@@ -214,6 +221,25 @@ def claims(results):
     return out
 
 
+def pull_table(results):
+    """What the servers' compressed pulls carried, per configuration whose runs sampled them (--pull-stats):
+    the residual's norm against the pulled update's and the sum's (root of the squares summed over every
+    sample), and the shares of values sent as 0 and at the top level (weighted by the messages' sizes)."""
+    rows = ["| configuration | seeds | samples | residual / pulled update (norms) | residual / sum | values sent as 0 "
+            "(of the sum's non-zero) | values at the top pull level |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, logs in results.items():
+        stats = [s for log in logs.values() for s in log.get("pull_stats", [])]
+        if not stats:
+            continue
+        energy = {k: math.sqrt(sum(s[k] ** 2 for s in stats)) for k in ("sum", "pulled", "residual")}
+        weight = sum(s["values"] for s in stats)
+        zeros, top = (sum(s[k] * s["values"] for s in stats) / weight for k in ("zeros", "top"))
+        rows.append("| %s | %s | %d | %.3f | %.3f | %.1f%% | %.2f%% |" % (
+            name, ",".join(str(seed) for seed, log in logs.items() if "pull_stats" in log), len(stats),
+            energy["residual"] / energy["pulled"], energy["residual"] / energy["sum"], 100 * zeros, 100 * top))
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
 def pyplot():
     """matplotlib's pyplot, drawing to files only."""
     import matplotlib
@@ -264,6 +290,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="workers of every job (1 server)")
     parser.add_argument("--lr-warmup-epochs", type=float, default=0, help="the example's warm-up of the learning "
                         "rate (from lr / workers to lr): 1 with 4 workers, whose summed steps diverge without it")
+    parser.add_argument("--pull-stats", type=int, default=0, help="the servers sample their compressed pulls every "
+                        "this many rounds (MXNET_GC_PULL_STATS), kept with each new run and summed up in a table")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
     parser.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json"), help="the runs; plots "
@@ -277,7 +305,8 @@ def main():
     args = parser.parse_args()
     runs = Runs(args.json, args)
     tuned = runs if not args.tuned_by else Runs(args.tuned_by, argparse.Namespace(**{**vars(args), **{
-        "model": "cnn", "epochs": 6, "lr_steps": "4,5", "workers": 2, "lr_warmup_epochs": 0}}))
+        "model": "cnn", "epochs": 6, "lr_steps": "4,5", "workers": 2, "lr_warmup_epochs": 0,
+        "pull_stats": 0}}))
     sweeps = {}
     for name, xlabel, values, make in (("MXNet 2bit", "threshold", SWEEP_2BIT, mxnet_2bit),
                                        ("4bit, one group", "base of the levels (base * 2**k)", SWEEP_4BIT,
@@ -323,6 +352,9 @@ def main():
     print("\n| claim | difference, mean [95% interval] | verdict |\n|---|---|---|")
     for text, mean, low, high, says in claims(results):
         print("| %s | %s | %s |" % (text, difference_text(mean, low, high), says))
+    pulls = pull_table(results)
+    if pulls:
+        print("\nThe servers' compressed pulls (every %s rounds of a message):\n\n%s" % (args.pull_stats or "N", pulls))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import numpy as np
 from .. import _mx, codecs
 from . import agreement, protocol
 from .lgc_server import LGCServer
+from .pull_monitor import PullMonitor
 from .server_optimizer import ServerOptimizer
 from ..message_plan import MessagePlan
 
@@ -55,16 +56,21 @@ class MessageState:
         """Adds one worker's push (dense float32 values, or payloads) to the accumulator, at once."""
         self.plan.decode_now(recv, self.acc_np, add=self.count > 0)
 
-    def encode_sum(self, out):
-        """Re-encodes the accumulated sum into ``out`` (a payload), with the server's own residual."""
+    def encode_sum(self, out, monitor):
+        """Re-encodes the accumulated sum into ``out`` (a payload), with the server's own residual; a due
+        ``monitor`` (pull_monitor.py) records what the pull carries."""
+        before = self.acc_np + self.residual_np if monitor.due(self) else None
         self.pull_plan.encode_sum_now(self.acc_np, self.residual_np, out)
+        if before is not None:
+            monitor.record(self, before)
 
 
 class Aggregator:
     """One server's messages, values, optimizer and status; ``update`` is MXNet's updater."""
 
-    def __init__(self, server_rank, num_servers, num_workers):
+    def __init__(self, server_rank, num_servers, num_workers, pull_stats_every=0):
         self.server_rank, self.num_servers, self.num_workers = server_rank, num_servers, num_workers
+        self.pull_monitor = PullMonitor(pull_stats_every)
         self.values = {}  # value key -> the stored NDArray workers pull
         self.values_np = {}  # value key -> a numpy view of it
         self.expected = set()  # value keys whose next push registers them
@@ -165,7 +171,7 @@ class Aggregator:
                 if not self.optimizer.active or message.reduce_only:
                     self.values_np[message.value_key][:] = message.acc_np
                     if message.pull_key is not None:
-                        message.encode_sum(self.values_np[message.pull_key])
+                        message.encode_sum(self.values_np[message.pull_key], self.pull_monitor)
                 else:
                     self.optimizer.apply(self.values[message.value_key], message)
         except Exception as e:  # noqa: BLE001

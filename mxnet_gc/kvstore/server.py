@@ -26,7 +26,8 @@ class CompressedServer(_mx.ServerBase):
         def handle(cmd_id, body, _):
             if self.aggregator is None:
                 settings = config.settings()
-                self.aggregator = Aggregator(self.kvstore.rank, settings.num_servers, settings.num_workers)
+                self.aggregator = Aggregator(self.kvstore.rank, settings.num_servers, settings.num_workers,
+                                             settings.pull_stats)
                 _mx.set_server_updater(self.kvstore, self.aggregator.update)
             self.aggregator.command(cmd_id, body)
         return handle
