@@ -1,7 +1,7 @@
 """The benchmark's modes, as data: which store and transport, which compression, which merge plan."""
 import dataclasses
 
-RATES_BITS = {"10mbit": 10e6, "100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
+RATES_BITS = {"10mbit": 10e6, "25mbit": 25e6, "100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 DEFAULT_RATES = ["100mbit", "1gbit", "unlimited"]  # (10 Mbit/s on request: a dense job takes minutes a step)
 TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True, "warmup_steps": 0}
 # (warmup_steps 0: the benchmark times the codecs from the first step; training from scratch keeps their
