@@ -180,7 +180,7 @@ def table(results):
     for name, logs in results.items():
         acc = np.array([final(log) for log in logs.values()])
         std = "%.4f" % acc.std(ddof=1) if len(acc) > 1 else "-"
-        if name == "uncompressed":
+        if name == "uncompressed" or "uncompressed" not in results:
             diff = "-"
         else:
             mean, low, high = t_interval(paired(logs, results["uncompressed"]))
