@@ -52,8 +52,9 @@ def configs(args):
 
 def run(config, seed, args, table):
     """The example's JSON log of one configuration (its arguments: ``table[config]``) and seed."""
-    return train(["--model", args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps,
-                  "--seed", str(seed)] + table[config], args.workers)
+    warmup = ["--lr-warmup-epochs", repr(args.lr_warmup_epochs)] if args.lr_warmup_epochs else []
+    return train(["--model", args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps] + warmup +
+                 ["--seed", str(seed)] + table[config], args.workers)
 
 
 def plot(results, path, x_of, xlabel):
@@ -68,6 +69,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr-steps", default="")
+    parser.add_argument("--lr-warmup-epochs", type=float, default=0, help="the example's warm-up of the learning rate "
+                        "(from lr / workers to lr; docs/accuracy.md: 1 with 4 workers)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--density", type=float, default=1e-3)
     parser.add_argument("--dense", type=int, default=200)
