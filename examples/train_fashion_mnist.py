@@ -94,6 +94,17 @@ def stuck_at_chance(train_loss, args, classes=10):
             % (train_loss, classes, fix))
 
 
+def learning_rate_schedule(args, workers, steps_per_epoch):
+    """MXNet's scheduler for --lr-steps and --lr-warmup-epochs (from lr / workers to lr), or None."""
+    lr_steps = [int(e) * steps_per_epoch for e in args.lr_steps.split(",") if e]
+    warmup = int(args.lr_warmup_epochs * steps_per_epoch)
+    if not (lr_steps or warmup):
+        return None
+    # (the scheduler wants a step: one past the end when the rate only warms up)
+    return mx.lr_scheduler.MultiFactorScheduler(lr_steps or [args.epochs * steps_per_epoch + 1], args.lr_factor,
+                                                base_lr=args.lr, warmup_steps=warmup, warmup_begin_lr=args.lr / workers)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn", help="the network")
@@ -167,13 +178,7 @@ def main(argv=None):
     net.initialize(mx.init.Xavier(magnitude=2), ctx=mx.cpu())
     net(mx.nd.zeros((1, 1, 28, 28)))
     steps_per_epoch = (len(train_x) // workers) // args.batch_size
-    lr_steps = [int(e) * steps_per_epoch for e in args.lr_steps.split(",") if e]
-    warmup = int(args.lr_warmup_epochs * steps_per_epoch)
-    lr_schedule = None
-    if lr_steps or warmup:  # (the scheduler wants a step: one past the end when the rate only warms up)
-        lr_schedule = mx.lr_scheduler.MultiFactorScheduler(
-            lr_steps or [args.epochs * steps_per_epoch + 1], args.lr_factor, base_lr=args.lr, warmup_steps=warmup,
-            warmup_begin_lr=args.lr / workers)
+    lr_schedule = learning_rate_schedule(args, workers, steps_per_epoch)
     optimizer_params = {"learning_rate": args.lr, "momentum": args.momentum, "wd": args.wd}
     if lr_schedule:
         optimizer_params["lr_scheduler"] = lr_schedule

@@ -230,6 +230,18 @@ def test_mxnet_and_gluoncv_argument_names(monkeypatch):
         (7, "horovod", "2bit", 0.25, "4,6")
 
 
+def test_learning_rate_warms_up_from_one_workers_share(monkeypatch):
+    """--lr-warmup-epochs: the rate rises linearly from lr / W to lr over the epochs, then --lr-steps apply."""
+    example = load_example(monkeypatch)
+    args = example.parse_args(["--lr", "0.08", "--lr-warmup-epochs", "1", "--lr-steps", "2", "--epochs", "3"])
+    schedule = example.learning_rate_schedule(args, 4, 100)
+    assert [schedule(n) for n in (0, 50, 100, 150, 201)] == pytest.approx([0.02, 0.05, 0.08, 0.08, 0.008])
+    warm_only = example.learning_rate_schedule(example.parse_args(["--lr-warmup-epochs", "0.5", "--epochs", "2"]),
+                                               2, 100)
+    assert [warm_only(n) for n in (0, 50, 199)] == pytest.approx([0.025, 0.05, 0.05])
+    assert example.learning_rate_schedule(example.parse_args([]), 4, 100) is None
+
+
 def test_a_loss_stuck_at_a_uniform_guess_is_reported(monkeypatch):
     """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
     units died in the first coarse 4bit steps does), and stays quiet otherwise."""
