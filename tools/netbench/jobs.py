@@ -43,7 +43,9 @@ def run(model, mode, rate, workers, servers, args, tag, codec):
         if mode.horovod:
             hosts = ",".join("%s:1" % netns_cluster.address(i) for i in range(workers))
             argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
-                    "--gloo", "--network-interface", "eth0", "--start-timeout", "120"] + worker_argv + ["--out", out]
+                    "--gloo", "--network-interface", "eth0", "--start-timeout", "120",
+                    # (Gloo's default 30 s is less than a float32 collective of mlp10m on 8 workers at 25 Mbit/s)
+                    "--gloo-timeout-seconds", str(args.job_timeout)] + worker_argv + ["--out", out]
             code, traffic = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
                                                       timeout=args.job_timeout)
         else:
