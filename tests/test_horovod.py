@@ -10,6 +10,7 @@ import pytest
 
 import reference
 import topk_reference as ref
+from mxnet_gc.kvstore.ring_scatter import PAIRWISE_WORDS
 from dist.job import HERE, ROOT, gradient, initial_value, split_scenarios
 from test_dist_kvstore import fitted_levels, simulate
 from test_dist_merge import check_sums
@@ -99,16 +100,20 @@ def test_pulled_sums_match_the_reference(sums, name):
 
 # The compressed allreduce ('compressed_pull': True with a threshold codec): messages of one key and merged,
 # sizes not divisible by W, a key of fewer values than W payload words (parts of it empty), 4bit and 2bit.
+SMALL_KEYS = [["w", [30, 4]], ["b", [4]], ["c", [257]]]
+# parts of at least ring_scatter.PAIRWISE_WORDS payload words with 3 and 4 workers: the pairwise rounds
+LARGE_KEYS = [["big", [4 * 8 * PAIRWISE_WORDS + 1000]], ["b", [4]]]
 SCATTER = {
-    "4bit-one-message-per-key": ({"type": "4bit", "thresholds": POW2}, None),
-    "4bit-merged": ({"type": "4bit", "thresholds": POW2}, [["w", "b"], ["c"]]),
-    "gc_2bit-merged": ({"type": "gc_2bit", "threshold": 0.5}, [["c", "w", "b"]]),
-    "4bit-regrouped": ({"type": "4bit", "thresholds": POW2}, None),  # (after step 2: one message, other owners)
+    "4bit-one-message-per-key": ({"type": "4bit", "thresholds": POW2}, None, SMALL_KEYS),
+    "4bit-merged": ({"type": "4bit", "thresholds": POW2}, [["w", "b"], ["c"]], SMALL_KEYS),
+    "gc_2bit-merged": ({"type": "gc_2bit", "threshold": 0.5}, [["c", "w", "b"]], SMALL_KEYS),
+    "4bit-regrouped": ({"type": "4bit", "thresholds": POW2}, None, SMALL_KEYS),  # (after step 2: one message)
+    "4bit-large-parts": ({"type": "4bit", "thresholds": POW2}, [["big", "b"]], LARGE_KEYS),
 }
-SCATTER = {name: {"keys": [["w", [30, 4]], ["b", [4]], ["c", [257]]], "steps": 5, "scale": 1.0, "seed": 21,
+SCATTER = {name: {"keys": keys, "steps": 5, "scale": 1.0, "seed": 21,
                   "compression": dict(compression, compressed_pull=True), "groups": groups,
                   "regroup_at": 2 if name.endswith("regrouped") else None}
-           for name, (compression, groups) in SCATTER.items()}
+           for name, (compression, groups, keys) in SCATTER.items()}
 
 
 @pytest.mark.parametrize("workers", [2, 3, 4])
