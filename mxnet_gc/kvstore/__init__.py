@@ -17,6 +17,7 @@ agreement.py      what the workers must agree on (keys, compression, groups) and
 arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
 dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)
 horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
+ring_scatter.py   the parts of its compressed allreduce (2bit and 4bit with 'compressed_pull')
 collective_wait.py  waiting for Horovod's collectives with a timeout
 server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
 server_start.py   how the launcher starts it (by its path, without scipy)
@@ -30,6 +31,7 @@ ps_buffers.py     a dist-store worker's arrays and ps-lite keys for each message
 server_link.py    a worker's link to the servers (commands, status checks)
 pull_stages.py    when pushes go out and in which stages a pull brings them back
 residual_monitor.py  the warning for a residual that keeps growing against the gradient
+pull_monitor.py   what the servers' compressed pulls carry and leave in their residual (MXNET_GC_PULL_STATS)
 lgc_rounds.py     learned gradient compression's phases in a store
 lgc_ps.py         LGC's rounds on the parameter server (the servers' side: lgc_server.py)
 lgc_ring.py       LGC's rounds on Horovod
