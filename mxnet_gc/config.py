@@ -7,6 +7,7 @@
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
 | MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
+| MXNET_GC_ALLTOALL | at_once | the horovod store's compressed allreduce: its parts of 64 KiB and more (3 or more workers) by one alltoall to every peer at once, or in W - 1 pairwise `rounds` |
 | MXNET_GC_PULL_STATS | 0 (off) | servers log what each message's compressed pull carries every this many rounds |
 | MXNET_GC_RANK_LINE | (set by the launcher) | a line the dist store prints, with its rank, when it starts (the launcher then labels the worker's output by rank) |
 | MXNET_GC_END_LINE | (set by the launcher) | a line the dist store prints once it has passed the job's last barrier (a worker that exits without it left the job early) |
@@ -22,6 +23,7 @@ import dataclasses
 import os
 
 ISAS = ("baseline", "x86-64-v3", "x86-64-v4")
+ALLTOALLS = ("at_once", "rounds")
 
 
 def _number(environ, name, default, kind, low):
@@ -59,12 +61,16 @@ class Settings:
     end_line: str
     collective_timeout: float
     pull_stats: int  # rounds between two samples of a compressed pull's norms (0: none)
+    alltoall: str  # 'at_once' or 'rounds'
 
     @classmethod
     def from_environ(cls, environ):
         isa = environ.get("MXNET_GC_ISA", "")
         if isa and isa not in ISAS:
             raise ValueError("MXNET_GC_ISA must be one of %s, got %r" % (", ".join(ISAS), isa))
+        alltoall = environ.get("MXNET_GC_ALLTOALL", "") or "at_once"
+        if alltoall not in ALLTOALLS:
+            raise ValueError("MXNET_GC_ALLTOALL must be one of %s, got %r" % (", ".join(ALLTOALLS), alltoall))
         return cls(bigarray_bound=_int(environ, "MXNET_GC_BIGARRAY_BOUND", 1_000_000, 1),
                    num_threads=_int(environ, "MXNET_GC_NUM_THREADS", _int(environ, "OMP_NUM_THREADS", 0, 0), 0),
                    isa=isa, netns=environ.get("MXNET_GC_NETNS", "mxgc"), role=environ.get("DMLC_ROLE", ""),
@@ -73,7 +79,7 @@ class Settings:
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
                    rank_line=environ.get("MXNET_GC_RANK_LINE", ""), end_line=environ.get("MXNET_GC_END_LINE", ""),
                    collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0),
-                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0))
+                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0), alltoall=alltoall)
 
     def pipelining_problems(self):
         """What in MXNet's settings keeps communication from overlapping backward (messages).

@@ -21,16 +21,17 @@ HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 
 
-def horovodrun(script, *args, np_=2, timeout=180):
+def horovodrun(script, *args, np_=2, timeout=180, env=None):
     argv = [HOROVODRUN, "-np", str(np_), "-H", "localhost:%d" % np_, "--gloo", "--start-timeout", "60",
             sys.executable, os.path.join(HERE, script)] + [str(a) for a in args]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **env) if env else None)
 
 
-def run_spec(tmp_path, spec, workers=2):
+def run_spec(tmp_path, spec, workers=2, env=None):
     spec = dict(spec, out=str(tmp_path))
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = horovodrun("horovod_worker.py", tmp_path / "spec.json", np_=workers)
+    proc = horovodrun("horovod_worker.py", tmp_path / "spec.json", np_=workers, env=env)
     results = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(workers)] if proc.returncode == 0 else None
     return proc, results
 
@@ -101,7 +102,8 @@ def test_pulled_sums_match_the_reference(sums, name):
 # The compressed allreduce ('compressed_pull': True with a threshold codec): messages of one key and merged,
 # sizes not divisible by W, a key of fewer values than W payload words (parts of it empty), 4bit and 2bit.
 SMALL_KEYS = [["w", [30, 4]], ["b", [4]], ["c", [257]]]
-# parts of at least ring_scatter.PAIRWISE_WORDS payload words with 3 and 4 workers: the pairwise rounds
+# parts of at least ring_scatter.PAIRWISE_WORDS payload words with 3 and 4 workers: pairwise rounds with
+# MXNET_GC_ALLTOALL=rounds
 LARGE_KEYS = [["big", [4 * 8 * PAIRWISE_WORDS + 1000]], ["b", [4]]]
 SCATTER = {
     "4bit-one-message-per-key": ({"type": "4bit", "thresholds": POW2}, None, SMALL_KEYS),
@@ -116,13 +118,15 @@ SCATTER = {name: {"keys": keys, "steps": 5, "scale": 1.0, "seed": 21,
            for name, (compression, groups, keys) in SCATTER.items()}
 
 
-@pytest.mark.parametrize("workers", [2, 3, 4])
-def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers):
-    """Each worker's payload cut into W parts (alltoall), each part summed and re-encoded on the levels times W
-    by the worker owning it with its own residual (allgather): every pulled value equals the numpy
-    simulation of the parameter server's compressed pull (the servers' residual is the owners'), on
-    every worker."""
-    proc, results = run_spec(tmp_path, {"scenarios": list(SCATTER.values())}, workers=workers)
+@pytest.mark.parametrize("workers, alltoall", [(2, "at_once"), (3, "at_once"), (4, "at_once"), (3, "rounds"),
+                                               (4, "rounds")])
+def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers, alltoall):
+    """Each worker's payload cut into W parts (alltoall, or pairwise rounds), each part summed and re-encoded
+    on the levels times W by the worker owning it with its own residual (allgather): every pulled value
+    equals the numpy simulation of the parameter server's compressed pull (the servers' residual is the
+    owners'), on every worker."""
+    proc, results = run_spec(tmp_path, {"scenarios": list(SCATTER.values())}, workers=workers,
+                             env={"MXNET_GC_ALLTOALL": alltoall})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name, got in zip(SCATTER, split_scenarios(dict(enumerate(results)), len(SCATTER))):
         spec = SCATTER[name]

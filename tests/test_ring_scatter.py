@@ -38,11 +38,22 @@ def test_parts_are_cut_where_payload_words_start(workers, codec, per_word):
 
 
 def test_large_parts_go_by_pairwise_rounds_from_three_workers():
-    """Pairwise rounds when every part has PAIRWISE_WORDS payload words and W > 2 (with 2 workers one
-    alltoall is already one flow each way); one alltoall for smaller parts."""
+    """With rounds (MXNET_GC_ALLTOALL=rounds): pairwise rounds when every part has PAIRWISE_WORDS payload
+    words and W > 2 (with 2 workers one alltoall is already one flow each way); one alltoall for smaller
+    parts, and for every part without rounds."""
     large = message([4 * 8 * PAIRWISE_WORDS + 1000, 4], {"type": "4bit", "thresholds": POW2})
-    assert [RingScatter(large, w, 0).pairwise for w in (2, 3, 4)] == [False, True, True]
+    assert [RingScatter(large, w, 0, rounds=True).pairwise for w in (2, 3, 4)] == [False, True, True]
     assert min(RingScatter(large, 4, 0).splits) >= PAIRWISE_WORDS
-    assert not RingScatter(large, 5, 0).pairwise  # (parts of fewer words)
+    assert not RingScatter(large, 4, 0).pairwise
+    assert not RingScatter(large, 5, 0, rounds=True).pairwise  # (parts of fewer words)
     small = message([30 * 4, 4, 257], {"type": "4bit", "thresholds": POW2})
-    assert not any(RingScatter(small, w, 0).pairwise for w in (2, 3, 4))
+    assert not any(RingScatter(small, w, 0, rounds=True).pairwise for w in (2, 3, 4))
+
+
+def test_alltoall_setting():
+    from mxnet_gc.config import Settings
+
+    assert Settings.from_environ({}).alltoall == "at_once"
+    assert Settings.from_environ({"MXNET_GC_ALLTOALL": "rounds"}).alltoall == "rounds"
+    with pytest.raises(ValueError, match="MXNET_GC_ALLTOALL must be one of at_once, rounds, got 'ring'"):
+        Settings.from_environ({"MXNET_GC_ALLTOALL": "ring"})

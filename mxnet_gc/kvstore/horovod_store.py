@@ -373,7 +373,8 @@ class HorovodStore(StoreBase):
             self._results.pop(m, None)
             self._scatter.pop(m, None)
             if self._compression.compressed_pull and scatters(m):
-                self._scatter[m] = RingScatter(m, self.num_workers, self.rank)
+                self._scatter[m] = RingScatter(m, self.num_workers, self.rank,
+                                               rounds=config.settings().alltoall == "rounds")
 
     def agree(self, what, config):
         """Raises ValueError on every worker, saying how they differ, unless all workers pass the same

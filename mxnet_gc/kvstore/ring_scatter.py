@@ -5,7 +5,7 @@ server's compressed pull with every worker a server of one part:
 
 1. every worker encodes its gradient with its own residual, as for any push (one engine operation);
 2. the payload is cut into W parts along the message; an ``alltoall`` gives worker r part r of every
-   worker's payload (large parts in W - 1 pairwise rounds, see ``pairwise``);
+   worker's payload (or, with ``rounds``, large parts in W - 1 pairwise rounds: ``pairwise``);
 3. worker r decodes the W parts and sums them in rank order, then re-encodes the sum on the pull levels
    (the push levels times W) with a residual of its own, the owner's (``owner_residual``);
 4. one ``allgather`` of the W re-encoded parts; every worker decodes the whole sum, so all workers hold
@@ -20,9 +20,9 @@ Horovod; the store runs the collectives.
 """
 import numpy as np
 
-# Parts of at least this many payload words (64 KiB) go by pairwise rounds (horovod_store.py) when W > 2;
-# smaller ones by one alltoall, whose few bytes do not overflow a queue and whose one call costs less
-# than W - 1 rounds' negotiations.
+# With MXNET_GC_ALLTOALL=rounds, parts of at least this many payload words (64 KiB) go by pairwise rounds
+# (horovod_store.py) when W > 2; smaller ones by one alltoall, whose few bytes do not overflow a queue and
+# whose one call costs less than W - 1 rounds' negotiations.
 PAIRWISE_WORDS = 16384
 
 from ..codecs.threshold_codecs import ThresholdCodec
@@ -37,13 +37,13 @@ def scatters(message):
 class RingScatter:
     """The parts of one message among ``num_workers`` workers, and this worker's (``rank``) owner state."""
 
-    def __init__(self, message, num_workers, rank):
+    def __init__(self, message, num_workers, rank, rounds=False):
         self.num_workers, self.rank = num_workers, rank
         cuts = self._cuts(message, num_workers)
         self.bounds = cuts  # W + 1 value offsets in the message: part r is [bounds[r], bounds[r+1])
         pieces = [self._pieces(message, cuts[r], cuts[r + 1]) for r in range(num_workers)]
         self.splits = [sum(words for *_, words in part) for part in pieces]  # payload words per part
-        self.pairwise = num_workers > 2 and min(self.splits) >= PAIRWISE_WORDS
+        self.pairwise = rounds and num_workers > 2 and min(self.splits) >= PAIRWISE_WORDS
         mine = pieces[rank]
         # the owner: the W workers' part, summed; its re-encode on the pull levels
         self.owner_plan = MessagePlan([(c.codec, n, at, 0, word) for c, n, at, _, word, _ in mine]) if mine else None

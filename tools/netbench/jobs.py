@@ -36,6 +36,7 @@ def run(model, mode, rate, workers, servers, args, tag, codec):
     # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
     # machine in every process would mostly spin against each other.
     env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if mode.horovod else 1 + servers))))
+    env.update(mode.env)
     if mode.unbulked:  # each gradient its own engine operation; a second engine thread to encode on
         env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
     with tempfile.TemporaryDirectory() as out:

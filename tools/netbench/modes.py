@@ -29,6 +29,7 @@ class Mode:
     merge: object = None
     pipeline: bool = True
     mxnet_defaults: bool = False  # a merge plan run with MXNet's default settings
+    env: tuple = ()  # (name, value) pairs of mxnet_gc settings for the job's processes
 
     @property
     def sparse(self):
@@ -87,6 +88,8 @@ HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport=
          "worker by allgather", transport="horovod", compression=FOUR_BIT),
     Mode(HOROVOD_PREFIX + "4bit-cpull", "4bit on mxnet_gc's horovod store by the compressed allreduce: the payloads' "
          "parts by alltoall, each part's sum re-encoded by the worker owning it, the parts by allgather",
-         transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True))]
+         transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True)),
+    Mode(HOROVOD_PREFIX + "4bit-cpull-rounds", "the same, its alltoall in W - 1 pairwise rounds (MXNET_GC_ALLTOALL=rounds)",
+         transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True), env=(("MXNET_GC_ALLTOALL", "rounds"),))]
 MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]
