@@ -7,7 +7,7 @@
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
 | MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
-| MXNET_GC_ALLTOALL | at_once | the horovod store's compressed allreduce: its parts of 64 KiB and more (3 or more workers) by one alltoall to every peer at once, or in W - 1 pairwise `rounds` |
+| MXNET_GC_ALLTOALL | rounds | the horovod store's compressed allreduce: its parts of 64 KiB and more (3 or more workers) in W - 1 pairwise `rounds`, or by one alltoall to every peer `at_once` |
 | MXNET_GC_PULL_STATS | 0 (off) | servers log what each message's compressed pull carries every this many rounds |
 | MXNET_GC_RANK_LINE | (set by the launcher) | a line the dist store prints, with its rank, when it starts (the launcher then labels the worker's output by rank) |
 | MXNET_GC_END_LINE | (set by the launcher) | a line the dist store prints once it has passed the job's last barrier (a worker that exits without it left the job early) |
@@ -23,7 +23,7 @@ import dataclasses
 import os
 
 ISAS = ("baseline", "x86-64-v3", "x86-64-v4")
-ALLTOALLS = ("at_once", "rounds")
+ALLTOALLS = ("rounds", "at_once")
 
 
 def _number(environ, name, default, kind, low):
@@ -61,14 +61,14 @@ class Settings:
     end_line: str
     collective_timeout: float
     pull_stats: int  # rounds between two samples of a compressed pull's norms (0: none)
-    alltoall: str  # 'at_once' or 'rounds'
+    alltoall: str  # 'rounds' or 'at_once'
 
     @classmethod
     def from_environ(cls, environ):
         isa = environ.get("MXNET_GC_ISA", "")
         if isa and isa not in ISAS:
             raise ValueError("MXNET_GC_ISA must be one of %s, got %r" % (", ".join(ISAS), isa))
-        alltoall = environ.get("MXNET_GC_ALLTOALL", "") or "at_once"
+        alltoall = environ.get("MXNET_GC_ALLTOALL", "") or "rounds"
         if alltoall not in ALLTOALLS:
             raise ValueError("MXNET_GC_ALLTOALL must be one of %s, got %r" % (", ".join(ALLTOALLS), alltoall))
         return cls(bigarray_bound=_int(environ, "MXNET_GC_BIGARRAY_BOUND", 1_000_000, 1),

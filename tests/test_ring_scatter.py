@@ -38,7 +38,7 @@ def test_parts_are_cut_where_payload_words_start(workers, codec, per_word):
 
 
 def test_large_parts_go_by_pairwise_rounds_from_three_workers():
-    """With rounds (MXNET_GC_ALLTOALL=rounds): pairwise rounds when every part has PAIRWISE_WORDS payload
+    """With rounds (MXNET_GC_ALLTOALL=rounds, the default): pairwise rounds when every part has PAIRWISE_WORDS payload
     words and W > 2 (with 2 workers one alltoall is already one flow each way); one alltoall for smaller
     parts, and for every part without rounds."""
     large = message([4 * 8 * PAIRWISE_WORDS + 1000, 4], {"type": "4bit", "thresholds": POW2})
@@ -53,7 +53,7 @@ def test_large_parts_go_by_pairwise_rounds_from_three_workers():
 def test_alltoall_setting():
     from mxnet_gc.config import Settings
 
-    assert Settings.from_environ({}).alltoall == "at_once"
-    assert Settings.from_environ({"MXNET_GC_ALLTOALL": "rounds"}).alltoall == "rounds"
-    with pytest.raises(ValueError, match="MXNET_GC_ALLTOALL must be one of at_once, rounds, got 'ring'"):
+    assert Settings.from_environ({}).alltoall == "rounds"
+    assert Settings.from_environ({"MXNET_GC_ALLTOALL": "at_once"}).alltoall == "at_once"
+    with pytest.raises(ValueError, match="MXNET_GC_ALLTOALL must be one of rounds, at_once, got 'ring'"):
         Settings.from_environ({"MXNET_GC_ALLTOALL": "ring"})

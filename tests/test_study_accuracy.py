@@ -59,19 +59,26 @@ def test_differences_are_paired_by_seed_and_claims_follow_them():
 
 
 def test_runs_are_kept_and_found_again(tmp_path, monkeypatch):
-    """A run is trained once: the file keeps it under its full argument list, and a second study reads it."""
+    """A run is trained once: the file keeps it under its full argument list and its number of workers, and
+    a second study reads it."""
     trained = []
-    monkeypatch.setattr(study, "train", lambda argv: trained.append(argv) or log(0.3, 0.7))
-    args = type("Args", (), {"model": "cnn", "epochs": 2, "lr_steps": "1", "seeds": [7]})()
+    monkeypatch.setattr(study, "train", lambda argv, workers, pull_stats=0:
+                        trained.append((argv, workers)) or log(0.3, 0.7))
+    settings = {"model": "cnn", "epochs": 2, "lr_steps": "1", "seeds": [7], "workers": 2, "lr_warmup_epochs": 0,
+                "pull_stats": 0}
+    args = type("Args", (), settings)()
     path = str(tmp_path / "runs.json")
     first = study.Runs(path, args).get(["--compression", "none"], 7)
     again = study.Runs(path, args).get(["--compression", "none"], 7)
     other = study.Runs(path, args).get(["--compression", "none"], 8)
     assert first == again == other == log(0.3, 0.7)
     assert study.Runs(path, args).get(["--compression", "4bit"], 7, train_missing=False) is None  # --report
-    assert [a[a.index("--seed") + 1] for a in trained] == ["7", "8"]
+    four = type("Args", (), {**settings, "workers": 4, "lr_warmup_epochs": 1})()
+    study.Runs(path, four).get(["--compression", "none"], 7)  # other workers, a warm-up: another run
+    assert [(a[a.index("--seed") + 1], w) for a, w in trained] == [("7", 2), ("8", 2), ("7", 4)]
+    assert trained[-1][0][trained[-1][0].index("--lr-warmup-epochs") + 1] == "1"
     with open(path) as f:
-        assert len(json.load(f)["runs"]) == 2
+        assert len(json.load(f)["runs"]) == 3
 
 
 def test_one_group_levels_are_geometric():
