@@ -99,15 +99,24 @@ class Cluster:
             f.write("127.0.0.1 localhost\n%s %s\n" % (address(i), socket.gethostname()))
 
     def counters(self):
-        """{host address: (bytes sent, bytes received)} from each host's interface."""
+        """{host address: (bytes sent, bytes received, packets dropped)}: the bytes from each host's
+        interface, the drops from the queues shaping its link (its own egress and the switch's towards it:
+        a full queue drops, as when many flows arrive at one link at once)."""
         out = {}
         for i in range(self.hosts):
             values = []
             for counter in ("tx_bytes", "rx_bytes"):
                 r = run("ip", "netns", "exec", PREFIX + str(i), "cat", "/sys/class/net/eth0/statistics/" + counter)
                 values.append(int(r.stdout))
+            values.append(sum(self._dropped(where, dev) for where, dev in ((PREFIX + str(i), "eth0"), (SWITCH, "p%d" % i))))
             out[address(i)] = tuple(values)
         return out
+
+    @staticmethod
+    def _dropped(where, dev):
+        """Packets the root queue of ``dev`` in namespace ``where`` dropped (tc -s: "(dropped N, ...")."""
+        text = run("ip", "netns", "exec", where, "tc", "-s", "qdisc", "show", "dev", dev, "root").stdout
+        return sum(int(part.split(",")[0]) for part in text.split("(dropped ")[1:])
 
     def close(self):
         """Deletes every namespace made (their interfaces and the bridge go with them); kills what ran there."""
@@ -147,7 +156,8 @@ def check_environment():
 
 def run_job(hosts, rate, launch_args):
     """Runs tools/launch.py with ``launch_args`` across ``hosts`` new hosts shaped to ``rate``, then removes
-    them.  Returns (launch.py's exit code, {host address: (bytes sent, bytes received) during the job})."""
+    them.  Returns (launch.py's exit code, {host address: (bytes sent, bytes received, packets dropped)
+    during the job})."""
     with tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
         hostfile.write("\n".join(address(i) for i in range(hosts)) + "\n")
         hostfile.flush()
@@ -160,7 +170,7 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None):
     """Runs ``argv`` (on host ``on_host``, else outside the hosts) with ``hosts`` new hosts shaped to
     ``rate``, then removes them.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers such
     as horovodrun that call ssh), plus ``env``; after ``timeout`` seconds it is ended (exit code 124).
-    Returns (exit code, {host address: (bytes sent, bytes received)})."""
+    Returns (exit code, {host address: (bytes sent, bytes received, packets dropped)}) during the run."""
     check_environment()
     stale = leftovers()
     if stale:
@@ -179,7 +189,7 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None):
         except subprocess.TimeoutExpired:  # call() killed argv; closing the cluster ends what it started
             code = 124
         after = cluster.counters()
-    return code, {host: (after[host][0] - before[host][0], after[host][1] - before[host][1]) for host in after}
+    return code, {host: tuple(a - b for a, b in zip(after[host], before[host])) for host in after}
 
 
 def main(argv=None):
@@ -199,9 +209,9 @@ def main(argv=None):
     # and the tests' SIGINT must end the job and delete the hosts all the same)
     signal.signal(signal.SIGINT, interrupted)
     code, traffic = run_job(args.hosts, args.rate, launch_args)
-    print("host          bytes sent  bytes received")
-    for host, (sent, received) in traffic.items():
-        print("%-12s %11d %15d" % (host, sent, received))
+    print("host          bytes sent  bytes received  packets dropped")
+    for host, (sent, received, dropped) in traffic.items():
+        print("%-12s %11d %15d %16d" % (host, sent, received, dropped))
     return code
 
 

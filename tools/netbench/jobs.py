@@ -104,7 +104,9 @@ def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec):
             "cpu_s_worker_mean": statistics.mean(cpu["worker", r] for r in range(workers)) if cpu else None,
             "job_mb_sent_server": job_mb("server", 0), "job_mb_received_server": job_mb("server", 1),
             "job_mb_sent_scheduler": job_mb("scheduler", 0),
-            "job_mb_sent_worker_mean": job_mb("worker", 0), "job_mb_received_worker_mean": job_mb("worker", 1)}
+            "job_mb_sent_worker_mean": job_mb("worker", 0), "job_mb_received_worker_mean": job_mb("worker", 1),
+            # (packets the shaped links' queues dropped over the whole job, every host)
+            "job_packets_dropped": float(sum(t[2] for t in traffic.values()))}
 
 
 def pool(runs):
