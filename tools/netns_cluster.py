@@ -10,7 +10,8 @@ namespace (mxgc-sw).  Each host's link is limited to --rate in both directions w
 bucket filter (``unlimited`` leaves it alone).  Then it runs tools/launch.py with the given arguments
 across those hosts (its ssh launcher, with tools/netns_ssh.py in place of ssh: the scheduler on the
 first host, then servers and workers, one host each), prints each host's bytes sent and received
-from its interface counters, and removes every namespace it made, also on failure and Ctrl-C.
+(its interface's counters) and the packets its link's queues dropped, and removes every namespace it
+made, also on failure and Ctrl-C.
 
 Each host's /etc/hosts (/etc/netns/NS/hosts, which `ip netns exec` mounts) resolves this machine's name
 to the host's own address, as on a real cluster (Gloo advertises that address to its peers).  Needs root
@@ -108,7 +109,8 @@ class Cluster:
             for counter in ("tx_bytes", "rx_bytes"):
                 r = run("ip", "netns", "exec", PREFIX + str(i), "cat", "/sys/class/net/eth0/statistics/" + counter)
                 values.append(int(r.stdout))
-            values.append(sum(self._dropped(where, dev) for where, dev in ((PREFIX + str(i), "eth0"), (SWITCH, "p%d" % i))))
+            links = ((PREFIX + str(i), "eth0"), (SWITCH, "p%d" % i))
+            values.append(sum(self._dropped(where, dev) for where, dev in links))
             out[address(i)] = tuple(values)
         return out
 

@@ -87,10 +87,10 @@ HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport=
     Mode(HOROVOD_PREFIX + "4bit", "4bit (group 'medium') on mxnet_gc's horovod store: every worker's payload to every "
          "worker by allgather", transport="horovod", compression=FOUR_BIT),
     Mode(HOROVOD_PREFIX + "4bit-cpull", "4bit on mxnet_gc's horovod store by the compressed allreduce: the payloads' "
-         "parts by alltoall (large ones in W - 1 pairwise rounds), each part's sum re-encoded by the worker owning it, the parts by allgather",
-         transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True)),
+         "parts by alltoall (large ones in W - 1 pairwise rounds), each part's sum re-encoded by the worker owning "
+         "it, the parts by allgather", transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True)),
     Mode(HOROVOD_PREFIX + "4bit-cpull-at-once", "the same, its alltoall to every peer at once instead of W - 1 "
-         "pairwise rounds (MXNET_GC_ALLTOALL=at_once)", transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True),
-         env=(("MXNET_GC_ALLTOALL", "at_once"),))]
+         "pairwise rounds (MXNET_GC_ALLTOALL=at_once)", transport="horovod",
+         compression=dict(FOUR_BIT, compressed_pull=True), env=(("MXNET_GC_ALLTOALL", "at_once"),))]
 MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]
