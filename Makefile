@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-resnet20 study-lgc bench-lgc asan clean
+.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -108,6 +108,12 @@ bench-sparse: install
 # 2 cores: 260 to 310 images/s; resumes like study).
 study: install data
 	$(PY) -m tools.study_accuracy
+# 4bit with per-layer groups, with and without compressed pulls, against uncompressed on 10 seeds (the CNN,
+# 6 epochs, the tuned values of `make study`; about 50 minutes on 2 cores; docs/results/accuracy/accuracy_10seeds.json)
+study-seeds: install data
+	$(PY) -m tools.study_accuracy --no-sweep --tuned-by docs/results/accuracy/accuracy.json \
+		--json docs/results/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
+		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 study-resnet20: install data
 	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
 		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \

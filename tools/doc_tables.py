@@ -4,8 +4,9 @@
     python -m tools.doc_tables           # rewrites the tables between their markers
     python -m tools.doc_tables --check   # exits 1 (naming the table) where a page differs from its data
 
-Each number in those tables is read from one file: the 6-epoch accuracy study (`make study`,
-results/accuracy/accuracy.json), the sparse methods' 3-epoch study (`make study-lgc`, results/lgc_study/lgc_study_w2.json)
+Each number in those tables is read from one file: the 6-epoch accuracy studies (`make study`,
+results/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
+results/accuracy/accuracy_10seeds.json), the sparse methods' 3-epoch study (`make study-lgc`, results/lgc_study/lgc_study_w2.json)
 and the step times on shaped links (`make bench-lgc`, results/bench_lgc/bench_lgc.csv).  tests/test_doc_numbers.py
 runs ``--check`` and also refuses a measured number written by hand anywhere else in those pages.
 """
@@ -53,11 +54,12 @@ class Study:
         return float(np.mean([log["epochs"][-1]["bytes_sent"] for log in self.configs[config].values()])) / 1e6
 
 
-def accuracy_study():
-    """`make study`: the 6-epoch CNN study, its configurations told apart by the example's arguments (the
-    tuned 2bit threshold and one group are the ones run on the most seeds)."""
+def accuracy_study(name="accuracy.json", command="make study"):
+    """A 6-epoch CNN study of tools/study_accuracy.py (`make study`, or `make study-seeds`: 10 seeds of
+    fewer configurations), its configurations told apart by the example's arguments (the tuned 2bit
+    threshold and one group are the ones run on the most seeds)."""
     by_config = {}
-    for run in _load_json("accuracy", "accuracy.json")["runs"]:
+    for run in _load_json("accuracy", name)["runs"]:
         a = run["log"]["args"]
         kind = a["compression"]
         if kind == "none":
@@ -72,10 +74,15 @@ def accuracy_study():
             name = "layer-wise top-k %g, DGC momentum" % a["density"]
         by_config.setdefault(name, {})[a["seed"]] = run["log"]
     best = {prefix: max((n for n in by_config if n.startswith(prefix)), key=lambda n: len(by_config[n]))
-            for prefix in ("MXNet 2bit", "4bit, one group")}  # (the sweeps' other points: seed 1 only)
-    tuned = {n: runs for n, runs in by_config.items()
+            for prefix in ("MXNet 2bit", "4bit, one group") if any(n.startswith(prefix) for n in by_config)}
+    tuned = {n: runs for n, runs in by_config.items()  # (the sweeps' other points: seed 1 only)
              if all(not n.startswith(prefix) or n == b for prefix, b in best.items())}
-    return Study(tuned, "make study", "docs/results/accuracy/accuracy.json", 6)
+    return Study(tuned, command, "docs/results/accuracy/" + name, 6)
+
+
+def seeds_study():
+    """`make study-seeds`: uncompressed and 4bit with groups, with and without compressed pulls, 10 seeds."""
+    return accuracy_study("accuracy_10seeds.json", "make study-seeds")
 
 
 def sparse_study():
@@ -98,16 +105,16 @@ def steps_per_epoch(study, config):
 
 def methods_table():
     """README.md: the methods side by side, each column from one file."""
-    six, three, bench = accuracy_study(), sparse_study(), step_times()
+    six, ten, three, bench = accuracy_study(), seeds_study(), sparse_study(), step_times()
     rows = [
-        ("uncompressed, parameter server", "`{'type': 'none'}`", six, "uncompressed", "gc-none"),
+        ("uncompressed, parameter server", "`{'type': 'none'}`", ten, "uncompressed", "gc-none"),
         ("uncompressed, Horovod allreduce", "`{'type': 'none'}` on `create('horovod')`", None, None, "hvd-gc-none"),
         ("uncompressed, the 3-epoch study's", "`{'type': 'none'}`", three, "uncompressed", None),
         ("MXNet 2bit, its best threshold", "`{'type': '2bit', 'threshold': 0.005}`", six,
          next(n for n in six.configs if n.startswith("MXNet 2bit")), None),
-        ("4bit, per-layer threshold groups", "`{'type': '4bit'}` + `threshold_groups='auto'`", six,
+        ("4bit, per-layer threshold groups", "`{'type': '4bit'}` + `threshold_groups='auto'`", ten,
          "4bit, per-layer groups", "4bit-groups"),
-        ("4bit groups, compressed pulls", "... + `'compressed_pull': True`", six,
+        ("4bit groups, compressed pulls", "... + `'compressed_pull': True`", ten,
          "4bit, per-layer groups, compressed pull", None),
         ("layer-wise top-k 1e-3, error feedback", "`{'type': 'layerwise_topk', 'density': 1e-3}`", three,
          "top-k (error feedback)", "topk-1e-3"),
@@ -129,17 +136,18 @@ def methods_table():
         cells += ["", ""] if row is None else ["%.0f" % float(row["step_ms"]),
                                                "%.3f" % float(row["worker0_sent_mb_per_step"])]
         out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out + ["", "Sources: accuracy of 6 epochs `%s` (%s), of 3 epochs `%s` (%s), each difference the "
+    return "\n".join(out + ["", "Sources: accuracy of 6 epochs `%s` (%s: uncompressed and 4bit) and `%s` (%s: "
+                                "MXNet 2bit), of 3 epochs `%s` (%s), each difference the "
                                 "mean over seeds of the paired difference to uncompressed in the same study; step "
                                 "times `make bench-lgc` (docs/results/bench_lgc/bench_lgc.csv: the Fashion-MNIST CNN, 2 workers, "
                                 "links shaped to 100 Mbit/s, median of 3 runs); MB from rank 0's sockets (a "
                                 "parameter-server worker's pushes; on Horovod everything it sends)."
-                                % (six.command, six.source, three.command, three.source)])
+                                % (ten.command, ten.source, six.command, six.source, three.command, three.source)])
 
 
 def choosing_table():
     """docs/choosing.md: which option when, its measured column from the same files."""
-    six, three, bench = accuracy_study(), sparse_study(), step_times()
+    six, ten, three, bench = accuracy_study(), seeds_study(), sparse_study(), step_times()
     two_bit = next(n for n in six.configs if n.startswith("MXNet 2bit"))
     one_group = next(n for n in six.configs if n.startswith("4bit, one group"))
 
@@ -165,10 +173,10 @@ def choosing_table():
          "model", "%s at the sweep's best levels" % acc(six, one_group)),
         ("`'4bit'` + `threshold_groups='auto'` (trainer)", "as 4bit, each layer its best of three threshold "
          "groups", "dense calibration steps", "layers whose gradients differ in scale; no sweep of the levels "
-         "needed", "%s; %s" % (acc(six, "4bit, per-layer groups"), step("4bit-groups"))),
+         "needed", "%s; %s" % (acc(ten, "4bit, per-layer groups"), step("4bit-groups"))),
         ("`... 'compressed_pull': True`", "pulls 8x smaller too (the servers re-encode the sum)", "the optimizer "
          "must run on the workers; the servers' codec time; some accuracy", "the pull direction is the "
-         "bottleneck (servers' links carry W pulls)", acc(six, "4bit, per-layer groups, compressed pull")),
+         "bottleneck (servers' links carry W pulls)", acc(ten, "4bit, per-layer groups, compressed pull")),
         ("`{'type': 'layerwise_topk', 'density': d}`", "pushes about 2d of the dense bytes (values and indices), "
          "pulls sparse", "error feedback; accuracy needs a warm-up and DGC's momentum correction (`'momentum'`)",
          "slow links and large layers; d of 1e-2 to 1e-3", "at 1e-3: %s; %s" % (
