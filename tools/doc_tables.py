@@ -54,12 +54,12 @@ class Study:
         return float(np.mean([log["epochs"][-1]["bytes_sent"] for log in self.configs[config].values()])) / 1e6
 
 
-def accuracy_study(name="accuracy.json", command="make study"):
+def accuracy_study(file_name="accuracy.json", command="make study"):
     """A 6-epoch CNN study of tools/study_accuracy.py (`make study`, or `make study-seeds`: 10 seeds of
     fewer configurations), its configurations told apart by the example's arguments (the tuned 2bit
     threshold and one group are the ones run on the most seeds)."""
     by_config = {}
-    for run in _load_json("accuracy", name)["runs"]:
+    for run in _load_json("accuracy", file_name)["runs"]:
         a = run["log"]["args"]
         kind = a["compression"]
         if kind == "none":
@@ -77,7 +77,7 @@ def accuracy_study(name="accuracy.json", command="make study"):
             for prefix in ("MXNet 2bit", "4bit, one group") if any(n.startswith(prefix) for n in by_config)}
     tuned = {n: runs for n, runs in by_config.items()  # (the sweeps' other points: seed 1 only)
              if all(not n.startswith(prefix) or n == b for prefix, b in best.items())}
-    return Study(tuned, command, "docs/results/accuracy/" + name, 6)
+    return Study(tuned, command, "docs/results/accuracy/" + file_name, 6)
 
 
 def seeds_study():
