@@ -150,7 +150,7 @@ class GroupReference:
             values = [unscaled(mean)] * W
         else:  # the leader's code; each worker's decoder
             code = ae.encode(scaled(leader))
-            values = [unscaled(ae.decode(r, code, channel(r), P)[:K]) for r in range(W)]
+            values = [unscaled(ae.decode(r, leader, code, channel(r), P)[:K]) for r in range(W)]
         updates = [np.zeros(s, np.float32) for s in sizes]
         applied = []
         for r in range(W):

@@ -278,7 +278,7 @@ def reconstruction_error(correlated, steps=200, length=64, window=0):
         v = synthetic(rng, correlated, length=length)
         code = ae.encode(v[s % 2])
         for w in range(2):
-            est = ae.decode(w, code, np.zeros(length, np.float32), length)
+            est = ae.decode(w, s % 2, code, np.zeros(length, np.float32), length)
             errors.append(np.sum((est - v[w]) ** 2) / np.sum(v[w] ** 2))
     return float(np.mean(errors))
 
@@ -316,8 +316,11 @@ def imperative_loss(ae, vectors, innovations, leaders, code_weight):
     lead = mx.nd.stack(*[codes[b, int(leaders[b])] for b in range(B)])
     total = 0
     for w in range(W):
-        estimate = ae.decoders[w](lead, innovations[:, w:w + 1, :])
-        total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - vectors[:, w, :]))
+        # decoder d estimates worker (leader + d) mod W of each entry
+        rows = [(int(leaders[b]) + w) % W for b in range(B)]
+        estimate = ae.decoders[w](lead, mx.nd.stack(*[innovations[b, r:r + 1, :] for b, r in enumerate(rows)]))
+        target = mx.nd.stack(*[vectors[b, r, :] for b, r in enumerate(rows)])
+        total = total + mx.nd.mean(mx.nd.square(estimate.reshape((B, P)) - target))
     mean = ae.mean_decoder(mx.nd.mean(codes, axis=1).detach(), mx.nd.mean(innovations, axis=1, keepdims=True))
     mean_error = mx.nd.mean(mx.nd.square(mean.reshape((B, P)) - mx.nd.mean(vectors, axis=1)))
     agreement = mx.nd.mean(mx.nd.square(codes - lead.expand_dims(1)))
@@ -350,21 +353,26 @@ def test_codes_of_any_length(sizes):
     ae = Autoencoder(3, [4, 4, 4, 4], 4, seed=1)
     code = ae.encode(np.ones(fmt.padded, np.float32))
     assert code.shape == (fmt.code_words,)
-    assert ae.decode(2, code, np.zeros(fmt.padded, np.float32), fmt.padded).shape == (fmt.padded,)
+    assert ae.decode(2, 0, code, np.zeros(fmt.padded, np.float32), fmt.padded).shape == (fmt.padded,)
 
 
 def test_every_decoder_in_one_call_is_each_decoder_alone():
     """A server's one call of every worker's decoder (``decode_every``) and a worker's queued decode
-    (``decode_later``) give each decoder's own ``decode``."""
+    (``decode_later``) give each decoder's own ``decode``, whoever leads; worker w's decoder is the one at
+    its position after the leader (the leader's own: decoder 0)."""
     ae = Autoencoder(3, [8, 16, 16, 8], 4, seed=2)
     rng = np.random.default_rng(2)
     code = ae.encode(rng.uniform(-1, 1, 64).astype(np.float32))
     channels = rng.uniform(-1, 1, (3, 64)).astype(np.float32)
-    every = ae.decode_every(code, channels, 64)
-    for w in range(3):
-        alone = ae.decode(w, code, channels[w], 64)
-        np.testing.assert_allclose(every[w], alone, rtol=1e-6, atol=1e-7)
-        np.testing.assert_array_equal(ae.decode_later(w, code, channels[w], 64)(), alone)
+    for leader in range(3):
+        every = ae.decode_every(leader, code, channels, 64)
+        for w in range(3):
+            alone = ae.decode(w, leader, code, channels[w], 64)
+            np.testing.assert_allclose(every[w], alone, rtol=1e-6, atol=1e-7)
+            np.testing.assert_array_equal(ae.decode_later(w, leader, code, channels[w], 64)(), alone)
+            by_position = ae.decode((w - leader) % 3, 0, code, channels[w], 64)
+            np.testing.assert_array_equal(alone, by_position)
+    assert not np.allclose(ae.decode(0, 0, code, channels[0], 64), ae.decode(1, 0, code, channels[0], 64))
 
 
 def test_arrays_written_through_their_memory_are_mxnets_copies():

@@ -76,7 +76,7 @@ def autoencoder_ms(sizes, workers, options, repeats):
     for step in range(options.ae_replay):
         trainer.add(rng.uniform(-1, 1, (workers, P)), np.zeros((workers, P)), step % workers)
     return (P, median_ms(lambda: ae.encode(vector), repeats),
-            median_ms(lambda: ae.decode(0, code, channel, P), repeats),
+            median_ms(lambda: ae.decode(1 % workers, 0, code, channel, P), repeats),
             median_ms(lambda: ae.decode_mean(code, channel, P), repeats),
             median_ms(trainer.train_step, max(3, repeats // 4)))
 

@@ -94,6 +94,11 @@ def main():
         raise SystemExit("--rerun: %s must be among the configurations run" % sorted(set(args.rerun) - set(table)))
     name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
     results = {config: [] for config in table}
+
+    def save(results):
+        with open(os.path.join(args.results, name + ".json"), "w") as f:
+            json.dump({"args": vars(args), "results": results}, f, indent=1)
+
     if args.more:
         with open(os.path.join(args.results, name + ".json")) as f:
             saved = json.load(f)
@@ -111,8 +116,8 @@ def main():
             results[config].append(log)
             print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
                   flush=True)
-    with open(os.path.join(args.results, name + ".json"), "w") as f:
-        json.dump({"args": vars(args), "results": results}, f, indent=1)
+            save(results)  # after every run: an interrupted study keeps what it did (continue it with --more)
+    save(results)
     plot(results, os.path.join(args.results, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],
          "epoch")
     plot(results, os.path.join(args.results, name + "_bytes.png"),

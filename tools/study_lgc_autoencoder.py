@@ -88,7 +88,7 @@ def score(ae, steps, fmt):
     for vecs, chans, leader in steps:
         code = ae.encode(vecs[leader])
         for w in range(len(vecs)):
-            est = ae.decode(w, code, chans[w], fmt.padded)[:fmt.K]
+            est = ae.decode(w, leader, code, chans[w], fmt.padded)[:fmt.K]
             truth = vecs[w][:fmt.K]
             errors.append(np.sum((est - truth) ** 2) / max(np.sum(truth ** 2), 1e-30))
     return float(np.median(errors)), float(np.mean(errors))

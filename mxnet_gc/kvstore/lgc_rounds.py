@@ -23,6 +23,11 @@ from ..schedule import AE_TRAIN, LGC, SPARSE_PREFIX, WARMUP
 REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
 
 
+def _mean(values):
+    """The mean, or NaN for none (a report without steps of that kind)."""
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
 class Group:
     """One group's coded chunks (one server's), its wire format and accumulators; ``keys`` and
     ``buffers`` (parameter server) or ``combiner`` (ring) are the transport's."""
@@ -131,11 +136,15 @@ class LGCRounds:
         step = self.schedule.step
         if self.installed == LGC and (step + 1) % REPORT_EVERY == 0:
             if self.store.rank == 0:
-                errors = [e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]
+                errors = np.array([e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]).reshape(-1, 3)
                 seconds = sum(g.coder.network_seconds for g in self.groups)
-                logger.info("lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f; "
-                            "autoencoder on this worker %.2f ms per step (over the last %d steps)", step,
-                            np.mean(errors), np.median(errors), 1e3 * seconds / REPORT_EVERY, REPORT_EVERY)
+                led = errors[:, 1] > 0
+                logger.info("lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f "
+                            "(steps it led, %d: mean %.3f; others' codes: mean %.3f; with the best scale per step: "
+                            "mean %.3f); autoencoder on this worker %.2f ms per step (over the last %d steps)", step,
+                            np.mean(errors[:, 0]), np.median(errors[:, 0]), led.sum(), _mean(errors[led, 0]),
+                            _mean(errors[~led, 0]), np.mean(errors[:, 2]), 1e3 * seconds / REPORT_EVERY,
+                            REPORT_EVERY)
             for g in self.groups:
                 del g.coder.errors[:]
                 g.coder.network_seconds = 0.0

@@ -37,8 +37,9 @@ class GroupCoder:
         self._selected = None  # per tensor, this step's (leader's indices, innovation coordinates, scale)
         self._sent = None  # what this step sent: (innovation indices, values)
         self._pending = None  # the last step's queued estimate and what its error feedback needs
-        self._to_decode = None  # (code, innovation channel) of the last step's estimate, until queued
-        self.errors = []  # lgc phase: |estimate - values|^2 / |values|^2 of this worker's vector, per step
+        self._to_decode = None  # (leader, code, innovation channel) of the last step's estimate, until queued
+        self.errors = []  # lgc phase, per step: (error, led, best-scale error) of this worker's estimate (_feedback)
+        self._led = False  # whether this step's leader message was this worker's
         self.network_seconds = 0.0  # time in the autoencoder's networks (encode, decode)
 
     def load(self, v, u=None):
@@ -56,6 +57,7 @@ class GroupCoder:
         no scale, message, sum or autoencoder sample ever holds one).  Returns the number of such values
         per tensor (counted by the same pass)."""
         self.settle()
+        self._led = False
         m = float(self.options.momentum)
         self._selected, dropped = [], []
         for c, g in enumerate(grads):
@@ -100,6 +102,7 @@ class GroupCoder:
         start = time.perf_counter()
         code = self.ae.encode(vector)
         self.network_seconds += time.perf_counter() - start
+        self._led = True
         return self.fmt.lead_message(step, self.rank, scales, indices, code)
 
     def code(self, indices, scales):
@@ -133,10 +136,10 @@ class GroupCoder:
             truth = vectors.gather(fmt, self.v, indices)[:fmt.K]  # (before any change of the step)
             if estimate is None:  # this worker's estimate, decoded as the server did (start_estimate)
                 channel = vectors.innovation_channel(fmt, indices, idx, values, result["scales"])
-                self._to_decode = (result["code"], channel)
-                self._pending = [None, result["scales"], truth, indices, idx, values]
+                self._to_decode = (result["rank"], result["code"], channel)
+                self._pending = [None, result["scales"], truth, self._led, indices, idx, values]
             else:
-                self._feedback(estimate, truth, indices, idx, values)
+                self._feedback(estimate, truth, self._led, indices, idx, values)
         subtract = phase == LGC and self.options.error_feedback == "subtract"
         for c in range(len(fmt.sizes)):
             lead, own = indices[c], idx[c]
@@ -169,14 +172,22 @@ class GroupCoder:
         self.network_seconds += time.perf_counter() - start
         self._feedback(vectors.scale_segments(self.fmt, decoded, scales, inverse=True), *rest)
 
-    def _feedback(self, estimate, truth, indices, idx, values):
-        """Records the estimate's error against the values it stands for (``truth``); with error_feedback
-        'subtract', takes what was applied on this worker's behalf from its accumulators."""
+    def _feedback(self, estimate, truth, led, indices, idx, values):
+        """Records the error of what was applied on this worker's behalf at the leader's indices (the
+        estimate, exact at its innovation coordinates) against its values there (``truth``): the relative
+        squared error |applied - truth|^2 / |truth|^2, whether this worker led the step (its own code: a
+        reconstruction, not an estimate from another worker's code), and the error with the best scale a
+        (min over a of |a applied - truth|^2 / |truth|^2 = 1 - cos^2): how much of the error is in the
+        estimate's size rather than its shape.  With error_feedback 'subtract', takes what was applied
+        from its accumulators."""
         fmt = self.fmt
-        self.errors.append(float(np.sum((estimate[:fmt.K] - truth) ** 2) / max(np.sum(truth ** 2), 1e-30)))
+        mine, extras = vectors.applied(fmt, estimate, indices, idx, values)
+        a, t = mine.astype(np.float64), truth.astype(np.float64)
+        norm = max(float(np.dot(t, t)), 1e-30)
+        cos2 = float(np.dot(a, t)) ** 2 / (max(float(np.dot(a, a)), 1e-30) * norm)
+        self.errors.append((float(np.sum((a - t) ** 2)) / norm, led, 1.0 - cos2))
         if self.options.error_feedback != "subtract":
             return
-        mine, extras = vectors.applied(fmt, estimate, indices, idx, values)
         off = vectors.offsets(fmt)
         for c in range(len(fmt.sizes)):
             self.v[c][indices[c]] -= mine[off[c]:off[c + 1]]

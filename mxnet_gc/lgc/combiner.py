@@ -112,7 +112,7 @@ class Combiner:
         fields = self.check_step("INNOV", messages, step)
         channels = np.stack([vectors.innovation_channel(self.fmt, lead["indices"], f["innov_indices"], f["innov_values"],
                                                         lead["scales"]) for f in fields])
-        decoded = self.ae.decode_every(lead["code"], channels, self.fmt.padded)
+        decoded = self.ae.decode_every(leader, lead["code"], channels, self.fmt.padded)
         values = [vectors.scale_segments(self.fmt, d, lead["scales"], inverse=True) for d in decoded]
         return self._result(step, leader, lead["scales"], lead["indices"], fields, values, lead["code"])
 
