@@ -7,6 +7,7 @@ server: 'lead' and 'all' (pushes), 'index' and 'result' (values workers pull):
     train: the leader pushes INDEX to 'lead'; barrier; every worker pulls 'index', pushes VECTOR to
            'all'; barrier (the store's pull); every worker pulls 'result'.
     lgc:   the leader pushes LEAD to 'lead', every worker INNOV to 'all'; barrier; pull 'result'.
+           With codes 'own': as train, every worker pushing CODED (its own vector's code) to 'all'.
 
 Each step counts two rounds on every group's server (the 'lead' and 'all' rounds).  At the switch to
 the lgc phase every worker pulls the autoencoder's weights from each server ('weights', counted).
@@ -27,16 +28,18 @@ class PSRounds(LGCRounds):
         step, phase, port = self.schedule.step, self.installed, self.store.port
         self.accumulate(grads)
         lead = self.store.rank == self.leader()
-        if self.mode() == AE_TRAIN:
-            keys = ("lead", "all") if phase == AE_TRAIN else ("tune_lead", "tune_all")
+        train = self.mode() == AE_TRAIN
+        if train or self.options.codes == "own":  # the leader's indices first
+            keys = ("tune_lead", "tune_all") if train and phase == LGC else ("lead", "all")
             if lead:
                 self._send([(g, keys[0], g.coder.index_message(step)) for g in self.groups])
             port.barrier()
             port.pull([g.keys["index"] for g in self.groups], [g.buffers["index"] for g in self.groups])
             messages = []
             for g in self.groups:
-                indices = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
-                messages.append((g, keys[1], g.coder.vector_message(step, indices)))
+                index = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
+                messages.append((g, keys[1], g.coder.vector_message(step, index) if train
+                                 else g.coder.own_code_message(step, index)))
             self._send(messages)
         else:
             messages = [(g, "lead", g.coder.lead_message(step)) for g in self.groups] if lead else []
@@ -81,7 +84,8 @@ class PSRounds(LGCRounds):
         """New push and value keys on each group's server for ``phase``, told to the servers."""
         store, port = self.store, self.store.port
         sizes = {AE_TRAIN: {"lead": "INDEX", "all": "VECTOR", "index": "INDEX", "result": "RESULT"},
-                 LGC: {"lead": "LEAD", "all": "INNOV", "result": "RESULT"}}[phase]
+                 LGC: {"lead": "LEAD", "all": "INNOV", "result": "RESULT"} if self.options.codes == "leader" else
+                 {"lead": "INDEX", "all": "CODED", "index": "INDEX", "result": "RESULT"}}[phase]
         if phase == LGC and self.options.fine_tune_every:
             sizes = dict(sizes, tune_lead="INDEX", tune_all="VECTOR", index="INDEX")
         pushing = [n for n in sizes if n in ("lead", "all", "tune_lead", "tune_all")]

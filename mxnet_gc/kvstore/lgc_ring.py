@@ -32,6 +32,10 @@ class RingRounds(LGCRounds):
 
     def __init__(self, store, params):
         super().__init__(store, params)
+        if self.options.codes != "leader":  # (every worker's code is its own here, summed in the leader's scales)
+            raise ValueError("lgc: 'codes' %r is the parameter server's; on a ring every worker already sends the "
+                             "code of its own vector (in the leader's scales, so that the codes add up): leave "
+                             "'codes' at 'leader'" % self.options.codes)
         self._gathered = None  # this step's collectives in flight: per group, (INDEX fields, outputs)
 
     def push(self, grads):

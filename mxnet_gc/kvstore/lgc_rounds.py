@@ -232,7 +232,7 @@ class LGCRounds:
 
     def _autoencoder(self):
         return Autoencoder(self.store.num_workers, self.options.encoder_channels, self.options.latent_channels,
-                           self.options.seed)
+                           self.options.seed, self.options.codes == "own")
 
     def group_keys(self):
         """The coded keys of each group (one per server holding any), in vector order."""

@@ -2,7 +2,7 @@
 and the result each step's pushes make (see lgc_ps.py for the rounds, mxnet_gc/lgc for the rest).
 
 The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (in the train
-phase it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
+phase, and in the lgc phase with codes 'own', it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
 in the lgc phase, the leader's); then the combiner makes the step's result, written to the 'result'
 value, and the step's two rounds count as done.  A fine-tuning step of the lgc phase (option
 ``fine_tune_every``) comes as a train step, through the keys 'tune_lead' and 'tune_all'; its training
@@ -27,7 +27,7 @@ class ServerGroup:
         self.lead = None  # this step's leader message
         self.all = []  # this step's 'all' messages so far
         self.step = 0
-        self.index = None  # the leader's INDEX fields (scales, indices), in the train phase
+        self.index = None  # the leader's INDEX fields (scales, indices), when the leader sends them first
 
 
 class LGCServer:
@@ -82,7 +82,7 @@ class LGCServer:
         train = self.options.trains(self.phase, group.step)
         if name == "lead":
             group.lead = words
-            if train:
+            if train or self.options.codes == "own":
                 error = self._publish_index(group)
         else:
             group.all.append(words)
@@ -112,12 +112,15 @@ class LGCServer:
         lead, group.all, group.lead = group.lead, [], None
         out = self.values_np[group.keys["result"]]
         try:
-            if self.options.trains(self.phase, group.step):
-                if group.index is None:
-                    raise ValueError("the leader's indices of this step were rejected")
+            train = self.options.trains(self.phase, group.step)
+            if (train or self.options.codes == "own") and group.index is None:
+                raise ValueError("the leader's indices of this step were rejected")
+            if train:
                 out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.index, messages)
                 if self.phase == LGC:  # fine-tuned: the workers pull the new weights after this step
                     self.values_np[group.keys["weights"]][:] = group.combiner.weights()
+            elif self.options.codes == "own":
+                out[:] = group.combiner.combine_own(group.step, self._leader_of(group.step), group.index, messages)
             else:
                 out[:] = group.combiner.combine_lgc(group.step, self._leader_of(group.step), lead, messages)
             return None

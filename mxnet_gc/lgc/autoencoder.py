@@ -10,7 +10,8 @@ leader's code.  Decoder d serves worker (leader + d) mod W: decoder 0 reconstruc
 vector, the others estimate another worker's from it.  (With one decoder per worker rank and a rotating
 leader, each decoder had to serve both cases without knowing which it was in: it learned a compromise
 whose estimates of other workers' vectors were larger than the values, relative squared error 1.5 - 1.8,
-worse than zeros, while its reconstructions of the leader's vector were at 0.5.)
+worse than zeros, while its reconstructions of the leader's vector were at 0.5.)  With ``own_codes``
+every worker's vector comes with its own code, and one decoder reconstructs each from it.
 
 The mean decoder (same shape) estimates the workers' mean vector from the mean of their codes and the
 mean of their innovation channels: on a ring (no server) the codes are summed by an allreduce and
@@ -20,6 +21,8 @@ Training (``AutoencoderTrainer``): on a replay buffer of the last steps' vectors
 loss = mean over workers of |decoder_d(code of the leader's vector, innovation_w) - vector_w|^2, d = w - leader mod W
        + |decoder_mean(mean_w code_w, mean_w innovation_w) - mean_w vector_w|^2
        + code_weight * mean |code_w - code_leader|^2,
+(with ``own_codes``: mean over workers of |decoder(code_w, innovation_w) - vector_w|^2 + the mean decoder's
+term; the codes need not agree)
 where the mean decoder's term does not reach the encoder (its codes enter detached): the encoder and
 the workers' decoders learn as without it, and the mean decoder learns to read their codes' mean.
 One Adam step per training step, on every entry of the buffer; with ``window`` W > 0 each entry
@@ -89,10 +92,12 @@ class Autoencoder:
     """The encoder, the decoders (by position after the leader) and the mean decoder, their weights as one
     flat float32 vector."""
 
-    def __init__(self, num_workers, channels, latent, seed):
-        self.num_workers = num_workers
+    def __init__(self, num_workers, channels, latent, seed, own_codes=False):
+        """``own_codes``: each worker's vector is decoded from its own code, by one decoder (else one decoder
+        per position after the leader, on the leader's code)."""
+        self.num_workers, self.own_codes = num_workers, own_codes
         self.encoder = Encoder(channels, latent, prefix="lgc_encoder_")
-        self.decoders = [Decoder(channels, prefix="lgc_decoder%d_" % w) for w in range(num_workers)]
+        self.decoders = [Decoder(channels, prefix="lgc_decoder%d_" % w) for w in range(1 if own_codes else num_workers)]
         self.mean_decoder = Decoder(channels, prefix="lgc_decoder_mean_")
         rng = np.random.default_rng(seed)
         for block in self.blocks():
@@ -147,12 +152,13 @@ class Autoencoder:
             return self.encoder(_mx.array(vector.reshape(1, 1, -1))).asnumpy().reshape(-1)
 
     def offset(self, worker, leader):
-        """The decoder of ``worker`` at a step led by ``leader``: its position after the leader."""
-        return (worker - leader) % self.num_workers
+        """The decoder of ``worker`` at a step led by ``leader``: its position after the leader (with
+        ``own_codes``, the one decoder)."""
+        return 0 if self.own_codes else (worker - leader) % self.num_workers
 
     def decode(self, worker, leader, code, innovation, padded):
-        """Worker ``worker``'s estimate (numpy, P values) from the code of ``leader``'s vector and the
-        worker's innovation channel, clipped
+        """Worker ``worker``'s estimate (numpy, P values) from the code of ``leader``'s vector (with
+        ``own_codes``: of its own) and the worker's innovation channel, clipped
         to [-1, 1]: the range of the leader's scaled vector (each value is divided by the leader's
         largest |value| of its tensor).  Unclipped, poor estimates can exceed the values they stand for
         by far, and error feedback that subtracts them grows the accumulators."""
@@ -171,6 +177,14 @@ class Autoencoder:
         innovations = np.roll(np.asarray(innovations).reshape(self.num_workers, -1), -leader, axis=0)
         out = self._clipped(self._run(self.every_decoder, code, innovations, padded)).reshape(self.num_workers, -1)
         return np.roll(out, leader, axis=0)
+
+    def decode_own(self, codes, innovations, padded):
+        """With ``own_codes``: every worker's estimate (numpy, W x P, clipped as ``decode``) from its own
+        code and innovation channel (rows, rank order), in one call of the decoder."""
+        codes = np.asarray(codes, np.float32).reshape(self.num_workers, -1, padded // 16)
+        with autograd.train_mode():
+            out = self.decoders[0](_mx.array(codes), _mx.array(np.asarray(innovations).reshape(-1, 1, padded)))
+        return self._clipped(out).reshape(self.num_workers, -1)
 
     def decode_mean(self, code, innovation, padded):
         """The workers' mean vector (numpy, P values, clipped as ``decode``) from the mean of their codes
@@ -196,6 +210,7 @@ class Loss(gluon.HybridBlock):
     def __init__(self, autoencoder, code_weight, **kwargs):
         super().__init__(**kwargs)
         self.num_workers, self.code_weight = autoencoder.num_workers, code_weight
+        self.own_codes = autoencoder.own_codes
         self.encoder, self.mean_decoder = autoencoder.encoder, autoencoder.mean_decoder  # (children: in the graph)
         for w, d in enumerate(autoencoder.decoders):
             setattr(self, "decoder%d" % w, d)
@@ -205,13 +220,16 @@ class Loss(gluon.HybridBlock):
         codes = self.encoder(F.expand_dims(F.reshape(vectors, shape=(-3, -2)), axis=1))  # (B * W, C, P / 16)
         by_entry = F.reshape(codes, shape=(-4, -1, W, -2))  # (B, W, C, P / 16)
         lead = F.squeeze(F.slice_axis(by_entry, axis=1, begin=0, end=1), axis=1)  # (B, C, P / 16)
+        mean = self.mean_decoder(F.stop_gradient(F.mean(by_entry, axis=1)),
+                                 F.mean(innovations, axis=1, keepdims=True))
+        mean_error = F.mean(F.square(mean - F.mean(vectors, axis=1, keepdims=True)))
+        if self.own_codes:  # every vector from its own code
+            own = self.decoder0(codes, F.expand_dims(F.reshape(innovations, shape=(-3, -2)), axis=1))
+            return F.mean(F.square(own - F.expand_dims(F.reshape(vectors, shape=(-3, -2)), axis=1))) + mean_error
         total = 0
         for w in range(W):
             estimate = getattr(self, "decoder%d" % w)(lead, F.slice_axis(innovations, axis=1, begin=w, end=w + 1))
             total = total + F.mean(F.square(estimate - F.slice_axis(vectors, axis=1, begin=w, end=w + 1)))
-        mean = self.mean_decoder(F.stop_gradient(F.mean(by_entry, axis=1)),
-                                 F.mean(innovations, axis=1, keepdims=True))
-        mean_error = F.mean(F.square(mean - F.mean(vectors, axis=1, keepdims=True)))
         agreement = F.mean(F.square(F.broadcast_sub(by_entry, F.expand_dims(lead, axis=1))))
         return total / W + mean_error + self.code_weight * agreement
 

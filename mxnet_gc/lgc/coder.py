@@ -40,6 +40,7 @@ class GroupCoder:
         self._to_decode = None  # (leader, code, innovation channel) of the last step's estimate, until queued
         self.errors = []  # lgc phase, per step: (error, led, best-scale error) of this worker's estimate (_feedback)
         self._led = False  # whether this step's leader message was this worker's
+        self._own_code = None  # codes 'own': this step's (code, scales) of its own vector
         self.network_seconds = 0.0  # time in the autoencoder's networks (encode, decode)
 
     def load(self, v, u=None):
@@ -87,7 +88,9 @@ class GroupCoder:
         return [s[2] for s in self._selected]
 
     def index_message(self, step):
-        """The train phase's first message, from the leader: its scales and indices."""
+        """The train phase's first message (and with codes 'own' the lgc phase's), from the leader: its
+        scales and indices."""
+        self._led = True
         return self.fmt.index_message(step, self.rank, self.scales(), self.leader_indices())
 
     def vector_message(self, step, indices):
@@ -107,11 +110,23 @@ class GroupCoder:
 
     def code(self, indices, scales):
         """On a ring: the code of this worker's own vector at the leader's indices, in the leader's scales."""
-        vector = vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales)
+        return self._encode(vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales))
+
+    def _encode(self, vector):
         start = time.perf_counter()
         code = self.ae.encode(vector)
         self.network_seconds += time.perf_counter() - start
         return code
+
+    def own_code_message(self, step, indices):
+        """The lgc phase's message with codes 'own': this worker's own scales (its largest |value| per tensor
+        at the leader's indices), innovation, and the code of its vector in its own scales (both kept for
+        the decode of its own estimate)."""
+        idx, values = self._innovation()
+        vector = vectors.gather(self.fmt, self.v, indices)
+        scales = vectors.segment_scales(self.fmt, vector)
+        self._own_code = (self._encode(vectors.scale_segments(self.fmt, vector, scales)), scales)
+        return self.fmt.innov_message(step, self.rank, idx, values, code=self._own_code[0], scales=scales)
 
     def innov_message(self, step):
         idx, values = self._innovation()
@@ -135,9 +150,10 @@ class GroupCoder:
         if phase == LGC:
             truth = vectors.gather(fmt, self.v, indices)[:fmt.K]  # (before any change of the step)
             if estimate is None:  # this worker's estimate, decoded as the server did (start_estimate)
-                channel = vectors.innovation_channel(fmt, indices, idx, values, result["scales"])
-                self._to_decode = (result["rank"], result["code"], channel)
-                self._pending = [None, result["scales"], truth, self._led, indices, idx, values]
+                code, scales = self._own_code if self.options.codes == "own" else (result["code"], result["scales"])
+                channel = vectors.innovation_channel(fmt, indices, idx, values, scales)
+                self._to_decode = (result["rank"], code, channel)
+                self._pending = [None, scales, truth, self._led, indices, idx, values]
             else:
                 self._feedback(estimate, truth, self._led, indices, idx, values)
         subtract = phase == LGC and self.options.error_feedback == "subtract"

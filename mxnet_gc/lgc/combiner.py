@@ -6,7 +6,9 @@ Train phase: each worker sends its exact values at the leader's indices (VECTOR)
 sum, and the vectors (each tensor's segment divided by the leader's scale) and innovation channels go
 into the replay buffer for one training step.  Lgc phase on a server: the leader sends the code of its
 vector (LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder
-from the leader's code and its innovation channel, times the leader's scales.  Lgc phase on a ring:
+from the leader's code and its innovation channel, times the leader's scales; with codes 'own' every
+worker sends the code of its own vector at the leader's indices (CODED) and the one decoder
+reconstructs each from its own code.  Lgc phase on a ring:
 every worker's code is summed (an allreduce); the mean decoder's estimate of the mean vector, from the
 mean code and the mean innovation channel, times the leader's scales, stands for every worker's values.
 
@@ -36,7 +38,8 @@ class Combiner:
     def __init__(self, fmt, options, overlap=True):
         """``overlap``: train on a thread beside the caller's next step (a server), or in line (a worker)."""
         self.fmt, self.options, self.overlap = fmt, options, overlap
-        self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed)
+        self.ae = Autoencoder(fmt.num_workers, options.encoder_channels, options.latent_channels, options.seed,
+                              options.codes == "own")
         self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight,
                                          options.ae_window, options.seed)
         self.copy_errors = []  # train phase: how far the leader's vector is from each other worker's
@@ -66,17 +69,21 @@ class Combiner:
         result = self._result(step, leader, scales, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
         if not learn:
             return result
-        normalized = [vectors.scale_segments(self.fmt, f["vector"], scales) for f in fields]
-        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], scales)
-                    for f in fields]
+        # each vector in the leader's scales, or with codes 'own' in its own (as the lgc phase will code it)
+        own = [vectors.segment_scales(self.fmt, f["vector"]) if self.options.codes == "own" else scales
+               for f in fields]
+        normalized = [vectors.scale_segments(self.fmt, f["vector"], s) for f, s in zip(fields, own)]
+        in_leaders = [vectors.scale_segments(self.fmt, f["vector"], scales) for f in fields]
+        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], s)
+                    for f, s in zip(fields, own)]
         if not self.trainer.add(normalized, channels, leader):
             log.warning("lgc step %d: a worker's vector holds non-finite values; it is left out of the "
                         "autoencoder's replay buffer", step)
         if self.overlap:
-            self._training = threading.Thread(target=self._train, args=(normalized, leader), daemon=True)
+            self._training = threading.Thread(target=self._train, args=(in_leaders, leader), daemon=True)
             self._training.start()
         else:
-            self._train(normalized, leader)
+            self._train(in_leaders, leader)
         return result
 
     def wait(self):
@@ -88,7 +95,8 @@ class Combiner:
 
     def _train(self, normalized, leader):
         """One training step (on a server, on a thread of its own: the workers already have the step's
-        result and compute the next step meanwhile)."""
+        result and compute the next step meanwhile); ``normalized``: the step's vectors in the leader's
+        scales, for the log's measure of how alike they are."""
         start = time.perf_counter()
         loss = self.trainer.train_step()
         self.train_seconds.append(time.perf_counter() - start)
@@ -115,6 +123,19 @@ class Combiner:
         decoded = self.ae.decode_every(leader, lead["code"], channels, self.fmt.padded)
         values = [vectors.scale_segments(self.fmt, d, lead["scales"], inverse=True) for d in decoded]
         return self._result(step, leader, lead["scales"], lead["indices"], fields, values, lead["code"])
+
+    def combine_own(self, step, leader, index, messages):
+        """With codes 'own': the RESULT of an lgc-phase step from the leader's INDEX fields and every worker's
+        CODED message (rank order), each worker's values decoded from its own code."""
+        self.wait()
+        fields = self.check_step("CODED", messages, step)
+        indices = index["indices"]
+        channels = np.stack([vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"],
+                                                        f["scales"]) for f in fields])
+        decoded = self.ae.decode_own(np.stack([f["code"] for f in fields]), channels, self.fmt.padded)
+        values = [vectors.scale_segments(self.fmt, d, f["scales"], inverse=True) for d, f in zip(decoded, fields)]
+        return self._result(step, leader, index["scales"], indices, fields, values,
+                            np.zeros(self.fmt.code_words, np.float32))
 
     def combine_mean(self, step, leader, index, code_sum, messages):
         """On a ring: (the RESULT of an lgc-phase step, the estimate of the mean vector at the leader's

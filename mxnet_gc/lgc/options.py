@@ -8,7 +8,9 @@ docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run'
                 geometrically from ramp_start to ``density``, ramp_steps steps in all
     train       ae_steps steps of leader-indexed sparse pushes at ``density``; the servers train the
                 autoencoder on the workers' vectors
-    lgc         to the end: the leader sends the code of its vector, every worker its innovation; with
+    lgc         to the end: the leader sends the code of its vector, every worker its innovation (with
+                ``codes`` 'own': the leader its indices first, then every worker the code of its own
+                vector there and its innovation); with
                 ``fine_tune_every`` N > 0, every N-th step of it is a train step again (``tunes``), after
                 which the workers take the servers' new weights
 
@@ -33,6 +35,8 @@ DEFAULTS = {
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
     "order": "index",            # the vector's order: the leader's indices ascending, or by |value| ('magnitude')
     "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), or 'subtract' what was applied
+    "codes": "leader",           # lgc phase on a server: the leader's code stands for every worker ('leader'), or
+                                 # every worker sends the code of its own vector at the leader's indices ('own')
     "encoder_channels": [8, 16, 16, 8],
     "latent_channels": 4,
     "ae_lr": 1e-2,
@@ -105,6 +109,9 @@ class LGCOptions:
         if p["error_feedback"] not in ("subtract", "zero"):
             _fail("error_feedback", "'subtract' or 'zero'", p["error_feedback"])
         self.error_feedback = p["error_feedback"]
+        if p["codes"] not in ("leader", "own"):
+            _fail("codes", "'leader' or 'own'", p["codes"])
+        self.codes = p["codes"]
         channels = p["encoder_channels"]
         if (not isinstance(channels, (list, tuple)) or len(channels) != 4
                 or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels)):

@@ -52,6 +52,12 @@ def scale_of(values):
     return m if m > 0 and np.isfinite(np.float32(m)) else 1.0
 
 
+def segment_scales(fmt, vector):
+    """Each tensor's segment's scale (``scale_of``) in a vector: a worker's own scales (codes 'own')."""
+    off = offsets(fmt)
+    return [scale_of(vector[off[c]:off[c + 1]]) for c in range(len(fmt.sizes))]
+
+
 def offsets(fmt):
     return np.concatenate([[0], np.cumsum(fmt.k)]).astype(np.int64)
 

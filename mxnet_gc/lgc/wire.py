@@ -14,9 +14,13 @@ the code has C * P / 16 floats (C latent channels).
     INNOV  (lgc phase, everyone)   header | innovation indices | values
     VECTOR (train phase, everyone) INNOV's fields | the vector (P floats: the values at the leader's
                                    indices, unscaled, zero padded)
+    CODED  (lgc phase, everyone,   header | its own scales (per tensor, its largest |value| at the
+            codes 'own')           leader's indices) | INNOV's fields after the header | the code of its
+                                   own vector in its own scales
     RESULT (server, every phase)   header | the leader's scales | leader indices | summed values at them
                                    (K floats) | every worker's innovation indices (rank order) | values
-                                   added there | code (zeros in the train phase)
+                                   added there | code (the leader's; zeros in the train phase and
+                                   with codes 'own')
 
 A result's innovation values are what the sum adds at those coordinates besides the K summed values
 (zero for a coordinate among the leader's indices, which the K values already hold).
@@ -28,7 +32,7 @@ import numpy as np
 from .options import STRIDE, count
 
 MAGIC = {"INDEX": 0x4C474358, "LEAD": 0x4C47434C, "INNOV": 0x4C474349, "VECTOR": 0x4C474356,
-         "RESULT": 0x4C474352}
+         "CODED": 0x4C474344, "RESULT": 0x4C474352}
 HEADER = 3
 
 
@@ -94,6 +98,7 @@ class WireFormat:
             "LEAD": HEADER + scales + self.index_words + self.code_words,
             "INNOV": HEADER + self.innov_index_words + self.Ki,
             "VECTOR": HEADER + self.innov_index_words + self.Ki + self.padded,
+            "CODED": HEADER + scales + self.innov_index_words + self.Ki + self.code_words,
             "RESULT": HEADER + scales + self.index_words + self.K + self.all_innov_index_words
                       + num_workers * self.Ki + self.code_words,
         }
@@ -142,12 +147,13 @@ class WireFormat:
         return self._as_words([self._header("LEAD", step, rank), np.asarray(scales, np.float32),
                                self.pack_indices(indices, self.k), np.asarray(code, np.float32)], self.words["LEAD"])
 
-    def innov_message(self, step, rank, indices, values, vector=None):
-        kind = "INNOV" if vector is None else "VECTOR"
-        parts = [self._header(kind, step, rank), self.pack_indices(indices, self.ki),
-                 np.concatenate(values).astype(np.float32)]
-        if vector is not None:
-            parts.append(np.asarray(vector, np.float32))
+    def innov_message(self, step, rank, indices, values, vector=None, code=None, scales=None):
+        """INNOV; with ``vector`` VECTOR, with ``code`` and the worker's own ``scales`` CODED."""
+        kind = "VECTOR" if vector is not None else "CODED" if code is not None else "INNOV"
+        parts = [self._header(kind, step, rank)] + ([np.asarray(scales, np.float32)] if kind == "CODED" else []) + \
+            [self.pack_indices(indices, self.ki), np.concatenate(values).astype(np.float32)]
+        if kind != "INNOV":
+            parts.append(np.asarray(vector if code is None else code, np.float32))
         return self._as_words(parts, self.words[kind])
 
     def result_message(self, step, leader, scales, indices, sums, innov_indices, innov_values, code):
@@ -176,10 +182,11 @@ class WireFormat:
             at += n
             return words[at - n:at]
 
-        if kind in ("INDEX", "LEAD", "RESULT"):
+        if kind in ("INDEX", "LEAD", "RESULT", "CODED"):
             fields["scales"] = take(len(self.sizes)).copy()
             if not np.all(np.isfinite(fields["scales"])) or np.any(fields["scales"] <= 0):
                 raise CorruptMessage("scales must be finite and positive, got %s" % fields["scales"])
+        if kind in ("INDEX", "LEAD", "RESULT"):
             fields["indices"] = self.unpack_indices(take(self.index_words).view(np.uint32), self.k)[0]
         if kind == "RESULT":
             fields["sums"] = take(self.K).copy()
@@ -188,12 +195,12 @@ class WireFormat:
             values = take(self.num_workers * self.Ki)
             fields["innov_values"] = [self._split(values[w * self.Ki:(w + 1) * self.Ki], self.ki)
                                       for w in range(self.num_workers)]
-        if kind in ("INNOV", "VECTOR"):
+        if kind in ("INNOV", "VECTOR", "CODED"):
             fields["innov_indices"] = self.unpack_indices(take(self.innov_index_words).view(np.uint32), self.ki)[0]
             fields["innov_values"] = self._split(take(self.Ki), self.ki)
         if kind == "VECTOR":
             fields["vector"] = take(self.padded).copy()
-        if kind in ("LEAD", "RESULT"):
+        if kind in ("LEAD", "CODED", "RESULT"):
             fields["code"] = take(self.code_words).copy()
         return fields
 
