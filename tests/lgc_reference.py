@@ -3,7 +3,8 @@
 ``simulate`` replays every worker's local gradients through the phases and returns the update every
 worker must have pulled at each step, per parameter.  ``ring=True``: LGC-RAR's lgc phase (every worker
 encodes its own vector; the mean decoder decodes the mean code), else LGC-PS's (the leader's code,
-each worker's decoder).  Only the autoencoder's networks come from
+the decoder of each worker's position after the leader; with codes 'own', each worker's own code of its
+vector in its own scales, one decoder).  Only the autoencoder's networks come from
 mxnet_gc (run with the weights the workers received); the selection, the vector, the scales, the
 innovations, the combination and the error feedback are computed here.
 """
@@ -95,7 +96,7 @@ class GroupReference:
         self.p, self.W, self.names, self.ring = p, W, names, ring
         self.v = None
         self.weights_at = weights_at
-        self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0)
+        self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0, p["codes"] == "own")
 
     def step(self, step, phase, grads, residuals):
         """This step's updates {name: values}; ``residuals``: the sparse ramp's, taken at the first step."""
@@ -128,13 +129,13 @@ class GroupReference:
             out[:K] = np.concatenate([v[r][c][lead[c]] / np.float32(scales[leader][c]) for c in range(len(coded))])
             return out
 
-        def channel(r):  # worker r's innovation values at their positions among the leader's indices
-            out = np.zeros(P, np.float32)
+        def channel(r, by=None):  # worker r's innovation values at their positions among the leader's indices
+            out = np.zeros(P, np.float32)  # divided by the leader's scales (or ``by``)
             for c in range(len(coded)):
                 for i in own[r][c]:
                     hit = np.flatnonzero(lead[c] == i)
                     if hit.size:
-                        out[off[c] + hit[0]] = v[r][c][i] / np.float32(scales[leader][c])
+                        out[off[c] + hit[0]] = v[r][c][i] / np.float32((by or scales[leader])[c])
             return out
 
         def unscaled(est):
@@ -148,7 +149,16 @@ class GroupReference:
             code = np.sum([ae.encode(scaled(r)) for r in range(W)], axis=0) / np.float32(W)
             mean = ae.decode_mean(code, np.mean([channel(r) for r in range(W)], axis=0), P)[:K]
             values = [unscaled(mean)] * W
-        else:  # the leader's code; each worker's decoder
+        elif p["codes"] == "own":  # each worker's code of its vector in its own scales; the one decoder
+            values = []
+            for r in range(W):
+                own_scales = [float(np.max(np.abs(v[r][c][lead[c]]))) or 1.0 for c in range(len(coded))]
+                mine = np.zeros(P, np.float32)
+                mine[:K] = np.concatenate([v[r][c][lead[c]] / np.float32(own_scales[c]) for c in range(len(coded))])
+                estimate = ae.decode(r, r, ae.encode(mine), channel(r, own_scales), P)[:K]
+                values.append(np.concatenate([estimate[off[c]:off[c + 1]] * np.float32(own_scales[c])
+                                              for c in range(len(coded))]).astype(np.float32))
+        else:  # the leader's code; the decoder of each worker's position after the leader
             code = ae.encode(scaled(leader))
             values = [unscaled(ae.decode(r, leader, code, channel(r), P)[:K]) for r in range(W)]
         updates = [np.zeros(s, np.float32) for s in sizes]

@@ -77,7 +77,7 @@ def uninterrupted_fine_tuned(tmp_path_factory):
 
 @pytest.mark.parametrize("workers, servers, options", [
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
-    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED)])
+    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "subtract"})])
 def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
     if (workers, servers) == (2, 1) and options in ({}, FINE_TUNED):  # an uninterrupted job's settings: that job
@@ -182,9 +182,10 @@ def test_a_worker_with_other_options_fails_every_worker(tmp_path):
     assert "(rank 0 / rank 1): ae_steps: 3 / 4" in proc.stdout  # the server names what differs
 
 
-@pytest.mark.parametrize("kind", ["LEAD", "INNOV"])
-def test_a_corrupt_code_is_rejected_and_every_worker_told(tmp_path, kind):
-    proc = run_fault(tmp_path, {"rank": 1, "corrupt": kind})
+@pytest.mark.parametrize("kind, options", [("LEAD", {}), ("INNOV", {}), ("CODED", {"codes": "own"})])
+def test_a_corrupt_code_is_rejected_and_every_worker_told(tmp_path, kind, options):
+    proc = run(tmp_path, dict(PARAMS, **options), 2, 1, extra={"fault": {"rank": 1, "corrupt": kind}},
+               expect_success=False)
     assert proc.returncode != 0
     for r in (0, 1):  # every worker raises the server's error after the first lgc step
         assert "[worker %d] RuntimeError: mxnet_gc server 0: rejected step 7 of the coded tensors" % r in proc.stdout

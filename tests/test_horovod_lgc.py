@@ -108,6 +108,12 @@ def test_a_worker_with_other_options_fails_every_worker(tmp_path):
     assert (proc.stdout + proc.stderr).count("the workers set different gradient compression parameters") >= 2
 
 
+def test_own_codes_are_refused_on_a_ring(tmp_path):
+    proc = run(tmp_path, dict(PARAMS, codes="own"), expect_success=False)
+    assert proc.returncode != 0
+    assert "'codes' 'own' is the parameter server's" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("kind, step", [("INNOV", 7), ("VECTOR", 4), ("INDEX", 5)])
 def test_a_corrupt_message_fails_every_worker(tmp_path, kind, step):
     # rank 1's messages of that kind are damaged (rank 1 leads the odd steps: its first INDEX is step 5's)

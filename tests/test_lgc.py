@@ -23,6 +23,7 @@ from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
     ({"autoencoder": "no"}, "autoencoder"), ({"autoencoder": False, "ramp_steps": 0}, "ramp_steps"),
     ({"order": "random"}, "order"), ({"fine_tune_every": -1}, "fine_tune_every"),
     ({"fine_tune_every": 5, "autoencoder": False}, "fine_tune_every"), ({"ae_window": 100}, "ae_window"),
+    ({"codes": "every"}, "codes"),
 ])
 def test_bad_options_name_the_field(params, field):
     with pytest.raises(ValueError, match=repr(field)):
@@ -123,6 +124,12 @@ def test_messages_byte_for_byte(fmt):
     vector = rng.standard_normal(32).astype(np.float32)
     assert fmt.innov_message(7, 0, own, values, vector).tobytes() == \
         as_bytes(header("VECTOR", 7, 0), own_bits, np.concatenate(values), vector)
+    coded = fmt.innov_message(7, 1, own, values, code=code, scales=scales[::-1])
+    assert coded.tobytes() == as_bytes(header("CODED", 7, 1), scales[::-1], own_bits, np.concatenate(values), code)
+    fields = fmt.read("CODED", coded, step=7)
+    np.testing.assert_array_equal(fields["code"], code)
+    np.testing.assert_array_equal(fields["scales"], scales[::-1])
+    assert [list(x) for x in fields["innov_values"]] == [list(x) for x in values]
     sums = rng.standard_normal(22).astype(np.float32)
     extras = [[v * 2 for v in values], values]
     result = fmt.result_message(7, 1, scales, lead, sums, [own, own], extras, code)
