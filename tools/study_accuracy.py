@@ -133,6 +133,18 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0):
         return result
 
 
+def tuned_2bit(path=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json")):
+    """The MXNet 2bit threshold of the best final accuracy in ``make study``'s sweep (the CNN, 2 workers, 6
+    epochs, seed 1), read from its saved runs."""
+    runs = Runs(path, argparse.Namespace(model="cnn", epochs=6, lr_steps="4,5", workers=2, lr_warmup_epochs=0,
+                                         pull_stats=0))
+    points = [(t, runs.get(mxnet_2bit(t), 1, train_missing=False)) for t in SWEEP_2BIT]
+    points = [(t, final(log)) for t, log in points if log is not None]
+    if not points:
+        sys.exit("no MXNet 2bit sweep in %s: run `make study` first" % path)
+    return max(points, key=lambda p: p[1])[0]
+
+
 def final(log):
     return log["epochs"][-1]["test_accuracy"]
 

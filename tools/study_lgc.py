@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """LGC study: uncompressed, layer-wise top-k (error feedback), LGC-PS, LGC-RAR and LGC without its
 autoencoder (the ablation: LGC's dense tensors and density ramp, then top-k at the ramp's last density)
-on the Fashion-MNIST example, the same epochs, hyperparameters and seeds for each, on real jobs (W
+on the Fashion-MNIST example (and, by name, the other methods of tools/study_pareto.py: MXNet 2bit at
+``make study``'s best threshold, 4bit with per-layer groups with and without compressed pulls, top-k with
+DGC's momentum at densities 1e-2 and 1e-3, each dense for the same first --dense steps), the same epochs, hyperparameters and seeds for each, on real jobs (W
 workers; 1 server through tools/launch.py, or for LGC-RAR the horovod store through horovodrun).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its
 density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error feedback only, with
 the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
@@ -20,7 +22,7 @@ import os
 
 import numpy as np
 
-from tools.study_accuracy import ROOT, plot_curves, train
+from tools.study_accuracy import ROOT, plot_curves, train, tuned_2bit
 
 
 DEFAULT_CONFIGS = ["uncompressed", "top-k (error feedback)", "LGC-PS", "LGC-RAR", "LGC without autoencoder"]
@@ -41,6 +43,19 @@ def configs(args):
         "LGC without autoencoder": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps",
                                     str(args.ramp), "--lgc-options", json.dumps({"autoencoder": False})] + sparse,
     }
+    def dgc(density):  # DGC's momentum correction in the codec, plain SGD on the workers
+        return ["--compression", "layerwise_topk", "--density", density, "--merge", "dp", "--topk-momentum", "0.9",
+                "--momentum", "0", "--dense-warmup-steps", dense]
+
+    groups = ["--compression", "4bit", "--groups", "--calibration-steps", dense]
+    table.update({
+        "MXNet 2bit": ["--compression", "2bit", "--threshold", repr(args.threshold_2bit or tuned_2bit()),
+                       "--dense-warmup-steps", dense],
+        "4bit, per-layer groups": groups,
+        "4bit, per-layer groups, compressed pull": groups + ["--compressed-pull"],
+        "top-k 1e-2, DGC momentum": dgc("0.01"),
+        "top-k 1e-3, DGC momentum": dgc("0.001"),
+    })
     variants = {  # LGC-PS with other options
         "LGC-PS, fine-tuned every 100": {"fine_tune_every": 100},  # one more training step every 100 steps
         "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
@@ -64,7 +79,7 @@ def plot(results, path, x_of, xlabel):
                 xlabel)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=["cnn", "cnn-fc"], default="cnn")
     parser.add_argument("--workers", type=int, default=2)
@@ -79,13 +94,15 @@ def main():
     parser.add_argument("--ae", type=int, default=300)
     parser.add_argument("--limit", type=int, default=0, help="train on the first N images only (every run)")
     parser.add_argument("--lr", type=float, default=0, help="the learning rate (default: the example's)")
+    parser.add_argument("--threshold-2bit", type=float, default=0, help="MXNet 2bit's threshold (default: the best "
+                        "of make study's sweep)")
     parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
     parser.add_argument("--results", default=os.path.join(ROOT, "docs", "results", "lgc_study"), help="where the runs and plots go")
     parser.add_argument("--more", action="store_true", help="keep the runs in docs/results/lgc_study/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
     parser.add_argument("--rerun", nargs="+", default=[], help="with --more: run these configurations again, "
                         "replacing their saved runs (after a change to their code)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     table = configs(args)
     unknown = set(args.configs or []) - set(table)
     if unknown:
