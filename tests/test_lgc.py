@@ -408,3 +408,35 @@ def test_weights_round_trip_and_start_from_the_seed():
     np.testing.assert_array_equal(other.encode(x), a.encode(x))
     with pytest.raises(ValueError, match="weights expected"):
         Autoencoder.set_flat(other.params(), np.zeros(3, np.float32))
+
+
+def test_a_worker_records_the_error_of_what_was_applied_on_its_behalf():
+    """Rank 0's report (lgc_rounds.end_step) reads these: the relative squared error of the estimate with the
+    worker's innovation coordinates exact, whether it led, and the error with the best scale."""
+    from mxnet_gc.lgc.coder import GroupCoder
+    from mxnet_gc.schedule import LGC
+    fmt = WireFormat([1000, 50], 0.05, 0.01, 2, 4)
+    coder = GroupCoder(fmt, LGCOptions({"density": 0.05, "innovation_density": 0.01}), rank=0)
+    rng = np.random.default_rng(4)
+    coder.accumulate([rng.standard_normal(1000).astype(np.float32), rng.standard_normal(50).astype(np.float32)],
+                     lead=True)
+    own = fmt.read("INNOV", coder.innov_message(0))["innov_indices"]
+    others = [np.setdiff1d(np.arange(n), o) for n, o in zip(fmt.sizes, own)]  # two of its own among the leader's:
+    indices = [np.sort(np.concatenate([own[0][:2], rng.choice(others[0], fmt.k[0] - 2, replace=False)])),
+               np.sort(rng.choice(others[1], fmt.k[1], replace=False))]
+    truth = np.concatenate([coder.v[c][indices[c]] for c in range(2)])
+    result = {"indices": indices, "sums": np.zeros(fmt.K, np.float32), "innov_indices": [own, own],
+              "innov_values": [[np.zeros(k, np.float32) for k in fmt.ki]] * 2, "rank": 1}
+    estimate = rng.standard_normal(fmt.padded).astype(np.float32)
+    coder.finish(LGC, result, estimate=estimate)
+    applied = estimate[:fmt.K].astype(np.float64)
+    for c in range(2):
+        for i in own[c]:
+            hit = np.flatnonzero(indices[c] == i)
+            if hit.size:
+                applied[(0 if c == 0 else fmt.k[0]) + hit[0]] = truth[(0 if c == 0 else fmt.k[0]) + hit[0]]
+    assert np.sum(applied != estimate[:fmt.K]) == 2
+    error, led, best = coder.errors[0]
+    assert error == pytest.approx(np.sum((applied - truth) ** 2) / np.sum(truth ** 2), rel=1e-6)  # (float32 sums)
+    cos = applied @ truth / np.linalg.norm(applied) / np.linalg.norm(truth)
+    assert not led and best == pytest.approx(1 - cos ** 2, rel=1e-6) and best < error

@@ -140,7 +140,7 @@ class LGCRounds:
                 seconds = sum(g.coder.network_seconds for g in self.groups)
                 led = errors[:, 1] > 0
                 logger.info("lgc step %d: rank 0's estimates, relative squared error: mean %.3f, median %.3f "
-                            "(steps it led, %d: mean %.3f; others' codes: mean %.3f; with the best scale per step: "
+                            "(steps it led, %d: mean %.3f; steps others led: mean %.3f; with the best scale per step: "
                             "mean %.3f); autoencoder on this worker %.2f ms per step (over the last %d steps)", step,
                             np.mean(errors[:, 0]), np.median(errors[:, 0]), led.sum(), _mean(errors[led, 0]),
                             _mean(errors[~led, 0]), np.mean(errors[:, 2]), 1e3 * seconds / REPORT_EVERY,

@@ -1,0 +1,89 @@
+#!/usr/bin/env python
+"""How good LGC's estimates are, per setting: rank 0's reports of a real job's lgc phase.
+
+Each setting trains the Fashion-MNIST CNN example for 2 epochs on 2 workers and 1 server (tools/launch.py;
+dense 200 steps, ramp 200, train 300, then the lgc phase from step 700, density 1e-3, seed 1).  Every 100
+steps of the lgc phase rank 0 logs the relative squared error |applied - values|^2 / |values|^2 of what
+was applied on its behalf at the leader's indices (its estimate, exact at its innovation coordinates),
+split into the steps it led and the others, and the error with the best scale per step
+(mxnet_gc/kvstore/lgc_rounds.py).  Keeps every report in docs/results/lgc_study/estimates.json and prints
+the table for docs/lgc.md.
+
+    .venv/bin/python -m tools.lgc_estimates [--settings NAME ...] [--report]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATH = os.path.join(ROOT, "docs", "results", "lgc_study", "estimates.json")
+JOB = ["--compression", "lgc", "--epochs", "2", "--lgc-dense-steps", "200", "--ramp-steps", "200", "--ae-steps", "300",
+       "--density", "1e-3", "--seed", "1"]
+SETTINGS = {  # name -> the 'lgc' options beside the defaults
+    "codes 'leader' (default)": {},
+    "codes 'leader', innovation_density 1e-4": {"innovation_density": 1e-4},
+    "codes 'leader', error_feedback 'subtract'": {"error_feedback": "subtract"},
+    "codes 'own'": {"codes": "own"},
+    "codes 'own', latent_channels 8": {"codes": "own", "latent_channels": 8},
+}
+REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error: mean ([\d.]+), median ([\d.]+) "
+                    r"\(steps it led, (\d+): mean ([\d.na]+); steps others led: mean ([\d.na]+); with the best scale "
+                    r"per step: mean ([\d.]+)\)")
+
+
+def run(options):
+    """Rank 0's reports and the final test accuracy of one job."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "log.json")
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", "2", "-s", "1",
+                               "--timeout", "1800", sys.executable, os.path.join(ROOT, "examples",
+                                                                                 "train_fashion_mnist.py"),
+                               "--log-file", log, "--lgc-options", json.dumps(options)] + JOB,
+                              cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit("the job failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
+        with open(log) as f:
+            accuracy = json.load(f)["epochs"][-1]["test_accuracy"]
+    reports = [dict(zip(("step", "mean", "median", "led_steps", "led_mean", "others_mean", "best_scale_mean"),
+                        [int(m[1]), float(m[2]), float(m[3]), int(m[4]), float(m[5]), float(m[6]), float(m[7])]))
+               for m in REPORT.finditer(proc.stdout + proc.stderr)]
+    if not reports:
+        sys.exit("no report of rank 0's estimates in the job's output")
+    return {"options": options, "reports": reports, "final_test_accuracy": accuracy}
+
+
+def table(saved):
+    rows = ["| setting (`lgc` options) | lgc step | mean | median | steps it led: mean | others' steps: mean "
+            "| best scale: mean | final test accuracy (2 epochs) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, got in saved.items():
+        for r in got["reports"]:
+            rows.append("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.4f |" % (
+                name, r["step"], r["mean"], r["median"], r["led_mean"], r["others_mean"], r["best_scale_mean"],
+                got["final_test_accuracy"]))
+    return "\n".join(rows)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--report", action="store_true", help="run nothing: the table of the saved reports")
+    args = parser.parse_args()
+    saved = {}
+    if os.path.exists(PATH):
+        with open(PATH) as f:
+            saved = json.load(f)
+    if not args.report:
+        for name in args.settings:
+            print("running: %s" % name, flush=True)
+            saved[name] = run(SETTINGS[name])
+            with open(PATH, "w") as f:
+                json.dump(saved, f, indent=1)
+    print(table({n: saved[n] for n in SETTINGS if n in saved}))
+
+
+if __name__ == "__main__":
+    main()
