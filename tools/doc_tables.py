@@ -86,10 +86,10 @@ def seeds_study():
 
 
 def sparse_study():
-    """`make study-lgc` with 2 workers: 3 epochs, 3 seeds."""
+    """Every method on the CNN with 2 workers, 3 epochs, 3 seeds (`make study-lgc` and `tools/study_pareto.py`)."""
     data = _load_json("lgc_study", "lgc_study_w2.json")["results"]
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
-                 "make study-lgc", "docs/results/lgc_study/lgc_study_w2.json", 3)
+                 "python -m tools.study_pareto", "docs/results/lgc_study/lgc_study_w2.json", 3)
 
 
 def step_times():
@@ -104,45 +104,48 @@ def steps_per_epoch(study, config):
 
 
 def methods_table():
-    """README.md: the methods side by side, each column from one file."""
-    six, ten, three, bench = accuracy_study(), seeds_study(), sparse_study(), step_times()
+    """README.md: every method on the same job, epochs and seeds (the CNN, 2 workers, 3 epochs, seeds 1-3:
+    `tools/study_pareto.py`'s first setting), with its step time on shaped links."""
+    study, bench = sparse_study(), step_times()
     rows = [
-        ("uncompressed, parameter server", "`{'type': 'none'}`", ten, "uncompressed", "gc-none"),
-        ("uncompressed, Horovod allreduce", "`{'type': 'none'}` on `create('horovod')`", None, None, "hvd-gc-none"),
-        ("uncompressed, the 3-epoch study's", "`{'type': 'none'}`", three, "uncompressed", None),
-        ("MXNet 2bit, its best threshold", "`{'type': '2bit', 'threshold': 0.005}`", six,
-         next(n for n in six.configs if n.startswith("MXNet 2bit")), None),
-        ("4bit, per-layer threshold groups", "`{'type': '4bit'}` + `threshold_groups='auto'`", ten,
+        ("uncompressed, parameter server", "`{'type': 'none'}`", "uncompressed", "gc-none"),
+        ("uncompressed, Horovod allreduce", "`{'type': 'none'}` on `create('horovod')`", None, "hvd-gc-none"),
+        ("MXNet 2bit, its best threshold", "`{'type': '2bit', 'threshold': 0.005}`", "MXNet 2bit", None),
+        ("4bit, per-layer threshold groups", "`{'type': '4bit'}` + `threshold_groups='auto'`",
          "4bit, per-layer groups", "4bit-groups"),
-        ("4bit groups, compressed pulls", "... + `'compressed_pull': True`", ten,
-         "4bit, per-layer groups, compressed pull", None),
-        ("layer-wise top-k 1e-3, error feedback", "`{'type': 'layerwise_topk', 'density': 1e-3}`", three,
+        ("4bit groups, compressed pulls", "... + `'compressed_pull': True`", "4bit, per-layer groups, compressed pull",
+         None),
+        ("layer-wise top-k 1e-2, DGC momentum", "`{'type': 'layerwise_topk', 'density': 1e-2, 'momentum': 0.9}`, SGD without momentum",
+         "top-k 1e-2, DGC momentum", None),
+        ("layer-wise top-k 1e-3, DGC momentum", "the same at `'density': 1e-3`", "top-k 1e-3, DGC momentum", None),
+        ("layer-wise top-k 1e-3, error feedback", "`{'type': 'layerwise_topk', 'density': 1e-3}`",
          "top-k (error feedback)", "topk-1e-3"),
-        ("LGC-PS, density 1e-3", "`{'type': 'lgc', 'density': 1e-3}`", three, "LGC-PS", "lgc"),
-        ("LGC-RAR, density 1e-3", "the same on `create('horovod')`", three, "LGC-RAR", "hvd-lgc"),
+        ("LGC's schedule without the autoencoder", "`{'type': 'lgc', 'density': 1e-3, 'autoencoder': False}`",
+         "LGC without autoencoder", None),
+        ("LGC-PS, density 1e-3", "`{'type': 'lgc', 'density': 1e-3}`", "LGC-PS", "lgc"),
+        ("LGC-RAR, density 1e-3", "the same on `create('horovod')`", "LGC-RAR", "hvd-lgc"),
     ]
-    out = ["| method | `compression_params` | epochs, seeds | final test accuracy | vs uncompressed, points "
-           "| MB sent by rank 0, last epoch | step at 100 Mbit/s, ms | MB sent by rank 0 per step |",
-           "|---|---|---|---:|---:|---:|---:|---:|"]
-    for name, params, study, config, mode in rows:
+    out = ["| method | `compression_params` | final test accuracy | vs uncompressed, points | bytes sent by rank 0 "
+           "per step | step at 100 Mbit/s, ms |", "|---|---|---:|---:|---:|---:|"]
+    for name, params, config, mode in rows:
         cells = [name, params]
-        if study is None:
-            cells += ["", "", "", ""]
+        if config is None:
+            cells += ["", "", ""]
         else:
-            cells += ["%d, %d" % (study.epochs, len(study.seeds(config))), "%.4f" % study.accuracy(config),
-                      "" if config == "uncompressed" else "%+.2f" % study.difference(config),
-                      "%.1f" % study.mb_last_epoch(config)]
+            cells += ["%.4f" % study.accuracy(config), "" if config == "uncompressed" else
+                      "%+.2f" % study.difference(config),
+                      "{:,.0f}".format(1e6 * study.mb_last_epoch(config) / steps_per_epoch(study, config))]
         row = bench.get((mode, "100mbit", 2))
-        cells += ["", ""] if row is None else ["%.0f" % float(row["step_ms"]),
-                                               "%.3f" % float(row["worker0_sent_mb_per_step"])]
+        cells.append("" if row is None else "%.0f" % float(row["step_ms"]))
         out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out + ["", "Sources: accuracy of 6 epochs `%s` (%s: uncompressed and 4bit) and `%s` (%s: "
-                                "MXNet 2bit), of 3 epochs `%s` (%s), each difference the "
-                                "mean over seeds of the paired difference to uncompressed in the same study; step "
-                                "times `make bench-lgc` (docs/results/bench_lgc/bench_lgc.csv: the Fashion-MNIST CNN, 2 workers, "
-                                "links shaped to 100 Mbit/s, median of 3 runs); MB from rank 0's sockets (a "
-                                "parameter-server worker's pushes; on Horovod everything it sends)."
-                                % (ten.command, ten.source, six.command, six.source, three.command, three.source)])
+    return "\n".join(out + ["", "Sources: accuracy and bytes `%s` (%s: the Fashion-MNIST CNN, 2 workers and a "
+                                "server, %d epochs, seeds %s; each difference the mean over seeds of the paired "
+                                "difference to uncompressed; bytes: rank 0's sockets in the last epoch, a "
+                                "parameter-server worker's pushes, on Horovod everything it sends); step times "
+                                "`make bench-lgc` (docs/results/bench_lgc/bench_lgc.csv: the same model, 2 workers, "
+                                "links shaped to 100 Mbit/s, median of 3 runs)."
+                                % (study.command, study.source, study.epochs,
+                                   ", ".join(map(str, study.seeds("uncompressed"))))])
 
 
 def choosing_table():

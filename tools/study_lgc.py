@@ -60,6 +60,7 @@ def configs(args):
         "LGC-PS, fine-tuned every 100": {"fine_tune_every": 100},  # one more training step every 100 steps
         "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
         "LGC-PS, own codes": {"codes": "own"},  # every worker codes its own vector at the leader's indices
+        "LGC-PS, innovation 1e-4": {"innovation_density": 1e-4},  # 10x more of each worker's own values, exact
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]

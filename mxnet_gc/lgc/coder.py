@@ -101,10 +101,7 @@ class GroupCoder:
     def lead_message(self, step):
         """The lgc phase's leader message: its scales, its indices and the code of its scaled vector."""
         indices, scales = self.leader_indices(), self.scales()
-        vector = vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales)
-        start = time.perf_counter()
-        code = self.ae.encode(vector)
-        self.network_seconds += time.perf_counter() - start
+        code = self._encode(vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales))
         self._led = True
         return self.fmt.lead_message(step, self.rank, scales, indices, code)
 
@@ -113,6 +110,7 @@ class GroupCoder:
         return self._encode(vectors.scale_segments(self.fmt, vectors.gather(self.fmt, self.v, indices), scales))
 
     def _encode(self, vector):
+        """The autoencoder's code of a scaled vector (its time counted)."""
         start = time.perf_counter()
         code = self.ae.encode(vector)
         self.network_seconds += time.perf_counter() - start
