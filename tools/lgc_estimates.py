@@ -7,9 +7,9 @@ steps of the lgc phase rank 0 logs the relative squared error |applied - values|
 was applied on its behalf at the leader's indices (its estimate, exact at its innovation coordinates),
 split into the steps it led and the others, and the error with the best scale per step
 (mxnet_gc/kvstore/lgc_rounds.py).  Keeps every report in docs/results/lgc_study/estimates.json and prints
-the table for docs/lgc.md.
+the table (with ``--markdown PAGE``, also between the page's ``<!-- lgc_estimates:begin -->`` and ``:end``).
 
-    .venv/bin/python -m tools.lgc_estimates [--settings NAME ...] [--report]
+    .venv/bin/python -m tools.lgc_estimates [--settings NAME ...] [--report] [--markdown docs/lgc.md]
 """
 import argparse
 import json
@@ -18,6 +18,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+from tools.jobfiles import write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH = os.path.join(ROOT, "docs", "results", "lgc_study", "estimates.json")
@@ -29,6 +31,8 @@ SETTINGS = {  # name -> the 'lgc' options beside the defaults
     "codes 'leader', error_feedback 'subtract'": {"error_feedback": "subtract"},
     "codes 'own'": {"codes": "own"},
     "codes 'own', latent_channels 8": {"codes": "own", "latent_channels": 8},
+    "codes 'own', ae_replay 32": {"codes": "own", "ae_replay": 32},
+    "codes 'own', encoder_channels [16, 32, 32, 16]": {"codes": "own", "encoder_channels": [16, 32, 32, 16]},
 }
 REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error: mean ([\d.]+), median ([\d.]+) "
                     r"\(steps it led, (\d+): mean ([\d.na]+); steps others led: mean ([\d.na]+); with the best scale "
@@ -71,6 +75,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--report", action="store_true", help="run nothing: the table of the saved reports")
+    parser.add_argument("--markdown", help="a page whose lgc_estimates section gets the table")
     args = parser.parse_args()
     saved = {}
     if os.path.exists(PATH):
@@ -82,7 +87,11 @@ def main():
             saved[name] = run(SETTINGS[name])
             with open(PATH, "w") as f:
                 json.dump(saved, f, indent=1)
-    print(table({n: saved[n] for n in SETTINGS if n in saved}))
+    text = table({n: saved[n] for n in SETTINGS if n in saved})
+    print(text)
+    if args.markdown:
+        write_section(args.markdown, "lgc_estimates", "Command: `.venv/bin/python -m tools.lgc_estimates` "
+                      "(docs/results/lgc_study/estimates.json)\n\n" + text)
 
 
 if __name__ == "__main__":
