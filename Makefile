@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc bench-lgc asan clean
+.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-pareto bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -120,20 +120,24 @@ study-resnet20: install data
 		"4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
-# seed on real jobs, LGC-PS and LGC-RAR (about 120 minutes on 2 cores; rewrites docs/lgc_study_*.json and
-# their plots).  bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
+# seed on real jobs, LGC-PS and LGC-RAR (about 150 minutes on 2 cores; rewrites docs/results/lgc_study/lgc_study_*.json
+# and their plots).  study-pareto: every other method on the same settings, added to those files, then
+# accuracy against bytes (docs/results/accuracy/pareto.png, the tables of docs/accuracy.md; after
+# study-lgc; about 4 hours; `.venv/bin/python -m tools.study_pareto --report` redraws from the saved runs).
+# bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
 # server and on Horovod, on the namespaced harness, then top-k and LGC-PS on cnn-fc with 4 workers at
 # 10 Mbit/s (root; about 25 + 35 minutes; rewrites its two sections of docs/lgc.md, and
 # docs/results/bench_lgc/: bench_lgc.csv, bench_lgc.png, bench_lgc_10mbit.csv).
 study-lgc: install data
-	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3
-	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --more \
-		--configs "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder"
-	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3
-	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --seeds 1 2 3 --more \
-		--configs "LGC-PS, fine-tuned every 100"
+	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --configs uncompressed "top-k (error feedback)" \
+		LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder" \
+		"LGC-PS, own codes" "LGC-PS, innovation 1e-4"
+	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --lr-warmup-epochs 1 --seeds 1 2 3 \
+		--configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, own codes"
 	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
+study-pareto: install data
+	$(PY) -m tools.study_pareto --markdown docs/accuracy.md
 bench-lgc: install data
 	$(PY) -m tools.bench_network --models fmnist-cnn --modes gc-none 4bit-groups topk-1e-3 lgc hvd-gc-none \
 		hvd-topk-1e-3 hvd-lgc \
