@@ -89,7 +89,7 @@ def sparse_study():
     """Every method on the CNN with 2 workers, 3 epochs, 3 seeds (`make study-lgc` and `tools/study_pareto.py`)."""
     data = _load_json("lgc_study", "lgc_study_w2.json")["results"]
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
-                 "python -m tools.study_pareto", "docs/results/lgc_study/lgc_study_w2.json", 3)
+                 "make study-lgc study-pareto", "docs/results/lgc_study/lgc_study_w2.json", 3)
 
 
 def step_times():

@@ -61,6 +61,8 @@ def configs(args):
         "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
         "LGC-PS, own codes": {"codes": "own"},  # every worker codes its own vector at the leader's indices
         "LGC-PS, innovation 1e-4": {"innovation_density": 1e-4},  # 10x more of each worker's own values, exact
+        # as many coordinates a step as the ablation, whose W workers each send their own top-k
+        "LGC-PS, density x workers": {"density": args.density * args.workers},
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
