@@ -123,7 +123,7 @@ def main(argv=None):
     if args.more:
         with open(os.path.join(args.results, name + ".json")) as f:
             saved = json.load(f)
-        ignored = ("seeds", "more", "configs", "rerun")
+        ignored = ("seeds", "more", "configs", "rerun", "results")
         same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
         if same != {k: v for k, v in vars(args).items() if k not in ignored}:
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
