@@ -96,20 +96,25 @@ def plot(panels):
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5.2), squeeze=False)
     for ax, (title, pts) in zip(axes[0], panels):
+        trained = [a for s in pts.values() for a, _ in s.values() if a >= DIVERGED]
+        low = min(trained) - 0.01  # the frame's bottom: a diverged seed's bar goes below it
         for i, (m, by_seed) in enumerate(pts.items()):
             accs = np.array([a for a, _ in by_seed.values()])
             sent = np.mean([s for _, s in by_seed.values()])
             mean = accs.mean()
-            ax.errorbar([sent], [mean], yerr=[[mean - accs.min()], [accs.max() - mean]], fmt="o", capsize=3,
-                        color=plt.cm.tab10(i % 10), label=m)
+            color = plt.cm.tab10(i % 10) if i < 10 else "black"
+            if mean < low:  # every seed, or most, diverged: a cross on the frame's bottom
+                ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label=m + " (diverged)")
+                continue
+            bars = [[max(0.0, mean - accs.min())], [max(0.0, accs.max() - mean)]]  # (a mean's rounding)
+            ax.errorbar([sent], [mean], yerr=bars, fmt="o", capsize=3, color=color, label=m)
         ax.set_xscale("log")
         ax.set_xlabel("bytes sent by rank 0 per step (last epoch)")
         ax.set_ylabel("final test accuracy (mean; bars: lowest, highest seed)")
         ax.set_title(title, fontsize=10)
-        low = min(min(a for a, _ in s.values() if a >= DIVERGED) for s in pts.values())
-        ax.set_ylim(low - 0.01, None)  # (a diverged seed's bar goes below the frame)
+        ax.set_ylim(low, None)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(PICTURE, dpi=100)
     plt.close(fig)
