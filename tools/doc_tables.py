@@ -132,7 +132,8 @@ def methods_table():
         if config is None:
             cells += ["", "", ""]
         else:
-            cells += ["%.4f" % study.accuracy(config), "" if config == "uncompressed" else
+            died = " (diverged, every seed)" if study.accuracy(config) < 0.2 else ""
+            cells += ["%.4f%s" % (study.accuracy(config), died), "" if config == "uncompressed" else
                       "%+.2f" % study.difference(config),
                       "{:,.0f}".format(1e6 * study.mb_last_epoch(config) / steps_per_epoch(study, config))]
         row = bench.get((mode, "100mbit", 2))
@@ -182,8 +183,9 @@ def choosing_table():
          "bottleneck (servers' links carry W pulls)", acc(ten, "4bit, per-layer groups, compressed pull")),
         ("`{'type': 'layerwise_topk', 'density': d}`", "pushes about 2d of the dense bytes (values and indices), "
          "pulls sparse", "error feedback; accuracy needs a warm-up and DGC's momentum correction (`'momentum'`)",
-         "slow links and large layers; d of 1e-2 to 1e-3", "at 1e-3: %s; %s" % (
-             acc(three, "top-k (error feedback)"), step("topk-1e-3"))),
+         "slow links and large layers; d of 1e-2 to 1e-3", "at 1e-2 with DGC's momentum: %s; at 1e-3 with "
+         "error feedback: %s; %s" % (acc(three, "top-k 1e-2, DGC momentum"), acc(three, "top-k (error feedback)"),
+                                     step("topk-1e-3"))),
         ("trainer `merge='dp'`, `pipeline=True`", "one message for many small layers, sent as soon as backward "
          "produced them", "profile steps", "many small layers, or slow links where overlap pays",
          "layerwise_sparsification.md"),

@@ -98,13 +98,14 @@ def plot(panels):
     for ax, (title, pts) in zip(axes[0], panels):
         trained = [a for s in pts.values() for a, _ in s.values() if a >= DIVERGED]
         low = min(trained) - 0.01  # the frame's bottom: a diverged seed's bar goes below it
-        for i, (m, by_seed) in enumerate(pts.items()):
+        for m, by_seed in pts.items():
             accs = np.array([a for a, _ in by_seed.values()])
             sent = np.mean([s for _, s in by_seed.values()])
             mean = accs.mean()
-            color = plt.cm.tab10(i % 10) if i < 10 else "black"
-            if mean < low:  # every seed, or most, diverged: a cross on the frame's bottom
-                ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label=m + " (diverged)")
+            color = plt.cm.tab10(METHODS.index(m) % 10)  # (a method's colour in every panel)
+            if mean < low:  # diverged seeds pull the mean below the frame: a cross on its bottom
+                ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label="%s (%d of %d seeds diverged)"
+                        % (m, sum(accs < DIVERGED), len(accs)))
                 continue
             bars = [[max(0.0, mean - accs.min())], [max(0.0, accs.max() - mean)]]  # (a mean's rounding)
             ax.errorbar([sent], [mean], yerr=bars, fmt="o", capsize=3, color=color, label=m)
@@ -114,7 +115,7 @@ def plot(panels):
         ax.set_title(title, fontsize=10)
         ax.set_ylim(low, None)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(PICTURE, dpi=100)
     plt.close(fig)
