@@ -29,7 +29,7 @@ class PSRounds(LGCRounds):
         self.accumulate(grads)
         lead = self.store.rank == self.leader()
         train = self.mode() == AE_TRAIN
-        if train or self.options.codes == "own":  # the leader's indices first
+        if self.options.index_first(phase, step):
             keys = ("tune_lead", "tune_all") if train and phase == LGC else ("lead", "all")
             if lead:
                 self._send([(g, keys[0], g.coder.index_message(step)) for g in self.groups])

@@ -1,10 +1,11 @@
 """LGC on the parameter server, a server's side: the groups of coded tensors it holds, their pushes,
 and the result each step's pushes make (see lgc_ps.py for the rounds, mxnet_gc/lgc for the rest).
 
-The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (in the train
-phase, and in the lgc phase with codes 'own', it also becomes the 'index' value); an 'all' push is kept until every worker's has arrived (and,
-in the lgc phase, the leader's); then the combiner makes the step's result, written to the 'result'
-value, and the step's two rounds count as done.  A fine-tuning step of the lgc phase (option
+The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (when the
+leader's indices go first, ``LGCOptions.index_first``, it also becomes the 'index' value); an 'all'
+push is kept until every worker's has arrived (and, in the lgc phase, the leader's); then the
+combiner makes the step's result, written to the 'result' value, and the step's two rounds count as
+done.  A fine-tuning step of the lgc phase (option
 ``fine_tune_every``) comes as a train step, through the keys 'tune_lead' and 'tune_all'; its training
 finishes before the step's result is out, and the new weights are then the 'weights' value.  A
 message that does not follow the format is reported, and the step's result is then all zeros: the
@@ -82,7 +83,7 @@ class LGCServer:
         train = self.options.trains(self.phase, group.step)
         if name == "lead":
             group.lead = words
-            if train or self.options.codes == "own":
+            if self.options.index_first(self.phase, group.step):
                 error = self._publish_index(group)
         else:
             group.all.append(words)
@@ -112,10 +113,9 @@ class LGCServer:
         lead, group.all, group.lead = group.lead, [], None
         out = self.values_np[group.keys["result"]]
         try:
-            train = self.options.trains(self.phase, group.step)
-            if (train or self.options.codes == "own") and group.index is None:
+            if self.options.index_first(self.phase, group.step) and group.index is None:
                 raise ValueError("the leader's indices of this step were rejected")
-            if train:
+            if self.options.trains(self.phase, group.step):
                 out[:] = group.combiner.combine_train(group.step, self._leader_of(group.step), group.index, messages)
                 if self.phase == LGC:  # fine-tuned: the workers pull the new weights after this step
                     self.values_np[group.keys["weights"]][:] = group.combiner.weights()

@@ -69,11 +69,12 @@ class Combiner:
         result = self._result(step, leader, scales, indices, fields, values, np.zeros(self.fmt.code_words, np.float32))
         if not learn:
             return result
-        # each vector in the leader's scales, or with codes 'own' in its own (as the lgc phase will code it)
-        own = [vectors.segment_scales(self.fmt, f["vector"]) if self.options.codes == "own" else scales
-               for f in fields]
-        normalized = [vectors.scale_segments(self.fmt, f["vector"], s) for f, s in zip(fields, own)]
         in_leaders = [vectors.scale_segments(self.fmt, f["vector"], scales) for f in fields]
+        # each vector in the leader's scales, or with codes 'own' in its own (as the lgc phase will code it)
+        own = [vectors.segment_scales(self.fmt, f["vector"]) for f in fields] if self.options.codes == "own" \
+            else [scales] * len(fields)
+        normalized = in_leaders if self.options.codes == "leader" else \
+            [vectors.scale_segments(self.fmt, f["vector"], s) for f, s in zip(fields, own)]
         channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], s)
                     for f, s in zip(fields, own)]
         if not self.trainer.add(normalized, channels, leader):

@@ -172,6 +172,11 @@ class LGCOptions:
         autoencoder: every step of the train phase, and the lgc phase's fine-tuning steps."""
         return phase_name == AE_TRAIN or (phase_name == LGC and self.tunes(step))
 
+    def index_first(self, phase_name, step):
+        """Whether a step's leader sends its indices (INDEX) first and the workers answer at them: the
+        steps that train, and with codes 'own' every lgc step."""
+        return self.trains(phase_name, step) or (phase_name == LGC and self.codes == "own")
+
     def stage_density(self, phase_name):
         """The layerwise_topk density of a ramp phase."""
         return self.ramp_densities()[int(phase_name.split("-")[1]) - 1]
