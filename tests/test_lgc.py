@@ -440,3 +440,24 @@ def test_a_worker_records_the_error_of_what_was_applied_on_its_behalf():
     assert error == pytest.approx(np.sum((applied - truth) ** 2) / np.sum(truth ** 2), rel=1e-6)  # (float32 sums)
     cos = applied @ truth / np.linalg.norm(applied) / np.linalg.norm(truth)
     assert not led and best == pytest.approx(1 - cos ** 2, rel=1e-6) and best < error
+
+
+def test_a_saved_autoencoder_is_refused_by_another_decoder_layout(tmp_path):
+    """A state saved with one decoder per worker rank (no 'decoders' field), or with the other `codes`,
+    would load weights read the wrong way: refused, naming the difference."""
+    import pickle
+    from mxnet_gc import checkpoint_files
+    from mxnet_gc.lgc.combiner import Combiner
+    fmt = WireFormat([1000, 50], 0.05, 0.01, 2, 4)
+    leader, own = (Combiner(fmt, LGCOptions({"density": 0.05, "innovation_density": 0.01, "codes": c}), overlap=False)
+                   for c in ("leader", "own"))
+    path = str(tmp_path / "state")
+    leader.save(path, 7)
+    leader.load(path, 7)  # its own state loads
+    with pytest.raises(ValueError, match="decoders by position after the leader there, own codes here"):
+        own.load(path, 7)
+    state = pickle.loads(checkpoint_files.read(path))
+    del state["decoders"]
+    checkpoint_files.write(path, pickle.dumps(state))
+    with pytest.raises(ValueError, match="decoders by worker rank there, by position after the leader here"):
+        leader.load(path, 7)

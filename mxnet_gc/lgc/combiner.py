@@ -171,15 +171,21 @@ class Combiner:
         """Writes the autoencoder's training state (weights, Adam's, the replay buffer) and the group's next
         ``step`` to ``path`` (pickle, sealed): the same file on either transport."""
         self.wait()
-        state = {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers,
-                 "trainer": self.trainer.state()}
+        state = dict(self._identity(step), trainer=self.trainer.state())
         checkpoint_files.write(path, pickle.dumps(state))
+
+    def _identity(self, step):
+        """What a saved state must share with this group to be loaded: its next step, tensors, workers and
+        which decoder serves whom (a state without the field was saved with one decoder per worker rank,
+        whose weights would load but be read as positions after the leader)."""
+        return {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers,
+                "decoders": "own codes" if self.ae.own_codes else "by position after the leader"}
 
     def load(self, path, step):
         """Restores ``save``'s state, checked against this group's tensors, workers and next ``step``."""
         state = pickle.loads(checkpoint_files.read(path))
-        mine = {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers}
-        differ = ["%s %s there, %s here" % (k, state[k], v) for k, v in mine.items() if state[k] != v]
+        saved = dict(state, decoders=state.get("decoders", "by worker rank"))
+        differ = ["%s %s there, %s here" % (k, saved[k], v) for k, v in self._identity(step).items() if saved[k] != v]
         if differ:
             raise ValueError("lgc: %s does not match this job: %s" % (path, "; ".join(differ)))
         self.wait()
