@@ -15,13 +15,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 
 from tools.jobfiles import write_section
+from tools.study_accuracy import ROOT, train
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH = os.path.join(ROOT, "docs", "results", "lgc_study", "estimates.json")
 JOB = ["--compression", "lgc", "--epochs", "2", "--lgc-dense-steps", "200", "--ramp-steps", "200", "--ae-steps", "300",
        "--density", "1e-3", "--seed", "1"]
@@ -41,23 +39,13 @@ REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error
 
 def run(options):
     """Rank 0's reports and the final test accuracy of one job."""
-    with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "log.json")
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", "2", "-s", "1",
-                               "--timeout", "1800", sys.executable, os.path.join(ROOT, "examples",
-                                                                                 "train_fashion_mnist.py"),
-                               "--log-file", log, "--lgc-options", json.dumps(options)] + JOB,
-                              cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            sys.exit("the job failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
-        with open(log) as f:
-            accuracy = json.load(f)["epochs"][-1]["test_accuracy"]
+    log, output = train(JOB + ["--lgc-options", json.dumps(options)], 2, output=True)
     reports = [dict(zip(("step", "mean", "median", "led_steps", "led_mean", "others_mean", "best_scale_mean"),
                         [int(m[1]), float(m[2]), float(m[3]), int(m[4]), float(m[5]), float(m[6]), float(m[7])]))
-               for m in REPORT.finditer(proc.stdout + proc.stderr)]
+               for m in REPORT.finditer(output)]
     if not reports:
         sys.exit("no report of rank 0's estimates in the job's output")
-    return {"options": options, "reports": reports, "final_test_accuracy": accuracy}
+    return {"options": options, "reports": reports, "final_test_accuracy": log["epochs"][-1]["test_accuracy"]}
 
 
 def table(saved):

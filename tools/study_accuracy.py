@@ -106,10 +106,11 @@ class Runs:
         return log
 
 
-def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0):
+def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, output=False):
     """One job of an example (its ``--log-file`` is its JSON log): that log.  With ``--kvstore horovod`` in
     ``argv`` horovodrun starts it (no servers), else the launcher.  ``pull_stats``: MXNET_GC_PULL_STATS of
-    the job, whose servers' samples the log then holds as 'pull_stats'."""
+    the job, whose servers' samples the log then holds as 'pull_stats'.  ``output``: return (the log,
+    the job's printed output) instead."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
         if "horovod" in argv:
@@ -130,7 +131,7 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0):
                  if "pull stats {" in line]
         if stats:  # the servers' samples of their compressed pulls (mxnet_gc/kvstore/pull_monitor.py)
             result["pull_stats"] = stats
-        return result
+        return (result, proc.stdout + proc.stderr) if output else result
 
 
 def tuned_2bit(path=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json")):
