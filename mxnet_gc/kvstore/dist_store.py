@@ -231,6 +231,14 @@ class DistSyncStore(StoreBase):
         self._pushed += zip(messages, arrays)
         self._lgc_send(grads)
 
+    def push_payload(self, message, payload):
+        """Pushes a payload made outside the store (a replayed or hand-made one) as ``message``'s, and
+        checks the servers' answer to it like the store's own pushes: the next pull raises the error a
+        server reports for it."""
+        self._port.push(message.push_key, payload)
+        self._port.count_round(message.server)
+        self._pushed.append((message, payload))
+
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's value (the summed gradients, or the weight) into ``out``.
 

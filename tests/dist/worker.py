@@ -164,9 +164,7 @@ def save_after_corrupt_push(kv, keys, outs, saved, spec):
     kv.barrier()  # every worker is done with init (whose status check would otherwise see the error first)
     if kv.rank == 1:
         corrupt = corrupt_payload(spec.get("corrupt_kind", "size"), message)
-        kv.port.push(message.push_key, corrupt)  # behind the store's back, as a faulty process would
-        kv._pushed.append((message, corrupt))  # so that its next status check looks for this push's result
-        kv.port.count_round(message.server)
+        kv.push_payload(message, corrupt)  # as a faulty process would
     else:
         kv.push(keys[0], mx.nd.ones(outs[0].shape))
     try:
