@@ -1,4 +1,4 @@
-"""No module reaches into another's private names, and MXNet's private API is used in mxnet_gc/_mx.py only.
+"""No module (tests included) reaches into another's private names, and MXNet's private API is used in mxnet_gc/_mx.py only.
 
 A name with a leading underscore is read only on ``self``/``cls``/``super()`` (its own class), and is
 imported only when it is one of mxnet_gc's own modules (``_mx``, ``_library``, ``_build_id``).
@@ -12,7 +12,7 @@ OWN_PRIVATE_MODULES = {name[:-3] for name in os.listdir(os.path.join(ROOT, "mxne
 
 
 def sources():
-    for folder in ("mxnet_gc", "tools", "examples"):
+    for folder in ("mxnet_gc", "tools", "examples", "tests"):
         for directory, _, files in os.walk(os.path.join(ROOT, folder)):
             for f in sorted(files):
                 if f.endswith(".py"):

@@ -87,7 +87,7 @@ def main():
             trainer.save_checkpoint(os.path.join(out, "ckpt-%d" % step), extra={"step": step + 1})
     for i, p in enumerate(params_list):
         saved["weight/%d" % i] = p.data().asnumpy()
-    names = {trainer._param2idx[p.name]: p.name for p in params_list}
+    names = {trainer.key_of(p.name): p.name for p in params_list}
     np.savez(os.path.join(out, "rank%d%s.npz" % (kv.rank, "" if resume is None else ".resumed-%d" % resume)), phases=np.array(phases),
              names=np.array([p.name for p in params_list]), coded=np.array([names[k] for k in kv.lgc.coded]),
              groups=np.array(json.dumps([[names[k] for k in g] for g in kv.lgc.group_keys()])),
