@@ -1,4 +1,5 @@
-"""No module (tests included) reaches into another's private names, and MXNet's private API is used in mxnet_gc/_mx.py only.
+"""No module (tests included) reaches into another's private names, and MXNet's private API is used
+in mxnet_gc/_mx.py only.
 
 A name with a leading underscore is read only on ``self``/``cls``/``super()`` (its own class), and is
 imported only when it is one of mxnet_gc's own modules (``_mx``, ``_library``, ``_build_id``).

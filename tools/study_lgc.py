@@ -60,6 +60,8 @@ def configs(args):
         "LGC-PS, fine-tuned every 100": {"fine_tune_every": 100},  # one more training step every 100 steps
         "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
         "LGC-PS, own codes": {"codes": "own"},  # every worker codes its own vector at the leader's indices
+        # and keeps what its estimate missed in its accumulator (error feedback of the estimate's error)
+        "LGC-PS, own codes, subtract": {"codes": "own", "error_feedback": "subtract"},
         "LGC-PS, innovation 1e-4": {"innovation_density": 1e-4},  # 10x more of each worker's own values, exact
         # as many coordinates a step as the ablation, whose W workers each send their own top-k
         "LGC-PS, density x workers": {"density": args.density * args.workers},
