@@ -20,7 +20,7 @@ template <int BITS, int L>
 int64_t encode_all(const float* grad, float* residual, uint8_t* out, int64_t n, const float* levels,
                    const float* bounds) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  constexpr int64_t kBlockBytes = kBlock / Layout<BITS>::kPerByte;
+  constexpr int64_t kBlockBytes = kBlock / Layout<BITS>::kGroup * Layout<BITS>::kGroupBytes;
   int64_t nonfinite = 0;
 #pragma omp parallel for schedule(static) num_threads(threads_for(n)) reduction(+ : nonfinite)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -36,7 +36,7 @@ int64_t encode_all(const float* grad, float* residual, uint8_t* out, int64_t n, 
 template <int BITS, bool ADD>
 void decode_all(const uint8_t* in, const float* acc, float* out, int64_t n, const ByteTable<BITS>& table) {
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  constexpr int64_t kBlockBytes = kBlock / Layout<BITS>::kPerByte;
+  constexpr int64_t kBlockBytes = kBlock / Layout<BITS>::kGroup * Layout<BITS>::kGroupBytes;
 #pragma omp parallel for schedule(static) num_threads(threads_for(n))
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock;
@@ -63,20 +63,25 @@ int64_t encode(int bits, const float* grad, float* residual, void* payload, int6
                const float* bounds, int num_levels) {
   auto* out = static_cast<uint8_t*>(payload);
   if (bits == 2) return encode_all<2, 1>(grad, residual, out, n, levels, bounds);
-  float padded[kMaxLevels], cuts[kMaxLevels];  // one loop for every group size: missing levels are never reached
-  for (int k = 0; k < kMaxLevels; ++k) {
+  // one loop for every group size: missing levels are never reached
+  float padded[kMaxLevels5], cuts[kMaxLevels5];
+  const int most = bits == 4 ? kMaxLevels : kMaxLevels5;
+  for (int k = 0; k < most; ++k) {
     padded[k] = k < num_levels ? levels[k] : std::numeric_limits<float>::infinity();
     cuts[k] = k < num_levels ? bounds[k] : std::numeric_limits<float>::infinity();
   }
-  return encode_all<4, kMaxLevels>(grad, residual, out, n, padded, cuts);
+  if (bits == 4) return encode_all<4, kMaxLevels>(grad, residual, out, n, padded, cuts);
+  return encode_all<5, kMaxLevels5>(grad, residual, out, n, padded, cuts);
 }
 
 void decode(int bits, const void* payload, const float* acc, float* out, int64_t n, const float* levels,
             int num_levels) {
   if (bits == 2) {
     decode_bits<2>(payload, acc, out, n, levels, num_levels);
-  } else {
+  } else if (bits == 4) {
     decode_bits<4>(payload, acc, out, n, levels, num_levels);
+  } else {
+    decode_bits<5>(payload, acc, out, n, levels, num_levels);
   }
 }
 

@@ -4,6 +4,7 @@
 // here lives in the namespace mxgc::MXGC_ISA so the copies built for different levels never mix.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,20 +22,21 @@ constexpr int64_t kBlock = 4096;
 
 template <int BITS>
 struct Layout {
-  static_assert(BITS == 2 || BITS == 4, "2 or 4 bits per value");
-  static constexpr int kPerByte = 8 / BITS;
-  static constexpr int kPerWord = 4 * kPerByte;  // values in one float32 payload word
-  using Group = typename std::conditional<BITS == 2, uint32_t, uint16_t>::type;  // one byte's codes
-  static int64_t bytes(int64_t n) { return (n + kPerByte - 1) / kPerByte; }
-  static int64_t words(int64_t n) { return (n + kPerWord - 1) / kPerWord; }
+  static_assert(BITS == 2 || BITS == 4 || BITS == 5, "2, 4 or 5 bits per value");
+  // The codes of kGroup values fill kGroupBytes whole bytes: 2bit 4 in 1, 4bit 2 in 1, 5bit 8 in 5.
+  static constexpr int kGroup = BITS == 5 ? 8 : 8 / BITS;
+  static constexpr int kGroupBytes = BITS == 5 ? 5 : 1;
+  static constexpr int kSign = 1 << (BITS - 1);  // the sign bit of a 4bit or 5bit code
+  static int64_t bytes(int64_t n) { return (n * BITS + 7) / 8; }  // (a last 5bit group may be cut short)
+  static int64_t words(int64_t n) { return (n * BITS + 31) / 32; }
 
   // The dequantized value of a code, given the levels t[0..num_levels).  Codes that the encoder never
-  // produces (2bit 0b01, 4bit 0b1000 and levels above num_levels) decode to +0.
+  // produces (2bit 0b01, a negative zero, and levels above num_levels) decode to +0.
   static inline float value(int c, const float* t, int num_levels) {
     if (BITS == 2) return c == 3 ? t[0] : (c == 2 ? -t[0] : 0.0f);
-    int m = c & 7;
+    int m = c & (kSign - 1);
     if (m == 0 || m > num_levels) return 0.0f;
-    return (c & 8) ? -t[m - 1] : t[m - 1];
+    return (c & kSign) ? -t[m - 1] : t[m - 1];
   }
 };
 
@@ -50,13 +52,14 @@ typedef float VFloat __attribute__((vector_size(4 * kLanes)));
 typedef int32_t VInt __attribute__((vector_size(4 * kLanes)));
 typedef uint8_t VByte __attribute__((vector_size(kLanes)));
 
-// t_m for each lane (0 where m = 0).  With AVX2 or AVX-512 the 8-entry table {0, t1, ..., t7} fits
-// one register and the lookup is a single permute; otherwise (and for one level) a chain of selects.
+// t_m for each lane (0 where m = 0).  With AVX2 or AVX-512 a table {0, t1, ..., tL} that fits one
+// register (4bit's 8 entries; 5bit's 16 with AVX-512) makes the lookup a single permute; otherwise
+// (and for one level) a chain of selects.
 template <int L>
 inline VFloat level_value(const VInt& m, const VFloat& mag, const float* levels, const float* bounds,
                           const VFloat& table) {
 #if defined(__AVX2__)
-  if (L > 1) return __builtin_shuffle(table, m);
+  if (L > 1 && L < kLanes) return __builtin_shuffle(table, m);
 #endif
   VFloat q = VFloat{};
   for (int k = 0; k < L; ++k) q = mag >= bounds[k] ? levels[k] : q;
@@ -101,21 +104,20 @@ inline void quantize_lanes(const float* g_in, float* r_io, uint8_t* codes, const
   const VFloat signed_q = negative ? -q : q;
   const VFloat new_r = finite ? a - signed_q : r;
   std::memcpy(r_io, &new_r, sizeof(new_r));
-  // 2bit (MXNet 1.9.1): +t -> 0b11, -t -> 0b10, zero -> 0b00.  4bit: sign << 3 | m.
-  const VInt code = BITS == 2 ? ((m << 1) | (m & ~negative)) : (m | (negative & (m != 0) & 8));
+  // 2bit (MXNet 1.9.1): +t -> 0b11, -t -> 0b10, zero -> 0b00.  4bit: sign << 3 | m; 5bit: sign << 4 | m.
+  const VInt code = BITS == 2 ? ((m << 1) | (m & ~negative)) : (m | (negative & (m != 0) & Layout<BITS>::kSign));
   const VByte bytes = __builtin_convertvector(code, VByte);
   std::memcpy(codes, &bytes, sizeof(bytes));
 }
 
-// Quantizes elements [0, len) of one block: updates residual in place and writes ceil(len / kPerByte)
+// Quantizes elements [0, len) of one block: updates residual in place and writes Layout<BITS>::bytes(len)
 // packed bytes.  A non-finite sum (NaN or +-inf) is dropped: code 0, the residual keeps its old value.
 // Returns the number of non-finite gradient values, counted in the same pass.
 template <int BITS, int L>
 inline int64_t encode_block(const float* __restrict__ grad, float* __restrict__ residual,
                          uint8_t* __restrict__ out, int64_t len, const float* levels, const float* bounds) {
   using Lay = Layout<BITS>;
-  static_assert(L < kLanes || kLanes == 4, "the level table must fit one register");
-  VFloat values = VFloat{}, cuts = VFloat{};
+  VFloat values = VFloat{}, cuts = VFloat{};  // the register tables (entries past the register unused)
   for (int k = 0; k < L && k + 1 < kLanes; ++k) {
     values[k + 1] = levels[k];
     cuts[k + 1] = bounds[k];
@@ -132,34 +134,46 @@ inline int64_t encode_block(const float* __restrict__ grad, float* __restrict__ 
     quantize_lanes<BITS, L>(g, r, codes + full, levels, bounds, values, cuts, bad);
     std::memcpy(residual + full, r, (len - full) * sizeof(float));
   }
-  // Pack: the kPerByte codes of one byte are read as one little-endian integer (a wide, contiguous
-  // load that vectorizes) and their low BITS bits placed from the byte's top down.
-  using Group = typename Lay::Group;
-  const int64_t bytes = Lay::bytes(len);
-  for (int64_t i = len; i < bytes * Lay::kPerByte; ++i) codes[i] = 0;  // odd tail: code 0
-  for (int64_t b = 0; b < bytes; ++b) {
-    Group w;
-    std::memcpy(&w, codes + b * Lay::kPerByte, sizeof(w));
-    unsigned byte = 0;
-    for (int j = 0; j < Lay::kPerByte; ++j)
-      byte |= ((w >> (8 * j)) & ((1u << BITS) - 1)) << (8 - BITS * (j + 1));
-    out[b] = static_cast<uint8_t>(byte);
+  const int64_t groups = (len + Lay::kGroup - 1) / Lay::kGroup;
+  for (int64_t i = len; i < groups * Lay::kGroup; ++i) codes[i] = 0;  // odd tail: code 0
+  if constexpr (BITS == 5) {
+    // Pack: a group's 8 codes into the low 40 bits of an integer, the first code highest, then its
+    // 5 bytes from the top down (the last group only the bytes its values reach).
+    for (int64_t b = 0; b < groups; ++b) {
+      uint64_t bits = 0;
+      for (int j = 0; j < 8; ++j) bits = bits << 5 | codes[b * 8 + j];
+      const int64_t used = std::min<int64_t>(5, Lay::bytes(len) - b * 5);
+      for (int j = 0; j < used; ++j) out[b * 5 + j] = static_cast<uint8_t>(bits >> (8 * (4 - j)));
+    }
+  } else {
+    // Pack: the kGroup codes of one byte are read as one little-endian integer (a wide, contiguous
+    // load that vectorizes) and their low BITS bits placed from the byte's top down.
+    using Group = typename std::conditional<BITS == 2, uint32_t, uint16_t>::type;
+    for (int64_t b = 0; b < groups; ++b) {
+      Group w;
+      std::memcpy(&w, codes + b * Lay::kGroup, sizeof(w));
+      unsigned byte = 0;
+      for (int j = 0; j < Lay::kGroup; ++j)
+        byte |= ((w >> (8 * j)) & ((1u << BITS) - 1)) << (8 - BITS * (j + 1));
+      out[b] = static_cast<uint8_t>(byte);
+    }
   }
   int64_t count = 0;
   for (int j = 0; j < kLanes; ++j) count -= bad[j];
   return count;
 }
 
-// For every possible payload byte, the kPerByte values it decodes to.
+// The values of codes: for 2bit and 4bit, the kGroup values of every possible payload byte; for
+// 5bit, the value of each of the 32 codes.
 template <int BITS>
 struct ByteTable {
-  float v[256][Layout<BITS>::kPerByte];
+  static constexpr int kRows = BITS == 5 ? 32 : 256, kCols = BITS == 5 ? 1 : Layout<BITS>::kGroup;
+  float v[kRows][kCols];
   ByteTable(const float* levels, int num_levels) {
-    constexpr int P = Layout<BITS>::kPerByte;
-    for (int byte = 0; byte < 256; ++byte)
-      for (int j = 0; j < P; ++j) {
-        const int c = (byte >> (8 - BITS * (j + 1))) & ((1 << BITS) - 1);
-        v[byte][j] = Layout<BITS>::value(c, levels, num_levels);
+    for (int row = 0; row < kRows; ++row)
+      for (int j = 0; j < kCols; ++j) {
+        const int c = BITS == 5 ? row : (row >> (8 - BITS * (j + 1))) & ((1 << BITS) - 1);
+        v[row][j] = Layout<BITS>::value(c, levels, num_levels);
       }
   }
 };
@@ -169,18 +183,29 @@ struct ByteTable {
 template <int BITS, bool ADD>
 inline void decode_block(const uint8_t* __restrict__ in, const float* acc, float* out, int64_t len,
                          const ByteTable<BITS>& table) {
-  constexpr int P = Layout<BITS>::kPerByte;
+  constexpr int P = Layout<BITS>::kGroup;
+  auto group_values = [&](int64_t b, float* v) {  // the P values of group b
+    if constexpr (BITS == 5) {
+      const int64_t used = std::min<int64_t>(5, Layout<5>::bytes(len) - b * 5);  // (a last group cut short)
+      uint64_t bits = 0;
+      for (int j = 0; j < 5; ++j) bits = bits << 8 | (j < used ? in[b * 5 + j] : 0);
+      for (int j = 0; j < 8; ++j) v[j] = table.v[(bits >> (5 * (7 - j))) & 31][0];
+    } else {
+      std::memcpy(v, table.v[in[b]], P * sizeof(float));
+    }
+  };
   const int64_t full = len / P;
+  float v[P];
   for (int64_t b = 0; b < full; ++b) {
-    const float* v = table.v[in[b]];
+    group_values(b, v);
     for (int j = 0; j < P; ++j) {
       const int64_t i = b * P + j;
       out[i] = ADD ? acc[i] + v[j] : v[j];
     }
   }
-  for (int64_t i = full * P, j = 0; i < len; ++i, ++j) {
-    const float v = table.v[in[full]][j];
-    out[i] = ADD ? acc[i] + v : v;
+  if (full * P < len) {
+    group_values(full, v);
+    for (int64_t i = full * P, j = 0; i < len; ++i, ++j) out[i] = ADD ? acc[i] + v[j] : v[j];
   }
 }
 

@@ -1,6 +1,6 @@
-// The '2bit' and '4bit' codecs' description (codec.h): the threshold quantizers of
-// threshold_quantizer.h.  Parameters: the levels t_1 < ... < t_L (2bit: L = 1; 4bit: L <= 7), then as
-// many decision bounds (the levels: floor, MXNet's rule; the midpoints: nearest).  The state is the
+// The '2bit', '4bit' and '5bit' codecs' description (codec.h): the threshold quantizers of
+// threshold_quantizer.h.  Parameters: the levels t_1 < ... < t_L (2bit: L = 1; 4bit: L <= 7; 5bit:
+// L <= 15), then as many decision bounds (the levels: floor, MXNet's rule; the midpoints: nearest).  The state is the
 // residual, one value per gradient value.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace mxgc {
 
 template <int BITS>
 struct ThresholdCodec {
-  static constexpr const char* kName = BITS == 2 ? "2bit" : "4bit";
+  static constexpr const char* kName = BITS == 2 ? "2bit" : BITS == 4 ? "4bit" : "5bit";
   struct Params {
     std::vector<float> levels;
     std::vector<float> bounds;
@@ -35,7 +35,7 @@ struct ThresholdCodec {
     return true;
   }
   static bool parse(const double* v, int count, Params* p, std::string* error) {
-    const int max_levels = BITS == 2 ? 1 : kMaxLevels, levels = count / 2;
+    const int max_levels = BITS == 2 ? 1 : BITS == 4 ? kMaxLevels : kMaxLevels5, levels = count / 2;
     if (count % 2 || levels < 1 || levels > max_levels) {
       *error = std::string(kName) + ": needs 1 to " + std::to_string(max_levels) +
                " levels and one decision bound per level, got " + std::to_string(count) + " numbers";

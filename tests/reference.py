@@ -60,6 +60,11 @@ def code_bits_4bit(m, neg):
     return format(((1 if (neg and m) else 0) << 3) | m, "04b")
 
 
+def code_bits_5bit(m, neg):
+    """5bit: code = s << 4 | m, s = 1 for negative; 0 is always '00000'."""
+    return format(((1 if (neg and m) else 0) << 4) | m, "05b")
+
+
 def pack(bit_strings):
     """Concatenate, pad to 32-bit words, cut into bytes in order."""
     bits = "".join(bit_strings)
@@ -70,7 +75,7 @@ def pack(bit_strings):
 def encode(bits, grad, residual, levels, rounding="floor"):
     """(payload bytes, new residual, dequantized values) as the codec must produce them."""
     ms, negs, qs, new_res = quantize(grad, residual, levels, rounding)
-    code = code_bits_2bit if bits == 2 else code_bits_4bit
+    code = {2: code_bits_2bit, 4: code_bits_4bit, 5: code_bits_5bit}[bits]
     return pack(code(m, n) for m, n in zip(ms, negs)), new_res, qs
 
 
@@ -84,7 +89,7 @@ def decode(bits, payload_bytes, n, levels):
         if bits == 2:
             out[i] = levels[0] if c == 3 else (-levels[0] if c == 2 else 0)
         else:
-            m, s = c & 7, c >> 3
+            m, s = c & ((1 << (bits - 1)) - 1), c >> (bits - 1)
             if 0 < m <= len(levels):
                 out[i] = -levels[m - 1] if s else levels[m - 1]
     return out

@@ -13,12 +13,14 @@ magnitudes = st.floats(min_value=float(np.float32(1e-30)), max_value=float(np.fl
 
 @st.composite
 def codecs(draw):
-    """A '2bit' codec, or a '4bit' codec with 1 to 7 distinct levels, rounding by floor or to nearest."""
-    levels = sorted(set(draw(st.lists(magnitudes, min_size=1, max_size=7))))
+    """A '2bit' codec, a '4bit' codec with 1 to 7 distinct levels or a '5bit' one with 1 to 15, rounding by
+    floor or to nearest."""
+    kind = draw(st.sampled_from(["2bit", "4bit", "5bit"]))
+    levels = sorted(set(draw(st.lists(magnitudes, min_size=1, max_size=15 if kind == "5bit" else 7))))
     rounding = draw(st.sampled_from(["floor", "nearest"]))
-    if draw(st.booleans()):
+    if kind == "2bit":
         return mxnet_gc.codecs.create({"type": "2bit", "threshold": levels[0], "rounding": rounding})
-    return mxnet_gc.codecs.create({"type": "4bit", "thresholds": levels, "rounding": rounding})
+    return mxnet_gc.codecs.create({"type": kind, "thresholds": levels, "rounding": rounding})
 
 
 @st.composite

@@ -28,7 +28,7 @@ def words(values):
     return b"".join(struct.pack("<I", v & 0xFFFFFFFF) for v in values)
 
 
-TABLE_CODECS = 5  # dense, 2bit, 4bit, topk, 8bit
+TABLE_CODECS = 6  # dense, 2bit, 4bit, topk, 8bit, 5bit
 
 
 def corpus(directory):

@@ -1,4 +1,4 @@
-"""Exact encodings of '2bit' and '4bit' against the bit-string reference (tests/reference.py)."""
+"""Exact encodings of '2bit', '4bit' and '5bit' against the bit-string reference (tests/reference.py)."""
 import numpy as np
 import pytest
 import mxnet as mx
@@ -8,6 +8,7 @@ from conftest import nd, payload_bytes
 import reference
 
 GROUP = [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064]
+LADDER15 = [0.0005 * 1.4 ** k for k in range(15)]  # (5bit's 15 levels)
 CODECS = {  # name: (bits, params, levels, rounding); 2bit floors by default (MXNet's), 4bit rounds to nearest
     "2bit": (2, {"type": "2bit", "threshold": 0.5}, [0.5], "floor"),
     "2bit-nearest": (2, {"type": "2bit", "threshold": 0.5, "rounding": "nearest"}, [0.5], "nearest"),
@@ -15,6 +16,10 @@ CODECS = {  # name: (bits, params, levels, rounding); 2bit floors by default (MX
     "4bit-floor": (4, {"type": "4bit", "thresholds": GROUP, "rounding": "floor"}, GROUP, "floor"),
     "4bit-3levels": (4, {"type": "4bit", "thresholds": [0.25, 0.5, 1.0]}, [0.25, 0.5, 1.0], "nearest"),
     "4bit-uneven": (4, {"type": "4bit", "thresholds": [0.1, 0.3, 0.7, 1.1]}, [0.1, 0.3, 0.7, 1.1], "nearest"),
+    "5bit": (5, {"type": "5bit", "thresholds": LADDER15}, LADDER15, "nearest"),
+    "5bit-floor": (5, {"type": "5bit", "thresholds": LADDER15, "rounding": "floor"}, LADDER15, "floor"),
+    "5bit-5levels": (5, {"type": "5bit", "thresholds": [0.1, 0.3, 0.7, 1.1, 2.0]}, [0.1, 0.3, 0.7, 1.1, 2.0],
+                     "nearest"),
 }
 
 
@@ -38,7 +43,7 @@ def check_step(name, grad, residual, want=None):
 
 
 @pytest.mark.parametrize("name", CODECS)
-@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 33])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 33, 40, 41])
 def test_random_sizes(name, n):
     rng = np.random.default_rng(n)
     scale = CODECS[name][2][-1]

@@ -3,7 +3,7 @@
 registry.py          name -> codec class, create(), available()
 base.py              the Codec interface and the array checks
 threshold_group.py   ThresholdGroup and the three default groups
-threshold_codecs.py  '2bit' (MXNet-compatible) and '4bit' multi-threshold
+threshold_codecs.py  '2bit' (MXNet-compatible), '4bit' and '5bit' multi-threshold
 layerwise_topk.py    'layerwise_topk': adaptive-threshold sparsification (indices + values)
 linear8.py           '8bit': linear quantization with a per-array scale
 """
@@ -11,8 +11,8 @@ from .base import Codec
 from .layerwise_topk import LayerwiseTopkCodec
 from .linear8 import Linear8Codec
 from .registry import available, create
-from .threshold_codecs import FourBitCodec, ThresholdCodec, TwoBitCodec
+from .threshold_codecs import FiveBitCodec, FourBitCodec, ThresholdCodec, TwoBitCodec
 from .threshold_group import DEFAULT_GROUPS, ThresholdGroup, default_group
 
-__all__ = ["Codec", "LayerwiseTopkCodec", "Linear8Codec", "ThresholdCodec", "TwoBitCodec", "FourBitCodec", "ThresholdGroup", "DEFAULT_GROUPS",
+__all__ = ["Codec", "LayerwiseTopkCodec", "Linear8Codec", "ThresholdCodec", "TwoBitCodec", "FourBitCodec", "FiveBitCodec", "ThresholdGroup", "DEFAULT_GROUPS",
            "available", "create", "default_group"]

@@ -1,4 +1,4 @@
-"""The '2bit' and '4bit' codecs: threshold quantization with error feedback.
+"""The '2bit', '4bit' and '5bit' codecs: threshold quantization with error feedback.
 
 Per value: a = residual + grad; m = number of decision bounds d_k with |a| >= d_k; the value is sent
 as sign(a) * t_m (0 when m = 0) and residual = a - sign(a) * t_m.  ``rounding`` sets the bounds:
@@ -8,8 +8,10 @@ t_1 / 2 on are sent).  For values spread evenly over a ratio-2 ladder, nearest l
 squared value in the residual each step against 0.098 for floor: less of the gradient arrives late,
 which is what momentum on the servers does not tolerate.  '2bit' is MXNet 1.9.1's codec, bit for bit
 with its default 'floor' (one level, 16 values per float32 word); '4bit' has up to 7 levels (8 values
-per word) and rounds to the nearest level by default.  The wire format does not depend on the
-rounding (the decoder needs the levels only); it is in docs/wire_format.md, the kernels in src_cpp/.
+per word) and rounds to the nearest level by default; '5bit' has up to 15 (32 values in 5 words): a
+4bit codec with ``pull_bits`` 5 has the servers' sums pulled on it (``pull_codec``).  The wire format
+does not depend on the rounding (the decoder needs the levels only); it is in docs/wire_format.md,
+the kernels in src_cpp/.
 
 Non-finite sums (a NaN or +-inf gradient, or a residual + gradient that overflows) are dropped: the
 value is sent as 0 and the residual keeps its previous value, so one bad step does not poison later
@@ -26,6 +28,8 @@ from .threshold_group import ThresholdGroup, default_group
 
 
 ROUNDINGS = ("floor", "nearest")
+MAX_LEVELS_5BIT = 15
+DEFAULT_PULL_BITS = 4
 
 
 class ThresholdCodec(Codec):
@@ -40,9 +44,15 @@ class ThresholdCodec(Codec):
         levels = np.array(group.levels, np.float32)
         self._kernel_params = [float(t) for t in levels] + [float(d) for d in decision_bounds(levels, rounding)]
 
+    @property
+    def word_values(self):
+        """Values whose codes fill whole float32 words (2bit 16, 4bit 8, 5bit 32): a payload can be cut
+        after any multiple of them."""
+        return 32 // math.gcd(32, self.bits)
+
     def payload_size(self, n):
-        per_word = 32 // self.bits
-        return (n + per_word - 1) // per_word
+        """n codes of ``bits`` bits, one bit stream, padded to whole float32 words."""
+        return (n * self.bits + 31) // 32
 
     def kernel_params(self, n):
         """The levels, then the encoder's decision bounds."""
@@ -93,7 +103,9 @@ class FourBitCodec(ThresholdCodec):
 
     ``thresholds`` is a list of 1 to 7 strictly increasing positive levels, a ThresholdGroup, or the
     name of a default group ('small', 'medium', 'large'; see threshold_group.py).  ``rounding``:
-    'nearest' (default) or 'floor' (see the module's docstring).
+    'nearest' (default) or 'floor' (see the module's docstring).  ``pull_bits``: the code of a
+    compressed pull of the servers' sum, 4 (the levels times the number of workers) or 5 (those, the
+    midpoints between them, half the first and 1.5 times the last: ``pull_ladder``).
     """
 
     type = "4bit"
@@ -102,7 +114,7 @@ class FourBitCodec(ThresholdCodec):
     hints = {"threshold": "4bit takes 'thresholds', 1 to 7 levels or a group name ('small', 'medium', 'large'); "
                           "a 2bit 'threshold' does not carry over to them (docs/migration.md)"}
 
-    def __init__(self, thresholds="medium", rounding="nearest"):
+    def __init__(self, thresholds="medium", rounding="nearest", pull_bits=DEFAULT_PULL_BITS):
         if thresholds == "auto":
             raise ValueError("4bit: 'thresholds': 'auto' is fitted to each key's gradients by a store "
                              "(set_gradient_compression) or mxnet_gc.gluon.Trainer; a codec alone needs levels or a "
@@ -113,13 +125,57 @@ class FourBitCodec(ThresholdCodec):
             group = thresholds
         else:
             group = ThresholdGroup(thresholds, field="4bit: 'thresholds'")
+        if pull_bits not in (4, 5) or isinstance(pull_bits, bool):
+            raise ValueError("4bit: 'pull_bits' must be 4 or 5, got %r" % (pull_bits,))
         super().__init__(group, rounding)
+        self.pull_bits = pull_bits
+
+    def config(self):
+        return {"type": self.type, "thresholds": list(self.group.levels), "rounding": self.rounding,
+                "pull_bits": self.pull_bits}
+
+    def pull_codec(self, num_workers):
+        if self.pull_bits == 4:
+            return super().pull_codec(num_workers)
+        return FiveBitCodec(pull_ladder([t * num_workers for t in self.group.levels]), self.rounding)
+
+    def scaled(self, factor):
+        return type(self)([t * factor for t in self.group.levels], self.rounding, self.pull_bits)
+
+
+@register
+class FiveBitCodec(ThresholdCodec):
+    """5bit multi-threshold: up to 15 levels per sign, 32 values in 5 words; what a 4bit codec with
+    ``pull_bits`` 5 is pulled on.  ``thresholds``: a list of 1 to 15 strictly increasing positive
+    levels (or a ThresholdGroup of them); ``rounding`` as 4bit's."""
+
+    type = "5bit"
+    kernel_name = "5bit"
+    bits = 5
+
+    def __init__(self, thresholds=None, rounding="nearest"):
+        if thresholds is None or isinstance(thresholds, str):
+            raise ValueError("5bit: 'thresholds' must be a list of 1 to %d levels, got %r"
+                             % (MAX_LEVELS_5BIT, thresholds))
+        if not isinstance(thresholds, ThresholdGroup):
+            thresholds = ThresholdGroup(thresholds, field="5bit: 'thresholds'", max_levels=MAX_LEVELS_5BIT)
+        super().__init__(thresholds, rounding)
 
     def config(self):
         return {"type": self.type, "thresholds": list(self.group.levels), "rounding": self.rounding}
 
     def scaled(self, factor):
         return type(self)([t * factor for t in self.group.levels], self.rounding)
+
+
+def pull_ladder(levels):
+    """The 5bit pull levels of a sum whose 4bit levels are ``levels`` (the push levels times the number
+    of workers, s_1 < ... < s_L): s_1 / 2, then each s_k and the midpoint to the next, then 1.5 s_L
+    (2L + 1 <= 15 levels).  With ratio-2 push levels and 2 workers, a sum of two neighbouring push levels,
+    or of one and zero, is a pull level: sent exact."""
+    s = [float(np.float32(t)) for t in levels]
+    mids = [(a + b) / 2 for a, b in zip(s, s[1:])]
+    return [s[0] / 2] + [x for pair in zip(s, mids + [None]) for x in pair if x is not None] + [1.5 * s[-1]]
 
 
 def decision_bounds(levels, rounding):

@@ -1,4 +1,4 @@
-"""Threshold groups: the ordered levels t1 < ... < tk (1 <= k <= 7) of the 4bit codec.
+"""Threshold groups: the ordered levels t1 < ... < tk (1 <= k <= 7) of the 4bit codec (5bit: k <= 15).
 
 Three named default groups, one per class of layer by gradient scale.  Each is a geometric ladder
 t_k = base * 2**(k-1), k = 1..7, covering a 64x range of magnitudes above its base:
@@ -20,11 +20,12 @@ MAX_LEVELS = 7
 
 
 class ThresholdGroup:
-    """An immutable ladder of 1 to 7 float32 levels, finite, positive and strictly increasing."""
+    """An immutable ladder of 1 to ``max_levels`` (7: 4bit's) float32 levels, finite, positive and
+    strictly increasing."""
 
-    def __init__(self, levels, name=None, field="thresholds"):
+    def __init__(self, levels, name=None, field="thresholds", max_levels=MAX_LEVELS):
         self.name = name
-        self.levels = _validate_levels(levels, field)
+        self.levels = _validate_levels(levels, field, max_levels)
 
     @classmethod
     def geometric(cls, base, ratio=2.0, count=MAX_LEVELS, name=None):
@@ -48,12 +49,12 @@ class ThresholdGroup:
         return "ThresholdGroup([%s]%s)" % (", ".join("%.6g" % t for t in self.levels), named)
 
 
-def _validate_levels(levels, field):
+def _validate_levels(levels, field, max_levels):
     if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
-        raise ValueError("%s must be a list of 1 to %d numbers, got %r" % (field, MAX_LEVELS, levels))
+        raise ValueError("%s must be a list of 1 to %d numbers, got %r" % (field, max_levels, levels))
     levels = list(levels)
-    if not 1 <= len(levels) <= MAX_LEVELS:
-        raise ValueError("%s must have 1 to %d levels, got %d" % (field, MAX_LEVELS, len(levels)))
+    if not 1 <= len(levels) <= max_levels:
+        raise ValueError("%s must have 1 to %d levels, got %d" % (field, max_levels, len(levels)))
     out = []
     for k, t in enumerate(levels):
         if isinstance(t, bool) or not isinstance(t, numbers.Real):

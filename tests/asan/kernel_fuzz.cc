@@ -95,7 +95,9 @@ std::vector<TableCodec> table_codecs(int64_t n) {
           {"2bit", {0.5, 0.25}},
           {"4bit", {0.25, 0.5, 1.0, 2.0, 0.125, 0.375, 0.75, 1.5}},
           {"topk", {0.1, 0.9, 0.1, 0.2, 3, std::min(capacity, static_cast<double>(n))}},
-          {"8bit", {}}};
+          {"8bit", {}},
+          {"5bit", {0.25, 0.375, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32,
+                    0.125, 0.3125, 0.4375, 0.625, 0.875, 1.25, 1.75, 2.5, 3.5, 5, 7, 10, 14, 20, 28}}};
 }
 
 void table_case(int which, int64_t n, const uint8_t* data, size_t size) {
