@@ -65,6 +65,17 @@ def code_bits_5bit(m, neg):
     return format(((1 if (neg and m) else 0) << 4) | m, "05b")
 
 
+def pull_levels(levels, workers, pull_bits=4):
+    """The levels a compressed pull re-encodes the servers' sum on: the push levels times the number of
+    workers (s_1 .. s_L); with 5 pull bits also half of s_1, the midpoint between each two neighbours
+    and 1.5 s_L, in increasing order."""
+    s = [float(np.float32(t)) * workers for t in levels]
+    if pull_bits == 4:
+        return [np.float32(x) for x in s]
+    fine = sorted(set(s) | {s[0] / 2, 1.5 * s[-1]} | {(a + b) / 2 for a, b in zip(s, s[1:])})
+    return [np.float32(x) for x in fine]
+
+
 def pack(bit_strings):
     """Concatenate, pad to 32-bit words, cut into bytes in order."""
     bits = "".join(bit_strings)

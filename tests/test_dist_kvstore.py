@@ -29,6 +29,10 @@ SHARED = {
         "keys": [["a", [30]], ["b", [3, 5]]], "steps": 4, "scale": 0.8, "seed": 13, "lists": True, "pull_first": True,
         "groups": groups, "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}
        for name, groups in (("one-message-per-key", None), ("keys-share-a-message", [["a", "b"]]))},
+    "compressed-pull-5bit": {  # 4bit pushes, 5bit pulls; "c" (40 values) is more than one 5-word unit of 32
+        "keys": [["a", [30]], ["b", [3, 5]], ["c", [40]]], "steps": 4, "scale": 0.8, "seed": 14, "lists": True,
+        "pull_first": True, "groups": [["a", "b"], ["c"]],
+        "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True, "pull_bits": 5}},
     "uncompressed": {"keys": [[1, [50]], [2, [2, 3]]], "steps": 2, "scale": 1.0, "seed": 5,
                      "compression": {"type": "none"}},
     "per-key": {"keys": [["a", [40]], ["b", [40]]], "steps": 3, "scale": 0.05, "seed": 6,
@@ -72,7 +76,7 @@ def simulate(spec, workers, levels_for_key=None):
             if comp.get("compressed_pull") and step >= warmup:  # the servers re-encode the sum, own residual,
                 server_residual = server_residuals.setdefault(key, np.zeros(shape, np.float32))  # levels x W
                 total, server_residuals[key] = reference.quantize_array(
-                    total, server_residual, [np.float32(t) * workers for t in levels], rounding)
+                    total, server_residual, reference.pull_levels(levels, workers, comp.get("pull_bits", 4)), rounding)
             expected[key, step] = total
     return expected
 
@@ -192,6 +196,16 @@ def test_compressed_pull(shared, groups):
     expected = simulate(spec, 2)
     plain = simulate(dict(spec, compression=dict(spec["compression"], compressed_pull=False)), 2)
     assert any(np.any(expected[k] != plain[k]) for k in expected)  # the pull's own quantization shows
+    check(results, expected, 2, spec)
+
+
+def test_compressed_pull_on_5_bits(shared):
+    """With 'pull_bits' 5 the servers re-encode the sum on the finer ladder (the levels times W, their
+    midpoints, half the first, 1.5 times the last); it differs from the 4-bit pull's."""
+    spec, results = SHARED["compressed-pull-5bit"], shared["compressed-pull-5bit"]
+    expected = simulate(spec, 2)
+    four = simulate(dict(spec, compression=dict(spec["compression"], pull_bits=4)), 2)
+    assert any(np.any(expected[k] != four[k]) for k in expected)
     check(results, expected, 2, spec)
 
 

@@ -100,7 +100,8 @@ def test_pulled_sums_match_the_reference(sums, name):
 
 
 # The compressed allreduce ('compressed_pull': True with a threshold codec): messages of one key and merged,
-# sizes not divisible by W, a key of fewer values than W payload words (parts of it empty), 4bit and 2bit.
+# sizes not divisible by W, a key of fewer values than W payload words (parts of it empty), 4bit and 2bit,
+# 4bit with 5-bit pulls (parts cut where a word starts in both payloads).
 SMALL_KEYS = [["w", [30, 4]], ["b", [4]], ["c", [257]]]
 # parts of at least ring_scatter.PAIRWISE_WORDS payload words with 3 and 4 workers: pairwise rounds (unless
 # MXNET_GC_ALLTOALL=at_once)
@@ -111,6 +112,7 @@ SCATTER = {
     "gc_2bit-merged": ({"type": "gc_2bit", "threshold": 0.5}, [["c", "w", "b"]], SMALL_KEYS),
     "4bit-regrouped": ({"type": "4bit", "thresholds": POW2}, None, SMALL_KEYS),  # (after step 2: one message)
     "4bit-large-parts": ({"type": "4bit", "thresholds": POW2}, [["big", "b"]], LARGE_KEYS),
+    "4bit-5bit-pulls-merged": ({"type": "4bit", "thresholds": POW2, "pull_bits": 5}, [["w", "b"], ["c"]], SMALL_KEYS),
 }
 SCATTER = {name: {"keys": keys, "steps": 5, "scale": 1.0, "seed": 21,
                   "compression": dict(compression, compressed_pull=True), "groups": groups,

@@ -328,8 +328,10 @@ class HorovodStore(StoreBase):
         if codec is None:
             return 8 * n  # a ring allreduce sends and receives about the whole array
         if self._compression.compressed_pull and isinstance(codec, ThresholdCodec):
-            # the compressed allreduce (ring_scatter.py): (W-1)/W of a payload sent and received, twice
-            return 16 * codec.payload_size(n) * (self.num_workers - 1) // self.num_workers
+            # the compressed allreduce (ring_scatter.py): (W-1)/W of the pushed payload and of the pulled one,
+            # each sent and received
+            words = codec.payload_size(n) + codec.pull_codec(self.num_workers).payload_size(n)
+            return 8 * words * (self.num_workers - 1) // self.num_workers
         return 4 * codec.payload_size(n) * self.num_workers
 
     def _pull_residuals(self):

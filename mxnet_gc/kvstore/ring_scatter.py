@@ -14,10 +14,13 @@ server's compressed pull with every worker a server of one part:
 A worker sends about (W-1)/W of its payload in the alltoall and receives as much in the allgather:
 2 (W-1)/W n/2 bytes per step for 4bit, constant in W (an allgather of whole payloads: (W-1) n/2).
 
-The parts are cut where a payload word starts (a 4bit word holds 8 values, a 2bit word 16), so a part
-of the payload is the payload of its values: the encode stays the message's own.  Nothing here calls
+The parts are cut where a payload word starts, in the pushed payload and in the pulled one (a 4bit word
+holds 8 values, a 2bit word 16, 5 words of 5bit pulls 32), so a part of the payload is the payload of
+its values: the encode stays the message's own.  Nothing here calls
 Horovod; the store runs the collectives.
 """
+import math
+
 import numpy as np
 
 # With MXNET_GC_ALLTOALL=rounds, parts of at least this many payload words (64 KiB) go by pairwise rounds
@@ -34,6 +37,20 @@ def scatters(message):
     return message.coded and all(isinstance(c.codec, ThresholdCodec) for c in message.chunks)
 
 
+def pieces_pull(pieces):
+    """``pieces`` (per part, as ``RingScatter._pieces``) with the words of the pulled payload: each part's
+    pieces end to end, each its pull codec's payload of its values."""
+    out = []
+    for part in pieces:
+        row, word = [], 0
+        for c, n, at, key_at, _, _ in part:
+            words = c.pull_codec.payload_size(n)
+            row.append((c, n, at, key_at, word, words))
+            word += words
+        out.append(row)
+    return out
+
+
 class RingScatter:
     """The parts of one message among ``num_workers`` workers, and this worker's (``rank``) owner state."""
 
@@ -44,16 +61,18 @@ class RingScatter:
         pieces = [self._pieces(message, cuts[r], cuts[r + 1]) for r in range(num_workers)]
         self.splits = [sum(words for *_, words in part) for part in pieces]  # payload words per part
         self.pairwise = rounds and num_workers > 2 and min(self.splits) >= PAIRWISE_WORDS
-        mine = pieces[rank]
+        pulled = pieces_pull(pieces)
+        self.pull_splits = [sum(words for *_, words in part) for part in pulled]  # pulled payload words per part
+        mine, mine_pull = pieces[rank], pulled[rank]
         # the owner: the W workers' part, summed; its re-encode on the pull levels
         self.owner_plan = MessagePlan([(c.codec, n, at, 0, word) for c, n, at, _, word, _ in mine]) if mine else None
-        self.owner_pull_plan = MessagePlan([(c.pull_codec, n, at, 0, word) for c, n, at, _, word, _ in mine]) \
+        self.owner_pull_plan = MessagePlan([(c.pull_codec, n, at, 0, word) for c, n, at, _, word, _ in mine_pull]) \
             if mine else None
         self.owner_residual = np.zeros(cuts[rank + 1] - cuts[rank], np.float32)
         self._sum = np.zeros_like(self.owner_residual)
         # every worker: the allgathered parts decoded into the keys
         segments, first = [], 0
-        for part, words in zip(pieces, self.splits):
+        for part, words in zip(pulled, self.pull_splits):
             segments += [(c.pull_codec, n, 0, key_at, first + word) for c, n, _, key_at, word, _ in part]
             first += words
         self.pull_plan = MessagePlan(segments)
@@ -61,7 +80,8 @@ class RingScatter:
 
     @staticmethod
     def _cuts(message, num_workers):
-        """W + 1 offsets, each near r / W of the message and where a payload word of its chunk starts."""
+        """W + 1 offsets, each near r / W of the message and where a payload word of its chunk starts, in
+        the pushed payload and in the pulled one."""
         cuts = [0]
         for r in range(1, num_workers):
             target = max(cuts[-1], message.size * r // num_workers)
@@ -69,8 +89,8 @@ class RingScatter:
             if chunk is None:  # (the end)
                 cuts.append(message.size)
                 continue
-            per_word = 32 // chunk.codec.bits
-            cuts.append(chunk.offset + (target - chunk.offset) // per_word * per_word)
+            unit = math.lcm(chunk.codec.word_values, chunk.pull_codec.word_values)
+            cuts.append(chunk.offset + (target - chunk.offset) // unit * unit)
         return cuts + [message.size]
 
     @staticmethod
@@ -82,11 +102,10 @@ class RingScatter:
             lo, hi = max(begin, c.offset), min(end, c.offset + c.size)
             if lo >= hi:
                 continue
-            per_word = 32 // c.codec.bits
-            word = c.payload_offset + (lo - c.offset) // per_word
+            word = c.payload_offset + c.codec.payload_size(lo - c.offset)  # (lo - c.offset: whole words)
             first_word = word if first_word is None else first_word
-            words = (hi - lo + per_word - 1) // per_word
-            pieces.append((c, hi - lo, lo - begin, c.begin + lo - c.offset, word - first_word, words))
+            pieces.append((c, hi - lo, lo - begin, c.begin + lo - c.offset, word - first_word,
+                           c.codec.payload_size(hi - lo)))
         return pieces
 
     def reduce(self, received):
@@ -97,7 +116,7 @@ class RingScatter:
         if received.size != words * self.num_workers:
             raise ValueError("the alltoall brought %d words, not %d workers' parts of %d"
                              % (received.size, self.num_workers, words))
-        out = np.empty(words, np.float32)
+        out = np.empty(self.pull_splits[self.rank], np.float32)
         if self.owner_plan is None:  # (a message of fewer values than W payload words: no part here)
             return out
         for r in range(self.num_workers):
