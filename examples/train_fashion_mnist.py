@@ -39,6 +39,8 @@ BEST_2BIT_THRESHOLD = 0.005  # MXNet 2bit's best threshold in `make study`'s swe
 def compression_params(args):
     if args.compression == "none":
         return {"type": "none"}
+    if args.pull_bits and not (args.compressed_pull and args.compression == "4bit"):
+        raise SystemExit("--pull-bits needs --compression 4bit --compressed-pull")
     if args.compressed_pull and args.compression not in ("gc_2bit", "4bit"):
         raise SystemExit("--compressed-pull needs --compression gc_2bit or 4bit (layerwise_topk always compresses "
                          "its pulls), not %s" % args.compression)
@@ -53,7 +55,8 @@ def compression_params(args):
                 "momentum": args.topk_momentum, "dense_steps": args.lgc_dense_steps, "ramp_steps": args.ramp_steps,
                 "ae_steps": args.ae_steps, "error_feedback": args.error_feedback, **json.loads(args.lgc_options)}
     thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
-    return {"type": "4bit", "thresholds": thresholds, **pull}
+    bits = {"pull_bits": args.pull_bits} if args.pull_bits else {}
+    return {"type": "4bit", "thresholds": thresholds, **pull, **bits}
 
 
 def plot_curves(log, path):
@@ -131,6 +134,8 @@ def parse_args(argv=None):
     p.add_argument("--compressed-pull", action="store_true",
                    help="gc_2bit, 4bit: the summed update comes back compressed too, from the servers (optimizer "
                         "on the workers) or on horovod by the compressed allreduce")
+    p.add_argument("--pull-bits", type=int, choices=[4, 5], help="4bit with --compressed-pull: the bits of a pulled "
+                   "value (default: the codec's)")
     p.add_argument("--groups", action="store_true", help="4bit: choose a threshold group per layer")
     p.add_argument("--calibration-steps", type=int, default=50,
                    help="with --groups: dense steps measured before the groups are chosen")

@@ -269,3 +269,8 @@ def test_compressed_pull_option(monkeypatch):
     assert "compressed_pull" not in example.compression_params(example.parse_args(["--compression", "4bit"]))
     with pytest.raises(SystemExit, match="--compressed-pull needs"):
         example.compression_params(example.parse_args(["--compression", "2bit", "--compressed-pull"]))
+    params = example.compression_params(example.parse_args(["--compression", "4bit", "--compressed-pull",
+                                                            "--pull-bits", "5"]))
+    assert params == {"type": "4bit", "thresholds": "medium", "compressed_pull": True, "pull_bits": 5}
+    with pytest.raises(SystemExit, match="--pull-bits needs"):
+        example.compression_params(example.parse_args(["--compression", "4bit", "--pull-bits", "5"]))

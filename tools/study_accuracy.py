@@ -64,6 +64,7 @@ def configurations(threshold, base):
                            WARMUP], "few"),
         "4bit, one group": (one_group(base), "few"),
         "4bit, per-layer groups, compressed pull": (GROUPS + ["--compressed-pull"], "few"),
+        "4bit, per-layer groups, compressed pull, 5 bits": (GROUPS + ["--compressed-pull", "--pull-bits", "5"], "few"),
         "4bit, per-layer groups, compressed allreduce (Horovod)": (GROUPS + ["--compressed-pull", "--kvstore", "horovod"],
                                                                    "few"),
         # DGC's momentum correction: the momentum is applied before sparsification, in the codec, and the
@@ -220,6 +221,8 @@ def claims(results):
           "MXNet 2bit", 1e-9)
     claim("compressed pulls cost at most 0.2 points (difference to 4bit groups >= -0.2)",
           "4bit, per-layer groups, compressed pull", "4bit, per-layer groups", -MARGIN)
+    claim("compressed pulls on 5 bits cost at most 0.2 points (difference to 4bit groups >= -0.2)",
+          "4bit, per-layer groups, compressed pull, 5 bits", "4bit, per-layer groups", -MARGIN)
     claim("per-layer groups above one group (difference > 0)", "4bit, per-layer groups", "4bit, one group", 1e-9)
     claim("layer-wise top-k with DGC within 0.2 points of uncompressed (difference >= -0.2)",
           "layer-wise top-k 1%, DGC momentum", "uncompressed", -MARGIN)
