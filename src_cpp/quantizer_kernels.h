@@ -52,44 +52,72 @@ typedef float VFloat __attribute__((vector_size(4 * kLanes)));
 typedef int32_t VInt __attribute__((vector_size(4 * kLanes)));
 typedef uint8_t VByte __attribute__((vector_size(kLanes)));
 
-// t_m for each lane (0 where m = 0).  With AVX2 or AVX-512 a table {0, t1, ..., tL} that fits one
-// register (4bit's 8 entries; 5bit's 16 with AVX-512) makes the lookup a single permute; otherwise
-// (and for one level) a chain of selects.
+// A table {0, x1, ..., x15} of floats in registers: all of it in ``lo`` with 16 lanes (AVX-512), in ``lo``
+// and ``hi`` with 8 (AVX2); 4bit's 8 entries are in ``lo`` from 8 lanes on.
+struct Table {
+  VFloat lo = VFloat{}, hi = VFloat{};
+  Table(const float* x, int count) {  // x1 .. x_count
+    for (int k = 0; k < count && k + 1 < 2 * kLanes; ++k) (k + 1 < kLanes ? lo[k + 1] : hi[k + 1 - kLanes]) = x[k];
+  }
+};
+
+// For each lane, table entry i (i <= L): one permute of a register (L < kLanes) or of two (AVX2, 5bit).
 template <int L>
-inline VFloat level_value(const VInt& m, const VFloat& mag, const float* levels, const float* bounds,
-                          const VFloat& table) {
-#if defined(__AVX2__)
-  if (L > 1 && L < kLanes) return __builtin_shuffle(table, m);
-#endif
-  VFloat q = VFloat{};
-  for (int k = 0; k < L; ++k) q = mag >= bounds[k] ? levels[k] : q;
-  return q;
+inline VFloat lookup(const Table& t, const VInt& i) {
+  if constexpr (L < kLanes) {
+    return __builtin_shuffle(t.lo, i);
+  } else {
+    return __builtin_shuffle(t.lo, t.hi, i);
+  }
 }
 
-// For each lane, m = the number of bounds <= mag.  With a register table (AVX2, AVX-512) and 7 levels,
-// a three-step binary search (bounds padded with +inf); otherwise one comparison per bound.
+// Whether this copy looks levels up in registers: AVX2 or AVX-512, more than one level, and a table of
+// at most two registers.
 template <int L>
-inline VInt level_of(const VFloat& mag, const float* bounds, const VFloat& table) {
+constexpr bool kRegisterTable =
 #if defined(__AVX2__)
-  if (L == 7) {
-    VInt m = (mag >= bounds[3]) & 4;
-    m += (mag >= __builtin_shuffle(table, m + 2)) & 2;
-    return m + ((mag >= __builtin_shuffle(table, m + 1)) & 1);
-  }
+    L > 1 && L < 2 * kLanes;
+#else
+    false;
 #endif
-  VInt m = VInt{};
-  for (int k = 0; k < L; ++k) m -= (mag >= bounds[k]);  // a true lane compares as -1
-  return m;
+
+// t_m for each lane (0 where m = 0): a register lookup, or (baseline, one level) a chain of selects.
+template <int L>
+inline VFloat level_value(const VInt& m, const VFloat& mag, const float* levels, const float* bounds,
+                          const Table& values) {
+  if constexpr (kRegisterTable<L>) {
+    return lookup<L>(values, m);
+  } else {
+    VFloat q = VFloat{};
+    for (int k = 0; k < L; ++k) q = mag >= bounds[k] ? levels[k] : q;
+    return q;
+  }
+}
+
+// For each lane, m = the number of bounds <= mag.  With register tables and 7 or 15 levels a binary
+// search of 3 or 4 steps (bounds padded with +inf); otherwise one comparison per bound.
+template <int L>
+inline VInt level_of(const VFloat& mag, const float* bounds, const Table& cuts) {
+  if constexpr (kRegisterTable<L> && (L == 7 || L == 15)) {
+    constexpr int half = (L + 1) / 2;  // 4 or 8
+    VInt m = (mag >= bounds[half - 1]) & half;
+    for (int step = half / 2; step >= 1; step /= 2) m += (mag >= lookup<L>(cuts, m + step)) & step;
+    return m;
+  } else {
+    VInt m = VInt{};
+    for (int k = 0; k < L; ++k) m -= (mag >= bounds[k]);  // a true lane compares as -1
+    return m;
+  }
 }
 
 // Quantizes kLanes values: updates r in place, writes one code per value, and subtracts 1 from the
 // lane of ``bad`` of each non-finite gradient value (NaN or inf: all exponent bits set).  Written with
 // vector types because compilers do not find the register-table lookup on their own.
 //   levels, bounds: the group's levels and decision bounds, padded with +inf to L;
-//   values = {0, t1, ..., tL, 0, ...}, cuts = {0, d1, ..., dL, 0, ...}.
+//   values = {0, t1, ..., tL}, cuts = {0, d1, ..., dL} as register tables.
 template <int BITS, int L>
 inline void quantize_lanes(const float* g_in, float* r_io, uint8_t* codes, const float* levels,
-                           const float* bounds, const VFloat& values, const VFloat& cuts, VInt& bad) {
+                           const float* bounds, const Table& values, const Table& cuts, VInt& bad) {
   VFloat g, r;
   std::memcpy(&g, g_in, sizeof(g));
   std::memcpy(&r, r_io, sizeof(r));
@@ -117,11 +145,7 @@ template <int BITS, int L>
 inline int64_t encode_block(const float* __restrict__ grad, float* __restrict__ residual,
                          uint8_t* __restrict__ out, int64_t len, const float* levels, const float* bounds) {
   using Lay = Layout<BITS>;
-  VFloat values = VFloat{}, cuts = VFloat{};  // the register tables (entries past the register unused)
-  for (int k = 0; k < L && k + 1 < kLanes; ++k) {
-    values[k + 1] = levels[k];
-    cuts[k + 1] = bounds[k];
-  }
+  const Table values(levels, L), cuts(bounds, L);
   alignas(64) uint8_t codes[kBlock];
   VInt bad = VInt{};
   const int64_t full = len - len % kLanes;

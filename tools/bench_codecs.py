@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Throughput of the 2bit and 4bit kernels against the memory-bandwidth reference, in one run.
+"""Throughput of the 2bit, 4bit and 5bit kernels against the memory-bandwidth reference, in one run.
 
 For each size (1M and 25M float32 values) and thread count (1 and all cores) it times, through the
 MXNet operators and with the engine's wait after each call, in interleaved rounds (medians): encode
@@ -27,7 +27,10 @@ from mxnet_gc.lgc import vectors
 from mxnet_gc.message_plan import MessagePlan
 
 CONFIGS = {"2bit": {"type": "2bit", "threshold": 0.5},
-           "4bit": {"type": "4bit", "thresholds": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4]}}
+           "4bit": {"type": "4bit", "thresholds": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4]},
+           # (4bit's pull_bits 5 ladder of those levels, with 2 workers)
+           "5bit": {"type": "5bit", "thresholds": [0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.2, 1.6, 2.4, 3.2, 4.8, 6.4, 9.6,
+                                                   12.8, 19.2]}}
 
 
 def median_seconds(fns, repeat):
@@ -125,6 +128,8 @@ def main():
     print("- 4bit encode / copy bandwidth: %.2f (target >= 0.5)" % (big["numpy copyto"] / big["4bit encode"]))
     print("- 4bit decode / copy bandwidth: %.2f (target >= 0.5)" % (big["numpy copyto"] / big["4bit decode"]))
     print("- 4bit encode time / 2bit encode time: %.2f (target <= 1.3)" % (big["4bit encode"] / big["2bit encode"]))
+    print("- 5bit encode / copy bandwidth: %.2f, decode: %.2f" % (big["numpy copyto"] / big["5bit encode"],
+                                                                 big["numpy copyto"] / big["5bit decode"]))
     print("- a message plan's encode of 16 values / MXNet's copyto: %.2f (target <= 1.1)"
           % (calls["4bit encode, message plan, 16 values"] / calls["MXNet copyto, 16 values"]))
 
