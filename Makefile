@@ -108,12 +108,14 @@ bench-sparse: install
 # 2 cores: 260 to 310 images/s; resumes like study).
 study: install data
 	$(PY) -m tools.study_accuracy
-# 4bit with per-layer groups, with and without compressed pulls, against uncompressed on 10 seeds (the CNN,
-# 6 epochs, the tuned values of `make study`; about 50 minutes on 2 cores; docs/results/accuracy/accuracy_10seeds.json)
+# 4bit with per-layer groups, with and without compressed pulls (4 and 5 bits), against uncompressed on 10
+# seeds (the CNN, 6 epochs, the tuned values of `make study`; about 70 minutes on 2 cores;
+# docs/results/accuracy/accuracy_10seeds.json)
 study-seeds: install data
 	$(PY) -m tools.study_accuracy --no-sweep --tuned-by docs/results/accuracy/accuracy.json \
 		--json docs/results/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
-		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
+		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" \
+		"4bit, per-layer groups, compressed pull, 5 bits"
 study-resnet20: install data
 	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
 		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
