@@ -103,9 +103,9 @@ bench-sparse: install
 # The accuracy study (docs/accuracy.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
 # one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
 # on 2 cores; keeps each run in docs/results/accuracy/accuracy.json as it ends, so a second call resumes).
-# study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 4 configurations x 2 seeds x 5 epochs, with
-# the CNN study's tuned 2bit threshold (run study first; about 20 minutes a run, 2.7 hours in all, on
-# 2 cores: 260 to 310 images/s; resumes like study).
+# study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 5 epochs: uncompressed and MXNet 2bit (the CNN
+# study's tuned threshold; run study first) on seeds 1-2, 4bit groups with and without compressed pulls on
+# seeds 1-3 (about 20 minutes a run, 3.3 hours in all, on 2 cores: 260 to 310 images/s; resumes like study).
 study: install data
 	$(PY) -m tools.study_accuracy
 # 4bit with per-layer groups, with and without compressed pulls (4 and 5 bits), against uncompressed on 10
@@ -118,8 +118,10 @@ study-seeds: install data
 		"4bit, per-layer groups, compressed pull, 5 bits"
 study-resnet20: install data
 	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
-		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit" \
-		"4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
+		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit"
+	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 3 --no-sweep \
+		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json \
+		--configs "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
 # seed on real jobs, LGC-PS and LGC-RAR (about 150 minutes on 2 cores; rewrites docs/results/lgc_study/lgc_study_*.json
@@ -133,9 +135,10 @@ study-resnet20: install data
 study-lgc: install data
 	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --configs uncompressed "top-k (error feedback)" \
 		LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder" \
-		"LGC-PS, own codes" "LGC-PS, innovation 1e-4"
+		"LGC-PS, own codes" "LGC-PS, innovation 1e-4" "LGC-PS, own codes, subtract" "LGC-PS, density x workers"
 	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --lr-warmup-epochs 1 --seeds 1 2 3 \
-		--configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, own codes"
+		--configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, own codes" \
+		"LGC-PS, own codes, subtract" "LGC-PS, exact at the leader's indices" "LGC-PS, density x workers"
 	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 study-pareto: install data

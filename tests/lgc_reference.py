@@ -119,7 +119,17 @@ class GroupReference:
                 v[r][c] += np.where(np.isfinite(g), g, np.float32(0))
         leader = step % W if p["leader"] == "rotate" else p["leader"]
         lead = [largest(v[leader][c], k[c]) for c in range(len(coded))]
-        if p["order"] == "index":  # the vector in the order of the tensor, else by |value|
+        if p.get("index", "leader") == "union" and phase in ("train", "lgc"):  # drawn from every worker's top-k
+            lead = []
+            for c in range(len(coded)):
+                tops = [largest(v[(leader + t) % W][c], k[c]) for t in range(W)]  # in turns from the leader
+                chosen = []
+                for j in range(k[c]):  # everyone's largest, then everyone's second, ...: the first k distinct
+                    for t in range(W):
+                        if len(chosen) < k[c] and tops[t][j] not in chosen:
+                            chosen.append(tops[t][j])
+                lead.append(np.sort(np.array(chosen, np.int64)))
+        elif p["order"] == "index":  # the vector in the order of the tensor, else by |value|
             lead = [np.sort(i) for i in lead]
         own = [[largest(v[r][c], ki[c]) for c in range(len(coded))] for r in range(W)]
         scales = [[float(np.max(np.abs(v[r][c]))) or 1.0 for c in range(len(coded))] for r in range(W)]

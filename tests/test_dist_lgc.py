@@ -78,7 +78,8 @@ def uninterrupted_fine_tuned(tmp_path_factory):
 @pytest.mark.parametrize("workers, servers, options", [
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
     (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "subtract"}),
-    (2, 1, {"codes": "own", "fine_tune_every": 2})])
+    (2, 1, {"codes": "own", "fine_tune_every": 2}), (3, 1, {"codes": "own", "index": "union"}),
+    (3, 2, {"codes": "own", "index": "union", "error_feedback": "subtract", "leader": 2})])
 def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)
     if (workers, servers) == (2, 1) and options in ({}, FINE_TUNED):  # an uninterrupted job's settings: that job
@@ -191,6 +192,17 @@ def test_a_corrupt_code_is_rejected_and_every_worker_told(tmp_path, kind, option
     for r in (0, 1):  # every worker raises the server's error after the first lgc step
         assert "[worker %d] RuntimeError: mxnet_gc server 0: rejected step 7 of the coded tensors" % r in proc.stdout
     assert "not a %s message" % kind in proc.stdout
+
+
+def test_corrupt_candidates_are_rejected_and_every_worker_told(tmp_path):
+    """With index 'union' a worker's corrupt CAND: the server refuses the step's index set (the first train
+    step's), every worker raises its error."""
+    proc = run(tmp_path, dict(PARAMS, codes="own", index="union"), 2, 1,
+               extra={"fault": {"rank": 1, "corrupt": "CAND"}}, expect_success=False)
+    assert proc.returncode != 0
+    for r in (0, 1):
+        assert "[worker %d] RuntimeError: mxnet_gc server 0: rejected the workers' candidate indices: worker 1's " \
+               "message of step 4: not a CAND message" % r in proc.stdout
 
 
 def run_fault(tmp_path, fault):

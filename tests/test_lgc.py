@@ -23,7 +23,7 @@ from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
     ({"autoencoder": "no"}, "autoencoder"), ({"autoencoder": False, "ramp_steps": 0}, "ramp_steps"),
     ({"order": "random"}, "order"), ({"fine_tune_every": -1}, "fine_tune_every"),
     ({"fine_tune_every": 5, "autoencoder": False}, "fine_tune_every"), ({"ae_window": 100}, "ae_window"),
-    ({"codes": "every"}, "codes"),
+    ({"codes": "every"}, "codes"), ({"index": "vote"}, "index"), ({"index": "union"}, "index"),
 ])
 def test_bad_options_name_the_field(params, field):
     with pytest.raises(ValueError, match=repr(field)):
@@ -461,3 +461,48 @@ def test_a_saved_autoencoder_is_refused_by_another_decoder_layout(tmp_path):
     checkpoint_files.write(path, pickle.dumps(state))
     with pytest.raises(ValueError, match="decoders by worker rank there, by position after the leader here"):
         leader.load(path, 7)
+
+
+# ---- index 'union' ----
+
+def union_by_turns(candidates, k, first):
+    """Every worker's candidates taken in turns from rank ``first`` (each one's best, then each one's
+    second, ...), the first k distinct, ascending: written as a loop."""
+    W, chosen = len(candidates), []
+    for j in range(max(len(c) for c in candidates)):
+        for t in range(W):
+            row = candidates[(first + t) % W]
+            if j < len(row) and len(chosen) < k and row[j] not in chosen:
+                chosen.append(row[j])
+    return sorted(chosen)
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_union_draws_from_every_workers_candidates_in_turns(first):
+    fmt = WireFormat([1000, 300], 0.01, 0.001, 3, 4)  # k = 10 and 3
+    rng = np.random.default_rng(first)
+    candidates = [[rng.choice(40, k, replace=False) for k in fmt.k] for _ in range(3)]
+    candidates[1][0][:4] = candidates[0][0][:4]  # shared candidates are taken once
+    got = vectors.union(fmt, candidates, first)
+    for c, k in enumerate(fmt.k):
+        assert list(got[c]) == union_by_turns([cand[c] for cand in candidates], k, first)
+        assert got[c].size == k and np.all(np.diff(got[c]) > 0)
+    assert set(got[0]) != set(candidates[first][0])  # not the leader's top-k alone
+
+
+def test_union_of_too_few_distinct_candidates_is_corrupt():
+    fmt = WireFormat([1000], 0.01, 0.001, 2, 4)
+    same = [np.array([5] * 10)]
+    with pytest.raises(CorruptMessage, match="hold 1 distinct indices, fewer than its 10"):
+        vectors.union(fmt, [same, same], 0)
+
+
+def test_candidates_are_an_index_message_of_their_own_kind():
+    fmt = WireFormat([1000, 300], 0.01, 0.001, 2, 4)
+    indices = [np.arange(10)[::-1] * 7, np.array([299, 0, 5])]
+    words = fmt.index_message(3, 1, [0.5, 2.0], indices, kind="CAND")
+    assert words.view(np.uint32)[0] == MAGIC["CAND"] and words.size == fmt.words["INDEX"]
+    fields = fmt.read("CAND", words, 3)
+    assert [list(i) for i in fields["indices"]] == [list(i) for i in indices]  # in the sender's order
+    with pytest.raises(CorruptMessage, match="not a INDEX message"):
+        fmt.read("INDEX", words, 3)

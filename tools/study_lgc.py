@@ -62,7 +62,12 @@ def configs(args):
         "LGC-PS, own codes": {"codes": "own"},  # every worker codes its own vector at the leader's indices
         # and keeps what its estimate missed in its accumulator (error feedback of the estimate's error)
         "LGC-PS, own codes, subtract": {"codes": "own", "error_feedback": "subtract"},
+        # the index set drawn in turns from every worker's top-k, not the leader's alone
+        "LGC-PS, own codes, every worker's candidates": {"codes": "own", "index": "union"},
         "LGC-PS, innovation 1e-4": {"innovation_density": 1e-4},  # 10x more of each worker's own values, exact
+        # the train phase to the end: every worker's exact values at the leader's indices (no estimate), which
+        # separates what the estimates cost from what the leader's choice of coordinates costs
+        "LGC-PS, exact at the leader's indices": {"ae_steps": 10 ** 6},
         # as many coordinates a step as the ablation, whose W workers each send their own top-k
         "LGC-PS, density x workers": {"density": args.density * args.workers},
     }

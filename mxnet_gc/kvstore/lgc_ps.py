@@ -8,6 +8,8 @@ server: 'lead' and 'all' (pushes), 'index' and 'result' (values workers pull):
            'all'; barrier (the store's pull); every worker pulls 'result'.
     lgc:   the leader pushes LEAD to 'lead', every worker INNOV to 'all'; barrier; pull 'result'.
            With codes 'own': as train, every worker pushing CODED (its own vector's code) to 'all'.
+    With index 'union' every worker pushes its candidates (CAND) to 'lead' instead of the leader's INDEX;
+    the server's 'index' value is the set drawn from them.
 
 Each step counts two rounds on every group's server (the 'lead' and 'all' rounds).  At the switch to
 the lgc phase every worker pulls the autoencoder's weights from each server ('weights', counted).
@@ -17,6 +19,7 @@ keys ('tune_lead', 'tune_all') and 'index'; after each the workers pull the new 
 import mxnet as mx
 
 from .. import _mx
+from ..lgc.wire import CorruptMessage
 from ..schedule import AE_TRAIN, LGC
 from .lgc_rounds import LGCRounds
 
@@ -31,13 +34,19 @@ class PSRounds(LGCRounds):
         train = self.mode() == AE_TRAIN
         if self.options.index_first(phase, step):
             keys = ("tune_lead", "tune_all") if train and phase == LGC else ("lead", "all")
-            if lead:
+            if self.options.candidates_first(phase, step):  # every worker's candidates; the servers draw the set
+                self._send([(g, keys[0], g.coder.candidate_message(step)) for g in self.groups])
+            elif lead:
                 self._send([(g, keys[0], g.coder.index_message(step)) for g in self.groups])
             port.barrier()
             port.pull([g.keys["index"] for g in self.groups], [g.buffers["index"] for g in self.groups])
             messages = []
             for g in self.groups:
-                index = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
+                try:
+                    index = g.fmt.read("INDEX", g.buffers["index"].asnumpy(), step)["indices"]
+                except CorruptMessage:  # a set the server refused (every worker reads it): raise the server's error
+                    port.synchronize()
+                    raise
                 messages.append((g, keys[1], g.coder.vector_message(step, index) if train
                                  else g.coder.own_code_message(step, index)))
             self._send(messages)

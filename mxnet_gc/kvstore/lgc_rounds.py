@@ -111,9 +111,10 @@ class LGCRounds:
 
     def accumulate(self, grads):
         """Adds the step's gradients (float32, as the store checks; read in place once backward has written
-        them) to every group's accumulators; the step's leader also selects its indices.  ``nonfinite``
-        then holds the coded keys' non-finite gradient values of the step, counted by the same pass."""
-        lead = self.store.rank == self.leader()
+        them) to every group's accumulators; the step's leader (with index 'union' every worker, on the
+        steps whose indices go first) also selects its indices.  ``nonfinite`` then holds the coded keys'
+        non-finite gradient values of the step, counted by the same pass."""
+        lead = self.store.rank == self.leader() or self.options.candidates_first(self.installed, self.schedule.step)
         self.nonfinite = dict.fromkeys(self.coded, 0)
         for g in self.groups:
             dropped = g.coder.accumulate([self._part(_mx.host_view(grads[c.key]), c) for c in g.chunks], lead)

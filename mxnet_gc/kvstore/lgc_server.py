@@ -2,7 +2,8 @@
 and the result each step's pushes make (see lgc_ps.py for the rounds, mxnet_gc/lgc for the rest).
 
 The aggregator hands over every push to a key of an LGC group.  A 'lead' push is kept (when the
-leader's indices go first, ``LGCOptions.index_first``, it also becomes the 'index' value); an 'all'
+leader's indices go first, ``LGCOptions.index_first``, it also becomes the 'index' value; with index
+'union' the W workers' candidates are kept, and the set drawn from them becomes it); an 'all'
 push is kept until every worker's has arrived (and, in the lgc phase, the leader's); then the
 combiner makes the step's result, written to the 'result' value, and the step's two rounds count as
 done.  A fine-tuning step of the lgc phase (option
@@ -13,6 +14,7 @@ values are unchanged this step, every worker is told.
 """
 import numpy as np
 
+from ..lgc import vectors
 from ..lgc.combiner import Combiner
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
@@ -25,7 +27,8 @@ class ServerGroup:
         self.fmt = WireFormat(desc["sizes"], options.density, options.innovation_density, num_workers,
                               options.latent_channels)
         self.combiner = combiner or Combiner(self.fmt, options)
-        self.lead = None  # this step's leader message
+        self.lead = None  # this step's leader message (with index 'union': the INDEX drawn from the candidates)
+        self.candidates = []  # with index 'union': this step's CAND messages so far
         self.all = []  # this step's 'all' messages so far
         self.step = 0
         self.index = None  # the leader's INDEX fields (scales, indices), when the leader sends them first
@@ -81,7 +84,13 @@ class LGCServer:
         group, name = self.by_key[key]
         rounds, error = 0, None
         train = self.options.trains(self.phase, group.step)
-        if name == "lead":
+        if name == "lead" and self.options.candidates_first(self.phase, group.step):
+            group.candidates.append(words)
+            if len(group.candidates) == self.num_workers:
+                group.lead, error = self._draw_index(group)
+                published = self._publish_index(group)  # (after an error the empty 'lead' is rejected: zeros)
+                error = error or published
+        elif name == "lead":
             group.lead = words
             if self.options.index_first(self.phase, group.step):
                 error = self._publish_index(group)
@@ -93,6 +102,19 @@ class LGCServer:
             error = self._finish(group) or error
             rounds = 2
         return rounds, error
+
+    def _draw_index(self, group):
+        """With index 'union': (the step's INDEX message drawn from every worker's CAND, in the leader's
+        scales; or None, an error message)."""
+        candidates, group.candidates = group.candidates, []
+        messages = sorted(candidates, key=lambda m: int(m.view(np.uint32)[2]) if m.size > 2 else -1)
+        try:
+            fields = group.combiner.check_step("CAND", messages, group.step)
+            leader = self._leader_of(group.step)
+            indices = vectors.union(group.fmt, [f["indices"] for f in fields], leader)
+        except ValueError as e:
+            return np.zeros(0, np.float32), "rejected the workers' candidate indices: %s" % e
+        return group.fmt.index_message(group.step, leader, fields[leader]["scales"], indices), None
 
     def _publish_index(self, group):
         out = self.values_np[group.keys["index"]]

@@ -10,7 +10,8 @@ docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run'
                 autoencoder on the workers' vectors
     lgc         to the end: the leader sends the code of its vector, every worker its innovation (with
                 ``codes`` 'own': the leader its indices first, then every worker the code of its own
-                vector there and its innovation); with
+                vector there and its innovation; with ``index`` 'union' the indices are drawn in turns
+                from every worker's top-k, each sending its candidates first); with
                 ``fine_tune_every`` N > 0, every N-th step of it is a train step again (``tunes``), after
                 which the workers take the servers' new weights
 
@@ -37,6 +38,8 @@ DEFAULTS = {
     "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), or 'subtract' what was applied
     "codes": "leader",           # lgc phase on a server: the leader's code stands for every worker ('leader'), or
                                  # every worker sends the code of its own vector at the leader's indices ('own')
+    "index": "leader",           # the index set of a step: the leader's top-k ('leader'), or with codes 'own' drawn
+                                 # from every worker's top-k in turns ('union': every worker sends candidates)
     "encoder_channels": [8, 16, 16, 8],
     "latent_channels": 4,
     "ae_lr": 1e-2,
@@ -112,6 +115,12 @@ class LGCOptions:
         if p["codes"] not in ("leader", "own"):
             _fail("codes", "'leader' or 'own'", p["codes"])
         self.codes = p["codes"]
+        if p["index"] not in ("leader", "union"):
+            _fail("index", "'leader' or 'union'", p["index"])
+        if p["index"] == "union" and self.codes != "own":
+            _fail("index", "'leader' with codes %r ('union' needs codes 'own': every step's indices go first)"
+                  % self.codes, p["index"])
+        self.index = p["index"]
         channels = p["encoder_channels"]
         if (not isinstance(channels, (list, tuple)) or len(channels) != 4
                 or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels)):
@@ -176,6 +185,11 @@ class LGCOptions:
         """Whether a step's leader sends its indices (INDEX) first and the workers answer at them: the
         steps that train, and with codes 'own' every lgc step."""
         return self.trains(phase_name, step) or (phase_name == LGC and self.codes == "own")
+
+    def candidates_first(self, phase_name, step):
+        """Whether every worker sends its candidate indices (CAND) and the servers make the step's index set
+        from them: the steps whose indices go first, with index 'union'."""
+        return self.index == "union" and self.index_first(phase_name, step)
 
     def stage_density(self, phase_name):
         """The layerwise_topk density of a ramp phase."""

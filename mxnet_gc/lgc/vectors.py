@@ -14,6 +14,7 @@ import ctypes
 import numpy as np
 
 from .._library import load
+from .wire import CorruptMessage
 
 
 def top(values, k):
@@ -42,6 +43,23 @@ def accumulate(v, velocity, g, momentum, k_lead, k_innov):
                                   ctypes.byref(nonfinite)) != 0:
         raise ValueError("accumulate: counts %d and %d are not within 0..%d" % (k_lead, k_innov, v.size))
     return lead, innov, largest.value if largest.value > 0 else 1.0, nonfinite.value
+
+
+def union(fmt, candidates, first):
+    """The step's index set with index 'union', per tensor ascending: ``candidates`` per worker (rank order)
+    per tensor, each worker's top-k largest first; they are taken in turns starting with rank ``first``
+    (each worker's largest, then each one's second, ...), the first k_c distinct indices of that order.
+    Raises CorruptMessage when the candidates hold fewer than k_c distinct indices."""
+    W, out = len(candidates), []
+    turns = [(first + i) % W for i in range(W)]
+    for c, k in enumerate(fmt.k):
+        order = np.stack([np.asarray(candidates[r][c], np.int64) for r in turns], axis=1).reshape(-1)
+        distinct, at = np.unique(order, return_index=True)
+        if distinct.size < k:
+            raise CorruptMessage("tensor %d's candidates hold %d distinct indices, fewer than its %d"
+                                 % (c, distinct.size, k))
+        out.append(np.sort(distinct[np.argsort(at, kind="stable")[:k]]))
+    return out
 
 
 def scale_of(values):

@@ -10,6 +10,8 @@ padded to whole words.  K = sum k_c; the coded vector has P = K rounded up to a 
 the code has C * P / 16 floats (C latent channels).
 
     INDEX  (train phase, leader)   header | scales (the leader's, one float per tensor) | leader indices
+    CAND   (index 'union', everyone) INDEX's fields, the sender's own: scales | its top-k indices, largest
+                                   |value| first (the servers make the step's INDEX from every worker's)
     LEAD   (lgc phase, leader)     header | scales | leader indices | code
     INNOV  (lgc phase, everyone)   header | innovation indices | values
     VECTOR (train phase, everyone) INNOV's fields | the vector (P floats: the values at the leader's
@@ -31,7 +33,7 @@ import numpy as np
 
 from .options import STRIDE, count
 
-MAGIC = {"INDEX": 0x4C474358, "LEAD": 0x4C47434C, "INNOV": 0x4C474349, "VECTOR": 0x4C474356,
+MAGIC = {"INDEX": 0x4C474358, "CAND": 0x4C474341, "LEAD": 0x4C47434C, "INNOV": 0x4C474349, "VECTOR": 0x4C474356,
          "CODED": 0x4C474344, "RESULT": 0x4C474352}
 HEADER = 3
 
@@ -95,6 +97,7 @@ class WireFormat:
         scales = len(self.sizes)
         self.words = {
             "INDEX": HEADER + scales + self.index_words,
+            "CAND": HEADER + scales + self.index_words,
             "LEAD": HEADER + scales + self.index_words + self.code_words,
             "INNOV": HEADER + self.innov_index_words + self.Ki,
             "VECTOR": HEADER + self.innov_index_words + self.Ki + self.padded,
@@ -139,9 +142,10 @@ class WireFormat:
 
     # ---- messages ----
 
-    def index_message(self, step, rank, scales, indices):
-        return self._as_words([self._header("INDEX", step, rank), np.asarray(scales, np.float32),
-                               self.pack_indices(indices, self.k)], self.words["INDEX"])
+    def index_message(self, step, rank, scales, indices, kind="INDEX"):
+        """INDEX, or with ``kind`` 'CAND' a worker's candidates (the same fields)."""
+        return self._as_words([self._header(kind, step, rank), np.asarray(scales, np.float32),
+                               self.pack_indices(indices, self.k)], self.words[kind])
 
     def lead_message(self, step, rank, scales, indices, code):
         return self._as_words([self._header("LEAD", step, rank), np.asarray(scales, np.float32),
@@ -182,11 +186,11 @@ class WireFormat:
             at += n
             return words[at - n:at]
 
-        if kind in ("INDEX", "LEAD", "RESULT", "CODED"):
+        if kind in ("INDEX", "CAND", "LEAD", "RESULT", "CODED"):
             fields["scales"] = take(len(self.sizes)).copy()
             if not np.all(np.isfinite(fields["scales"])) or np.any(fields["scales"] <= 0):
                 raise CorruptMessage("scales must be finite and positive, got %s" % fields["scales"])
-        if kind in ("INDEX", "LEAD", "RESULT"):
+        if kind in ("INDEX", "CAND", "LEAD", "RESULT"):
             fields["indices"] = self.unpack_indices(take(self.index_words).view(np.uint32), self.k)[0]
         if kind == "RESULT":
             fields["sums"] = take(self.K).copy()

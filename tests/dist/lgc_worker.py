@@ -8,7 +8,7 @@ RUN_JSON: {"store": "horovod"} runs on the horovod store (started by horovodrun;
 parameter server, started by tools/launch.py); {"save_at": [S, ...]} saves a checkpoint (prefix
 OUT/ckpt-S) after each step S; {"resume": S} starts from that one; {"fault": F} makes one worker misbehave: F = {"rank": r,
 "options": {...}} (other 'lgc' options on rank r), {"rank": r, "corrupt": KIND} (the magic of rank r's
-messages of KIND, LEAD, INNOV, INDEX, VECTOR or CODED, is damaged, as in a corrupt payload) or {"rank": r,
+messages of KIND, LEAD, INNOV, INDEX, VECTOR, CODED or CAND, is damaged, as in a corrupt payload) or {"rank": r,
 "die_at": S} (rank r is killed in step S, after its backward); {"inf": [[r, S, i, j], ...]}: rank r's
 gradient of parameter i gets an inf at flat position j in step S.  Each step's data depends on (rank,
 step) only.
@@ -38,7 +38,7 @@ def main():
         params = dict(params, **fault.get("options", {}))
         if "corrupt" in fault:
             method = {"LEAD": "lead_message", "INNOV": "innov_message", "INDEX": "index_message",
-                      "VECTOR": "vector_message", "CODED": "own_code_message"}[fault["corrupt"]]
+                      "VECTOR": "vector_message", "CODED": "own_code_message", "CAND": "candidate_message"}[fault["corrupt"]]
             original = getattr(coder.GroupCoder, method)
 
             def corrupted(self, *args):
