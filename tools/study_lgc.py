@@ -64,6 +64,8 @@ def configs(args):
         "LGC-PS, own codes, subtract": {"codes": "own", "error_feedback": "subtract"},
         # the index set drawn in turns from every worker's top-k, not the leader's alone
         "LGC-PS, own codes, every worker's candidates": {"codes": "own", "index": "union"},
+        "LGC-PS, own codes, every worker's candidates, subtract": {"codes": "own", "index": "union",
+                                                                  "error_feedback": "subtract"},
         "LGC-PS, innovation 1e-4": {"innovation_density": 1e-4},  # 10x more of each worker's own values, exact
         # the train phase to the end: every worker's exact values at the leader's indices (no estimate), which
         # separates what the estimates cost from what the leader's choice of coordinates costs
