@@ -108,14 +108,19 @@ bench-sparse: install
 # seeds 1-3 (about 20 minutes a run, 3.3 hours in all, on 2 cores: 260 to 310 images/s; resumes like study).
 study: install data
 	$(PY) -m tools.study_accuracy
-# 4bit with per-layer groups, with and without compressed pulls (4 and 5 bits), against uncompressed on 10
-# seeds (the CNN, 6 epochs, the tuned values of `make study`; about 70 minutes on 2 cores;
-# docs/results/accuracy/accuracy_10seeds.json)
+# 4bit with per-layer groups, with and without compressed pulls, against uncompressed on 10 seeds, and
+# 5-bit compressed pulls on 5 (the CNN, 6 epochs, the tuned values of `make study`; about 60 minutes on 2
+# cores; docs/results/accuracy/accuracy_10seeds.json; the last command prints the table of all four)
 study-seeds: install data
 	$(PY) -m tools.study_accuracy --no-sweep --tuned-by docs/results/accuracy/accuracy.json \
 		--json docs/results/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
+		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
+	$(PY) -m tools.study_accuracy --no-sweep --tuned-by docs/results/accuracy/accuracy.json \
+		--json docs/results/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 --configs "4bit, per-layer groups, compressed pull, 5 bits"
+	$(PY) -m tools.study_accuracy --no-sweep --tuned-by docs/results/accuracy/accuracy.json \
+		--json docs/results/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
 		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" \
-		"4bit, per-layer groups, compressed pull, 5 bits"
+		"4bit, per-layer groups, compressed pull, 5 bits" --report
 study-resnet20: install data
 	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
 		--tuned-by docs/results/accuracy/accuracy.json --json docs/results/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit"
