@@ -68,3 +68,16 @@ def test_every_file_of_docs_is_named_somewhere():
             if os.path.isfile(os.path.join(ROOT, path)) and not any(name in t for p, t in texts if p != path):
                 unnamed.append(path)
     assert not unnamed, unnamed
+
+
+def test_studies_tell_their_configurations_apart():
+    """Each configuration of the 10-seed study is read on its own runs: 5-bit pulls are not taken for 4-bit
+    ones (their seeds would replace the 4-bit runs' in the table)."""
+    sys.path.insert(0, ROOT)
+    from tools import doc_tables
+    study = doc_tables.seeds_study()
+    four, five = study.configs["4bit, per-layer groups, compressed pull"], \
+        study.configs["4bit, per-layer groups, compressed pull, 5 bits"]
+    assert len(four) == 10 and len(five) == 5
+    assert not any(log["args"].get("pull_bits") for log in four.values())
+    assert all(log["args"]["pull_bits"] == 5 for log in five.values())

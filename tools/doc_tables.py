@@ -67,7 +67,8 @@ def accuracy_study(file_name="accuracy.json", command="make study"):
         elif kind in ("2bit", "gc_2bit"):
             name = "%s 2bit (threshold %g)" % ("MXNet" if kind == "2bit" else "mxnet_gc", a["threshold"])
         elif kind == "4bit" and a["groups"]:
-            name = "4bit, per-layer groups" + (", compressed pull" if a["compressed_pull"] else "")
+            name = "4bit, per-layer groups" + (", compressed pull" if a["compressed_pull"] else "") + \
+                (", %d bits" % a["pull_bits"] if a.get("pull_bits") else "")
         elif kind == "4bit":
             name = "4bit, one group (%s)" % a["thresholds"]
         else:
