@@ -72,6 +72,8 @@ def configs(args):
         "LGC-PS, exact at the leader's indices": {"ae_steps": 10 ** 6},
         # as many coordinates a step as the ablation, whose W workers each send their own top-k
         "LGC-PS, density x workers": {"density": args.density * args.workers},
+        "LGC-PS, own codes, every worker's candidates, density x workers": {
+            "codes": "own", "index": "union", "density": args.density * args.workers},
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
