@@ -61,7 +61,7 @@ def test_api_edges(tmp_path, store):
         "uninitialized": "ValueError: key 'nope' is not initialized",
         "duplicate_init": "ValueError: init: key 'y' is given twice",
         "residuals_of_4bit": "ValueError: %s holds residuals of gradient compression {\"compressed_pull\": false, "
-                             "\"default\": {\"rounding\": \"nearest\", \"thresholds\": [0.25," % (tmp_path / "rank%d.residuals"),
+                             "\"default\": {\"pull_bits\": 4, \"rounding\": \"nearest\", \"thresholds\": [0.25," % (tmp_path / "rank%d.residuals"),
     }
     weight, bias = reference_dense()
     for rank, saved in enumerate(results):
