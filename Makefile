@@ -129,7 +129,7 @@ study-resnet20: install data
 		--configs "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
-# seed on real jobs, LGC-PS and LGC-RAR (about 150 minutes on 2 cores; rewrites docs/results/lgc_study/lgc_study_*.json
+# seed on real jobs, LGC-PS and LGC-RAR and their variants (about 200 minutes on 2 cores; rewrites docs/results/lgc_study/lgc_study_*.json
 # and their plots).  study-pareto: every other method on the same settings, added to those files, then
 # accuracy against bytes (docs/results/accuracy/pareto.png, the tables of docs/accuracy.md; after
 # study-lgc; about 4 hours; `.venv/bin/python -m tools.study_pareto --report` redraws from the saved runs).
@@ -140,10 +140,11 @@ study-resnet20: install data
 study-lgc: install data
 	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --configs uncompressed "top-k (error feedback)" \
 		LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder" \
-		"LGC-PS, own codes" "LGC-PS, innovation 1e-4" "LGC-PS, own codes, subtract" "LGC-PS, density x workers"
+		"LGC-PS, own codes" "LGC-PS, innovation 1e-4" "LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates"
 	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --lr-warmup-epochs 1 --seeds 1 2 3 \
 		--configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, own codes" \
-		"LGC-PS, own codes, subtract" "LGC-PS, exact at the leader's indices" "LGC-PS, density x workers"
+		"LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates" \
+		"LGC-PS, own codes, every worker's candidates, subtract"
 	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 study-pareto: install data

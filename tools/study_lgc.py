@@ -60,8 +60,6 @@ def configs(args):
         "LGC-PS, fine-tuned every 100": {"fine_tune_every": 100},  # one more training step every 100 steps
         "LGC-PS, larger autoencoder": {"encoder_channels": [64, 128, 256, 64]},
         "LGC-PS, own codes": {"codes": "own"},  # every worker codes its own vector at the leader's indices
-        # and keeps what its estimate missed in its accumulator (error feedback of the estimate's error)
-        "LGC-PS, own codes, subtract": {"codes": "own", "error_feedback": "subtract"},
         # the index set drawn in turns from every worker's top-k, not the leader's alone
         "LGC-PS, own codes, every worker's candidates": {"codes": "own", "index": "union"},
         "LGC-PS, own codes, every worker's candidates, subtract": {"codes": "own", "index": "union",
