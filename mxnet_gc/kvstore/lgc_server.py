@@ -21,6 +21,11 @@ from ..lgc.wire import WireFormat
 from ..schedule import LGC
 
 
+def in_rank_order(messages):
+    """A step's messages sorted by their sender's rank (the header's third word; the combiner checks it)."""
+    return sorted(messages, key=lambda m: int(m.view(np.uint32)[2]) if m.size > 2 else -1)
+
+
 class ServerGroup:
     def __init__(self, desc, options, num_workers, combiner):
         self.keys, self.number = desc["keys"], desc["number"]  # number: the group's place among the workers' groups
@@ -106,8 +111,7 @@ class LGCServer:
     def _draw_index(self, group):
         """With index 'union': (the step's INDEX message drawn from every worker's CAND, in the leader's
         scales; or None, an error message)."""
-        candidates, group.candidates = group.candidates, []
-        messages = sorted(candidates, key=lambda m: int(m.view(np.uint32)[2]) if m.size > 2 else -1)
+        messages, group.candidates = in_rank_order(group.candidates), []
         try:
             fields = group.combiner.check_step("CAND", messages, group.step)
             leader = self._leader_of(group.step)
@@ -131,7 +135,7 @@ class LGCServer:
     def _finish(self, group):
         """Combines a complete step into the 'result' value; returns an error message or None."""
         # in rank order (the sender's rank is in each header; the combiner checks it)
-        messages = sorted(group.all, key=lambda m: int(m.view(np.uint32)[2]) if m.size > 2 else -1)
+        messages = in_rank_order(group.all)
         lead, group.all, group.lead = group.lead, [], None
         out = self.values_np[group.keys["result"]]
         try:
