@@ -68,10 +68,13 @@ def configs(args):
         # the train phase to the end: every worker's exact values at the leader's indices (no estimate), which
         # separates what the estimates cost from what the leader's choice of coordinates costs
         "LGC-PS, exact at the leader's indices": {"ae_steps": 10 ** 6},
+        "LGC-PS, exact at every worker's candidates": {"codes": "own", "index": "union", "ae_steps": 10 ** 6},
         # as many coordinates a step as the ablation, whose W workers each send their own top-k
         "LGC-PS, density x workers": {"density": args.density * args.workers},
         "LGC-PS, own codes, every worker's candidates, density x workers": {
             "codes": "own", "index": "union", "density": args.density * args.workers},
+        "LGC-PS, own codes, every worker's candidates, density x workers, subtract": {
+            "codes": "own", "index": "union", "density": args.density * args.workers, "error_feedback": "subtract"},
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
