@@ -122,12 +122,18 @@ class GroupReference:
         if p.get("index", "leader") == "union" and phase in ("train", "lgc"):  # drawn from every worker's top-k
             lead = []
             for c in range(len(coded)):
-                tops = [largest(v[(leader + t) % W][c], k[c]) for t in range(W)]  # in turns from the leader
+                share = -(-k[c] // W)  # each worker's candidates: its top ceil(k / W)
+                tops = [largest(v[(leader + t) % W][c], share) for t in range(W)]  # in turns from the leader
                 chosen = []
-                for j in range(k[c]):  # everyone's largest, then everyone's second, ...: the first k distinct
+                for j in range(share):  # everyone's largest, then everyone's second, ...: the first k distinct
                     for t in range(W):
                         if len(chosen) < k[c] and tops[t][j] not in chosen:
                             chosen.append(tops[t][j])
+                free = 0
+                while len(chosen) < k[c]:  # overlapping candidates: the lowest indices not chosen complete it
+                    if free not in chosen:
+                        chosen.append(free)
+                    free += 1
                 lead.append(np.sort(np.array(chosen, np.int64)))
         elif p["order"] == "index":  # the vector in the order of the tensor, else by |value|
             lead = [np.sort(i) for i in lead]

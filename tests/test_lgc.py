@@ -467,42 +467,51 @@ def test_a_saved_autoencoder_is_refused_by_another_decoder_layout(tmp_path):
 
 def union_by_turns(candidates, k, first):
     """Every worker's candidates taken in turns from rank ``first`` (each one's best, then each one's
-    second, ...), the first k distinct, ascending: written as a loop."""
+    second, ...), the first k distinct, completed by the lowest indices not among them, ascending: written
+    as a loop."""
     W, chosen = len(candidates), []
     for j in range(max(len(c) for c in candidates)):
         for t in range(W):
             row = candidates[(first + t) % W]
             if j < len(row) and len(chosen) < k and row[j] not in chosen:
                 chosen.append(row[j])
+    free = 0
+    while len(chosen) < k:
+        if free not in chosen:
+            chosen.append(free)
+        free += 1
     return sorted(chosen)
 
 
 @pytest.mark.parametrize("first", [0, 1, 2])
-def test_union_draws_from_every_workers_candidates_in_turns(first):
-    fmt = WireFormat([1000, 300], 0.01, 0.001, 3, 4)  # k = 10 and 3
+@pytest.mark.parametrize("shared", [0, 4])
+def test_union_draws_from_every_workers_candidates_in_turns(first, shared):
+    fmt = WireFormat([1000, 300], 0.01, 0.001, 3, 4)  # k = 10 and 3; each worker's share 4 and 1
+    assert fmt.kc == [4, 1]
     rng = np.random.default_rng(first)
-    candidates = [[rng.choice(40, k, replace=False) for k in fmt.k] for _ in range(3)]
-    candidates[1][0][:4] = candidates[0][0][:4]  # shared candidates are taken once
+    candidates = [[20 + rng.choice(40, kc, replace=False) for kc in fmt.kc] for _ in range(3)]
+    candidates[1][0][:shared] = candidates[0][0][:shared]  # shared candidates are taken once, the set completed
     got = vectors.union(fmt, candidates, first)
     for c, k in enumerate(fmt.k):
         assert list(got[c]) == union_by_turns([cand[c] for cand in candidates], k, first)
         assert got[c].size == k and np.all(np.diff(got[c]) > 0)
-    assert set(got[0]) != set(candidates[first][0])  # not the leader's top-k alone
+    assert set(candidates[first][0]) < set(got[0])  # the leader's share and others'
+    assert (min(got[0]) < 20) == bool(shared)  # completed from the lowest indices only when they overlap
 
 
-def test_union_of_too_few_distinct_candidates_is_corrupt():
+def test_candidates_that_repeat_an_index_are_corrupt():
     fmt = WireFormat([1000], 0.01, 0.001, 2, 4)
-    same = [np.array([5] * 10)]
-    with pytest.raises(CorruptMessage, match="hold 1 distinct indices, fewer than its 10"):
-        vectors.union(fmt, [same, same], 0)
+    good, bad = [np.arange(5)], [np.array([7, 8, 7, 9, 10])]
+    with pytest.raises(CorruptMessage, match="worker 1's candidates for tensor 0 repeat an index"):
+        vectors.union(fmt, [good, bad], 0)
 
 
 def test_candidates_are_an_index_message_of_their_own_kind():
     fmt = WireFormat([1000, 300], 0.01, 0.001, 2, 4)
-    indices = [np.arange(10)[::-1] * 7, np.array([299, 0, 5])]
+    indices = [np.arange(5)[::-1] * 7, np.array([299, 0])]  # a worker's share: ceil(k / 2) of k = 10, 3
     words = fmt.index_message(3, 1, [0.5, 2.0], indices, kind="CAND")
-    assert words.view(np.uint32)[0] == MAGIC["CAND"] and words.size == fmt.words["INDEX"]
+    assert words.view(np.uint32)[0] == MAGIC["CAND"] and words.size == fmt.words["CAND"] < fmt.words["INDEX"]
     fields = fmt.read("CAND", words, 3)
     assert [list(i) for i in fields["indices"]] == [list(i) for i in indices]  # in the sender's order
-    with pytest.raises(CorruptMessage, match="not a INDEX message"):
+    with pytest.raises(CorruptMessage, match="a INDEX message has 9 words here, got 8"):
         fmt.read("INDEX", words, 3)

@@ -97,6 +97,8 @@ class PSRounds(LGCRounds):
                  {"lead": "INDEX", "all": "CODED", "index": "INDEX", "result": "RESULT"}}[phase]
         if phase == LGC and self.options.fine_tune_every:
             sizes = dict(sizes, tune_lead="INDEX", tune_all="VECTOR", index="INDEX")
+        if self.options.index == "union":  # every worker pushes its candidates where the leader pushed INDEX
+            sizes = {n: "CAND" if n in ("lead", "tune_lead") else kind for n, kind in sizes.items()}
         pushing = [n for n in sizes if n in ("lead", "all", "tune_lead", "tune_all")]
         pushes, values = [], []
         for g in self.groups:

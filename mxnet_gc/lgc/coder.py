@@ -94,10 +94,12 @@ class GroupCoder:
         return self.fmt.index_message(step, self.rank, self.scales(), self.leader_indices())
 
     def candidate_message(self, step):
-        """With index 'union': this worker's scales and its top-k indices per tensor, largest first (CAND)."""
+        """With index 'union': this worker's scales and its share of the index set, its top kc indices per
+        tensor, largest first (CAND)."""
         if self._selected[0][0].size != self.fmt.k[0]:
             raise RuntimeError("lgc: candidates are selected by accumulate(..., lead=True)")
-        return self.fmt.index_message(step, self.rank, self.scales(), [s[0] for s in self._selected], kind="CAND")
+        return self.fmt.index_message(step, self.rank, self.scales(),
+                                      [s[0][:kc] for s, kc in zip(self._selected, self.fmt.kc)], kind="CAND")
 
     def vector_message(self, step, indices):
         """The train phase's second message: this worker's values at the leader's indices, its innovation."""

@@ -47,18 +47,22 @@ def accumulate(v, velocity, g, momentum, k_lead, k_innov):
 
 def union(fmt, candidates, first):
     """The step's index set with index 'union', per tensor ascending: ``candidates`` per worker (rank order)
-    per tensor, each worker's top-k largest first; they are taken in turns starting with rank ``first``
+    per tensor, each worker's top kc largest first; they are taken in turns starting with rank ``first``
     (each worker's largest, then each one's second, ...), the first k_c distinct indices of that order.
-    Raises CorruptMessage when the candidates hold fewer than k_c distinct indices."""
+    When the workers' candidates overlap so that fewer than k_c are distinct, the set is completed with
+    the lowest indices not in it.  Raises CorruptMessage when a worker repeats an index."""
     W, out = len(candidates), []
     turns = [(first + i) % W for i in range(W)]
     for c, k in enumerate(fmt.k):
-        order = np.stack([np.asarray(candidates[r][c], np.int64) for r in turns], axis=1).reshape(-1)
-        distinct, at = np.unique(order, return_index=True)
-        if distinct.size < k:
-            raise CorruptMessage("tensor %d's candidates hold %d distinct indices, fewer than its %d"
-                                 % (c, distinct.size, k))
-        out.append(np.sort(distinct[np.argsort(at, kind="stable")[:k]]))
+        rows = [np.asarray(candidates[r][c], np.int64) for r in turns]
+        for t, row in zip(turns, rows):
+            if np.unique(row).size != row.size:
+                raise CorruptMessage("worker %d's candidates for tensor %d repeat an index" % (t, c))
+        distinct, at = np.unique(np.stack(rows, axis=1).reshape(-1), return_index=True)
+        chosen = distinct[np.argsort(at, kind="stable")[:k]]
+        if chosen.size < k:
+            chosen = np.concatenate([chosen, np.setdiff1d(np.arange(min(fmt.sizes[c], 2 * k)), chosen)[:k - chosen.size]])
+        out.append(np.sort(chosen))
     return out
 
 

@@ -10,8 +10,9 @@ padded to whole words.  K = sum k_c; the coded vector has P = K rounded up to a 
 the code has C * P / 16 floats (C latent channels).
 
     INDEX  (train phase, leader)   header | scales (the leader's, one float per tensor) | leader indices
-    CAND   (index 'union', everyone) INDEX's fields, the sender's own: scales | its top-k indices, largest
-                                   |value| first (the servers make the step's INDEX from every worker's)
+    CAND   (index 'union', everyone) the sender's own scales | its top kc_c = ceil(k_c / W) indices per
+                                   tensor, largest |value| first (its share: the servers make the step's
+                                   INDEX from every worker's)
     LEAD   (lgc phase, leader)     header | scales | leader indices | code
     INNOV  (lgc phase, everyone)   header | innovation indices | values
     VECTOR (train phase, everyone) INNOV's fields | the vector (P floats: the values at the leader's
@@ -91,13 +92,15 @@ class WireFormat:
         self.padded = max(STRIDE, -(-self.K // STRIDE) * STRIDE)
         self.code_words = latent_channels * self.padded // STRIDE
         self.index_words = (sum(k * b for k, b in zip(self.k, self.bits)) + 31) // 32
+        self.kc = [-(-k // num_workers) for k in self.k]  # a worker's candidates per tensor (index 'union')
+        cand_index_words = (sum(k * b for k, b in zip(self.kc, self.bits)) + 31) // 32
         self.innov_index_words = (sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
         self.Ki = sum(self.ki)
         self.all_innov_index_words = (num_workers * sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
         scales = len(self.sizes)
         self.words = {
             "INDEX": HEADER + scales + self.index_words,
-            "CAND": HEADER + scales + self.index_words,
+            "CAND": HEADER + scales + cand_index_words,
             "LEAD": HEADER + scales + self.index_words + self.code_words,
             "INNOV": HEADER + self.innov_index_words + self.Ki,
             "VECTOR": HEADER + self.innov_index_words + self.Ki + self.padded,
@@ -143,9 +146,9 @@ class WireFormat:
     # ---- messages ----
 
     def index_message(self, step, rank, scales, indices, kind="INDEX"):
-        """INDEX, or with ``kind`` 'CAND' a worker's candidates (the same fields)."""
+        """INDEX, or with ``kind`` 'CAND' a worker's candidates (the same fields, ``kc`` indices a tensor)."""
         return self._as_words([self._header(kind, step, rank), np.asarray(scales, np.float32),
-                               self.pack_indices(indices, self.k)], self.words[kind])
+                               self.pack_indices(indices, self.kc if kind == "CAND" else self.k)], self.words[kind])
 
     def lead_message(self, step, rank, scales, indices, code):
         return self._as_words([self._header("LEAD", step, rank), np.asarray(scales, np.float32),
@@ -190,7 +193,9 @@ class WireFormat:
             fields["scales"] = take(len(self.sizes)).copy()
             if not np.all(np.isfinite(fields["scales"])) or np.any(fields["scales"] <= 0):
                 raise CorruptMessage("scales must be finite and positive, got %s" % fields["scales"])
-        if kind in ("INDEX", "CAND", "LEAD", "RESULT"):
+        if kind == "CAND":
+            fields["indices"] = self.unpack_indices(take(self.words["CAND"] - at).view(np.uint32), self.kc)[0]
+        if kind in ("INDEX", "LEAD", "RESULT"):
             fields["indices"] = self.unpack_indices(take(self.index_words).view(np.uint32), self.k)[0]
         if kind == "RESULT":
             fields["sums"] = take(self.K).copy()
