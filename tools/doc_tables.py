@@ -1,12 +1,14 @@
 #!/usr/bin/env python
-"""The tables of README.md and docs/choosing.md, made from the result files under docs/results/.
+"""The tables of README.md, docs/choosing.md and docs/lgc.md's study, made from the result files under
+docs/results/.
 
     python -m tools.doc_tables           # rewrites the tables between their markers
     python -m tools.doc_tables --check   # exits 1 (naming the table) where a page differs from its data
 
 Each number in those tables is read from one file: the 6-epoch accuracy studies (`make study`,
 results/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
-results/accuracy/accuracy_10seeds.json), the sparse methods' 3-epoch study (`make study-lgc`, results/lgc_study/lgc_study_w2.json)
+results/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`, results/lgc_study/lgc_study_w2.json and
+_w4.json)
 and the step times on shaped links (`make bench-lgc`, results/bench_lgc/bench_lgc.csv).  tests/test_doc_numbers.py
 runs ``--check`` and also refuses a measured number written by hand anywhere else in those pages.
 """
@@ -20,7 +22,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
-PAGES = {"README.md": ("methods",), os.path.join("docs", "choosing.md"): ("choosing",)}
+PAGES = {"README.md": ("methods",), os.path.join("docs", "choosing.md"): ("choosing",),
+         os.path.join("docs", "lgc.md"): ("lgc_w2", "lgc_w4")}
 
 
 def _load_json(*path):
@@ -86,11 +89,13 @@ def seeds_study():
     return accuracy_study("accuracy_10seeds.json", "make study-seeds")
 
 
-def sparse_study():
-    """Every method on the CNN with 2 workers, 3 epochs, 3 seeds (`make study-lgc` and `tools/study_pareto.py`)."""
-    data = _load_json("lgc_study", "lgc_study_w2.json")["results"]
+def sparse_study(workers=2):
+    """Every method on the CNN with 2 workers, 3 epochs, 3 seeds (`make study-lgc` and `tools/study_pareto.py`),
+    or with 4 workers, 6 epochs."""
+    name = "lgc_study_w%d.json" % workers
+    data = _load_json("lgc_study", name)["results"]
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
-                 "make study-lgc study-pareto", "docs/results/lgc_study/lgc_study_w2.json", 3)
+                 "make study-lgc study-pareto", "docs/results/lgc_study/" + name, 3 if workers == 2 else 6)
 
 
 def step_times():
@@ -209,7 +214,71 @@ def choosing_table():
     return "\n".join(out)
 
 
-TABLES = {"methods": methods_table, "choosing": choosing_table}
+# docs/lgc.md's study tables: (row label, configuration of tools/study_lgc.py)
+LGC_ROWS = {
+    2: [("uncompressed", "uncompressed"),
+        ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
+        ("LGC-PS, density 1e-3", "LGC-PS"),
+        ("LGC-RAR, density 1e-3", "LGC-RAR"),
+        ("LGC without autoencoder", "LGC without autoencoder"),
+        ("LGC-PS, own codes (`codes: 'own'`)", "LGC-PS, own codes"),
+        ("LGC-PS, `innovation_density` 1e-4", "LGC-PS, innovation 1e-4"),
+        ("LGC-PS, fine-tuned every 100 (`fine_tune_every: 100`)", "LGC-PS, fine-tuned every 100"),
+        ("LGC-PS, larger autoencoder (`encoder_channels` [64, 128, 256, 64])", "LGC-PS, larger autoencoder"),
+        ("LGC-PS, density 2e-3 (`density` x workers)", "LGC-PS, density x workers"),
+        ("LGC-PS, own codes, every worker's candidates (`index` 'union')", "LGC-PS, own codes, every worker's candidates"),
+        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
+         "LGC-PS, own codes, every worker's candidates, density x workers, subtract")],
+    4: [("uncompressed", "uncompressed"),
+        ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
+        ("LGC-PS, density 1e-3", "LGC-PS"),
+        ("LGC-RAR, density 1e-3", "LGC-RAR"),
+        ("LGC without autoencoder", "LGC without autoencoder"),
+        ("LGC-PS, own codes", "LGC-PS, own codes"),
+        ("LGC-PS, density 4e-3 (`density` x workers)", "LGC-PS, density x workers"),
+        ("LGC-PS, exact at the leader's indices (the train phase to the end)", "LGC-PS, exact at the leader's indices"),
+        ("LGC-PS, own codes, every worker's candidates (`index` 'union')", "LGC-PS, own codes, every worker's candidates"),
+        ("LGC-PS, own codes, every worker's candidates, `error_feedback` 'subtract'",
+         "LGC-PS, own codes, every worker's candidates, subtract"),
+        ("LGC-PS, exact at every worker's candidates (the train phase to the end)",
+         "LGC-PS, exact at every worker's candidates"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3",
+         "LGC-PS, own codes, every worker's candidates, density x workers"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `error_feedback` 'subtract'",
+         "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
+        ("LGC-PS, own codes, every worker's candidates, density 8e-3, `error_feedback` 'subtract'",
+         "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract")],
+}
+DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
+
+
+def lgc_table(workers):
+    """docs/lgc.md: the CNN study with ``workers`` workers, a row per configuration run (seeds, mean,
+    difference to uncompressed with its standard deviation, MB rank 0 sent in the last epoch)."""
+    study = sparse_study(workers)
+    steps = steps_per_epoch(study, "uncompressed")
+    seeds = study.seeds("uncompressed")
+    lines = ["| %d workers | seeds %s | mean | vs uncompressed, points | MB sent by rank 0, last epoch (%d steps) |"
+             % (workers, ", ".join(map(str, seeds)), steps), "|---|---|---:|---:|---:|"]
+    base = study.configs["uncompressed"]
+    for label, config in LGC_ROWS[workers]:
+        if config not in study.configs:
+            continue
+        runs = study.configs[config]
+        accs = ["%.4f%s" % (_final(runs[s]), " (diverged)" if _final(runs[s]) < DIVERGED else "") for s in sorted(runs)]
+        diffs = [100 * (_final(runs[s]) - _final(base[s])) for s in sorted(runs)]
+        diff = "" if config == "uncompressed" else "%+.2f (sd %.2f)" % (np.mean(diffs), np.std(diffs, ddof=1))
+        trained = [s for s in sorted(runs) if _final(runs[s]) >= DIVERGED]
+        if config != "uncompressed" and len(trained) < len(runs):
+            diff += "; seeds %s: %+.2f" % (", ".join(map(str, trained)),
+                                          np.mean([100 * (_final(runs[s]) - _final(base[s])) for s in trained]))
+        lines.append("| %s | %s | %.4f | %s | %.2f |" % (label, ", ".join(accs), study.accuracy(config), diff,
+                                                         study.mb_last_epoch(config)))
+    return "\n".join(lines)
+
+
+TABLES = {"methods": methods_table, "choosing": choosing_table, "lgc_w2": lambda: lgc_table(2),
+          "lgc_w4": lambda: lgc_table(4)}
 
 
 def markers(name):

@@ -31,6 +31,9 @@ SETTINGS = {  # name -> the 'lgc' options beside the defaults
     "codes 'own', latent_channels 8": {"codes": "own", "latent_channels": 8},
     "codes 'own', ae_replay 32": {"codes": "own", "ae_replay": 32},
     "codes 'own', encoder_channels [16, 32, 32, 16]": {"codes": "own", "encoder_channels": [16, 32, 32, 16]},
+    "codes 'own', index 'union'": {"codes": "own", "index": "union"},
+    "codes 'own', index 'union', density 2e-3, error_feedback 'subtract'": {
+        "codes": "own", "index": "union", "density": 2e-3, "error_feedback": "subtract"},
 }
 REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error: mean ([\d.]+), median ([\d.]+) "
                     r"\(steps it led, (\d+): mean ([\d.na]+); steps others led: mean ([\d.na]+); with the best scale "

@@ -75,6 +75,8 @@ def configs(args):
             "codes": "own", "index": "union", "density": args.density * args.workers},
         "LGC-PS, own codes, every worker's candidates, density x workers, subtract": {
             "codes": "own", "index": "union", "density": args.density * args.workers, "error_feedback": "subtract"},
+        "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract": {
+            "codes": "own", "index": "union", "density": 2 * args.density * args.workers, "error_feedback": "subtract"},
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
