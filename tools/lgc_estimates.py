@@ -51,14 +51,19 @@ def run(options):
     return {"options": options, "reports": reports, "final_test_accuracy": log["epochs"][-1]["test_accuracy"]}
 
 
+def _cell(x):
+    """A mean of the report; 'n/a' where it had no step (with index 'union' no worker leads the set)."""
+    return "n/a" if x != x else "%.3f" % x
+
+
 def table(saved):
     rows = ["| setting (`lgc` options) | lgc step | mean | median | steps it led: mean | others' steps: mean "
             "| best scale: mean | final test accuracy (2 epochs) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, got in saved.items():
         for r in got["reports"]:
-            rows.append("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.4f |" % (
-                name, r["step"], r["mean"], r["median"], r["led_mean"], r["others_mean"], r["best_scale_mean"],
-                got["final_test_accuracy"]))
+            rows.append("| %s | %d | %.3f | %.3f | %s | %s | %.3f | %.4f |" % (
+                name, r["step"], r["mean"], r["median"], _cell(r["led_mean"]), _cell(r["others_mean"]),
+                r["best_scale_mean"], got["final_test_accuracy"]))
     return "\n".join(rows)
 
 

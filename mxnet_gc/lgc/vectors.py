@@ -61,7 +61,8 @@ def union(fmt, candidates, first):
         distinct, at = np.unique(np.stack(rows, axis=1).reshape(-1), return_index=True)
         chosen = distinct[np.argsort(at, kind="stable")[:k]]
         if chosen.size < k:
-            chosen = np.concatenate([chosen, np.setdiff1d(np.arange(min(fmt.sizes[c], 2 * k)), chosen)[:k - chosen.size]])
+            free = np.setdiff1d(np.arange(min(fmt.sizes[c], 2 * k)), chosen)
+            chosen = np.concatenate([chosen, free[:k - chosen.size]])
         out.append(np.sort(chosen))
     return out
 

@@ -93,14 +93,14 @@ class WireFormat:
         self.code_words = latent_channels * self.padded // STRIDE
         self.index_words = (sum(k * b for k, b in zip(self.k, self.bits)) + 31) // 32
         self.kc = [-(-k // num_workers) for k in self.k]  # a worker's candidates per tensor (index 'union')
-        cand_index_words = (sum(k * b for k, b in zip(self.kc, self.bits)) + 31) // 32
+        self.cand_index_words = (sum(k * b for k, b in zip(self.kc, self.bits)) + 31) // 32
         self.innov_index_words = (sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
         self.Ki = sum(self.ki)
         self.all_innov_index_words = (num_workers * sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
         scales = len(self.sizes)
         self.words = {
             "INDEX": HEADER + scales + self.index_words,
-            "CAND": HEADER + scales + cand_index_words,
+            "CAND": HEADER + scales + self.cand_index_words,
             "LEAD": HEADER + scales + self.index_words + self.code_words,
             "INNOV": HEADER + self.innov_index_words + self.Ki,
             "VECTOR": HEADER + self.innov_index_words + self.Ki + self.padded,
@@ -194,7 +194,7 @@ class WireFormat:
             if not np.all(np.isfinite(fields["scales"])) or np.any(fields["scales"] <= 0):
                 raise CorruptMessage("scales must be finite and positive, got %s" % fields["scales"])
         if kind == "CAND":
-            fields["indices"] = self.unpack_indices(take(self.words["CAND"] - at).view(np.uint32), self.kc)[0]
+            fields["indices"] = self.unpack_indices(take(self.cand_index_words).view(np.uint32), self.kc)[0]
         if kind in ("INDEX", "LEAD", "RESULT"):
             fields["indices"] = self.unpack_indices(take(self.index_words).view(np.uint32), self.k)[0]
         if kind == "RESULT":
