@@ -206,6 +206,12 @@ def test_corrupt_candidates_are_rejected_and_every_worker_told(tmp_path):
                "message of step 4: not a CAND message" % r in proc.stdout
 
 
+def test_candidates_without_own_codes_are_refused_on_the_parameter_server(tmp_path):
+    proc = run(tmp_path, dict(PARAMS, index="union"), 2, 1, expect_success=False)
+    assert proc.returncode != 0
+    assert "'index' 'union' needs 'codes' 'own' on the parameter server" in proc.stdout + proc.stderr
+
+
 def run_fault(tmp_path, fault):
     return run(tmp_path, PARAMS, 2, 1, extra={"fault": fault}, expect_success=False)
 

@@ -44,7 +44,8 @@ def uninterrupted_ps(tmp_path_factory):
 
 
 @pytest.mark.parametrize("workers, options", [
-    (2, {}), (3, {}), (2, {"order": "magnitude", "error_feedback": "subtract", "leader": 1, "fine_tune_every": 2})])
+    (2, {}), (3, {}), (2, {"order": "magnitude", "error_feedback": "subtract", "leader": 1, "fine_tune_every": 2}),
+    (3, {"index": "union", "error_feedback": "subtract"}), (2, {"index": "union", "fine_tune_every": 2})])
 def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, options):
     params = dict(PARAMS, **options)
     if (workers, options) == (2, {}):  # the uninterrupted job's settings: that job
@@ -100,6 +101,14 @@ def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(request, t
         for n in coded:
             np.testing.assert_allclose(resumed[r]["pulled/%d/%d" % (step, names.index(n))].ravel(), want[n],
                                        rtol=1e-4, atol=1e-6, err_msg="rank %d %s" % (r, n))
+
+
+def test_corrupt_candidates_fail_every_worker_on_a_ring(tmp_path):
+    proc = run(tmp_path, dict(PARAMS, index="union"), extra={"fault": {"rank": 1, "corrupt": "CAND"}},
+               expect_success=False)
+    assert proc.returncode != 0
+    assert (proc.stdout + proc.stderr).count("the workers' candidates: worker 1's message of step 4: not a CAND "
+                                             "message") >= 2
 
 
 def test_a_worker_with_other_options_fails_every_worker(tmp_path):

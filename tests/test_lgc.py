@@ -23,7 +23,7 @@ from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
     ({"autoencoder": "no"}, "autoencoder"), ({"autoencoder": False, "ramp_steps": 0}, "ramp_steps"),
     ({"order": "random"}, "order"), ({"fine_tune_every": -1}, "fine_tune_every"),
     ({"fine_tune_every": 5, "autoencoder": False}, "fine_tune_every"), ({"ae_window": 100}, "ae_window"),
-    ({"codes": "every"}, "codes"), ({"index": "vote"}, "index"), ({"index": "union"}, "index"),
+    ({"codes": "every"}, "codes"), ({"index": "vote"}, "index"),
 ])
 def test_bad_options_name_the_field(params, field):
     with pytest.raises(ValueError, match=repr(field)):

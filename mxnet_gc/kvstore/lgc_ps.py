@@ -27,6 +27,13 @@ from .lgc_rounds import LGCRounds
 class PSRounds(LGCRounds):
     """The worker side of LGC for a DistSyncStore."""
 
+    def __init__(self, store, params):
+        super().__init__(store, params)
+        if self.options.index == "union" and self.options.codes != "own":
+            raise ValueError("lgc: 'index' 'union' needs 'codes' 'own' on the parameter server: with the leader's "
+                             "code an lgc step sends the leader's indices and code in one round, with no round for "
+                             "every worker's candidates first")
+
     def push(self, grads):
         step, phase, port = self.schedule.step, self.installed, self.store.port
         self.accumulate(grads)

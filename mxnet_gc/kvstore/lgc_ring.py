@@ -3,7 +3,8 @@ checkpoints are lgc_rounds.py's).  Every message has the same size on every work
 by one collective, and every worker combines what it gathered itself (lgc/combiner.py), in rank order:
 all workers hold bit-identical updates.
 
-    every step   the leader broadcasts INDEX (its scales and indices)
+    every step   the leader broadcasts INDEX (its scales and indices); with index 'union' every worker's
+                 CAND (its share of the set) by allgather instead, from which each draws the same INDEX
     train        every worker's VECTOR (its values at the leader's indices, its innovation) by
                  allgather; the update is their sum; rank 0 trains the autoencoder on them, in line
     lgc          every worker's code of its own vector (in the leader's scales) summed by one allreduce;
@@ -44,13 +45,18 @@ class RingRounds(LGCRounds):
         leader, train = self.leader(), self.mode() == AE_TRAIN
         self._gathered = []
         for s, g in enumerate(self.groups):
-            mine = _mx.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
-            words = self._collective("index", s, lambda n: hvd.broadcast(mine, root_rank=leader, name=n))
+            if self.options.index == "union":  # every worker's candidates; each draws the step's set from them
+                what, mine = "cand", _mx.array(g.coder.candidate_message(step))
+                words = self._collective(what, s, lambda n: hvd.allgather(mine, name=n))
+            else:
+                what = "index"
+                mine = _mx.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
+                words = self._collective(what, s, lambda n: hvd.broadcast(mine, root_rank=leader, name=n))
             if not train:  # (the innovation does not depend on the leader's indices: gathered meanwhile)
                 innov = _mx.array(g.coder.innov_message(step))
                 innovations = self._collective("innov", s, lambda n: hvd.allgather(innov, name=n))
-            self.store.wait_collectives(["mxgc.lgc.%d.index" % s])
-            index = self._read(g, "INDEX", words.asnumpy(), step)
+            self.store.wait_collectives(["mxgc.lgc.%d.%s" % (s, what)])
+            index = self._index(g, words.asnumpy(), step, leader)
             if train:
                 vector = _mx.array(g.coder.vector_message(step, index["indices"]))
                 out = [self._collective("vector", s, lambda n: hvd.allgather(vector, name=n))]
@@ -64,7 +70,7 @@ class RingRounds(LGCRounds):
         (Horovod's allgathers return once complete)."""
         name = "mxgc.lgc.%d.%s" % (group, what)
         return self.store.collective(name, "lgc's coded tensors %s (%s)" % (self.group_keys()[group], what),
-                                     lambda: start(name), blocking=what in ("vector", "innov"))
+                                     lambda: start(name), blocking=what in ("cand", "vector", "innov"))
 
     def finish(self, dests):
         step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.store.rank
@@ -89,12 +95,20 @@ class RingRounds(LGCRounds):
             self._share_autoencoder()
         self.end_step()
 
-    @staticmethod
-    def _read(g, kind, words, step):
+    def _index(self, g, words, step, leader):
+        """The step's INDEX fields: the leader's broadcast, or with index 'union' drawn from the gathered
+        candidates (every worker draws the same)."""
         try:
-            return g.fmt.read(kind, words, step)
+            if self.options.index == "union":
+                words = g.combiner.draw_index(step, leader, list(words.reshape(self.store.num_workers, -1)))
+            return g.fmt.read("INDEX", words, step)
         except CorruptMessage as e:
-            raise RuntimeError("mxnet_gc horovod store: lgc step %d: the leader's %s: %s" % (step, kind, e)) from None
+            whose = "the workers' candidates" if self.options.index == "union" else "the leader's INDEX"
+            raise RuntimeError("mxnet_gc horovod store: lgc step %d: %s: %s" % (step, whose, e)) from None
+
+    def sends_candidates(self):
+        """With index 'union' every step's indices go first on a ring: every worker sends candidates."""
+        return self.options.index == "union"
 
     # ---- phase switches (collective) ----
 

@@ -109,12 +109,17 @@ class LGCRounds:
     def leader(self):
         return self.options.leader_at(self.schedule.step, self.store.num_workers)
 
+    def sends_candidates(self):
+        """Whether every worker sends its candidate indices this step (index 'union'): on the parameter
+        server, the steps whose indices go first."""
+        return self.options.candidates_first(self.installed, self.schedule.step)
+
     def accumulate(self, grads):
         """Adds the step's gradients (float32, as the store checks; read in place once backward has written
         them) to every group's accumulators; the step's leader (with index 'union' every worker, on the
         steps whose indices go first) also selects its indices.  ``nonfinite`` then holds the coded keys'
         non-finite gradient values of the step, counted by the same pass."""
-        lead = self.store.rank == self.leader() or self.options.candidates_first(self.installed, self.schedule.step)
+        lead = self.store.rank == self.leader() or self.sends_candidates()
         self.nonfinite = dict.fromkeys(self.coded, 0)
         for g in self.groups:
             dropped = g.coder.accumulate([self._part(_mx.host_view(grads[c.key]), c) for c in g.chunks], lead)

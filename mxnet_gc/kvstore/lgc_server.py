@@ -14,7 +14,6 @@ values are unchanged this step, every worker is told.
 """
 import numpy as np
 
-from ..lgc import vectors
 from ..lgc.combiner import Combiner
 from ..lgc.options import LGCOptions
 from ..lgc.wire import WireFormat
@@ -113,12 +112,9 @@ class LGCServer:
         scales; or None, an error message)."""
         messages, group.candidates = in_rank_order(group.candidates), []
         try:
-            fields = group.combiner.check_step("CAND", messages, group.step)
-            leader = self._leader_of(group.step)
-            indices = vectors.union(group.fmt, [f["indices"] for f in fields], leader)
+            return group.combiner.draw_index(group.step, self._leader_of(group.step), messages), None
         except ValueError as e:
             return np.zeros(0, np.float32), "rejected the workers' candidate indices: %s" % e
-        return group.fmt.index_message(group.step, leader, fields[leader]["scales"], indices), None
 
     def _publish_index(self, group):
         out = self.values_np[group.keys["index"]]

@@ -59,6 +59,13 @@ class Combiner:
             fields.append(f)
         return fields
 
+    def draw_index(self, step, leader, messages):
+        """With index 'union': the step's INDEX message, the set drawn from every worker's CAND (rank order)
+        in the leader's scales; raises CorruptMessage for a bad candidate message."""
+        fields = self.check_step("CAND", messages, step)
+        indices = vectors.union(self.fmt, [f["indices"] for f in fields], leader)
+        return self.fmt.index_message(step, leader, fields[leader]["scales"], indices)
+
     def combine_train(self, step, leader, index, messages, learn=True):
         """The RESULT of a train-phase step from the leader's INDEX fields and the workers' VECTOR messages
         (rank order); trains with ``learn`` (on a ring, only rank 0 trains)."""

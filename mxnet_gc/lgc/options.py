@@ -38,8 +38,9 @@ DEFAULTS = {
     "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), or 'subtract' what was applied
     "codes": "leader",           # lgc phase on a server: the leader's code stands for every worker ('leader'), or
                                  # every worker sends the code of its own vector at the leader's indices ('own')
-    "index": "leader",           # the index set of a step: the leader's top-k ('leader'), or with codes 'own' drawn
-                                 # from every worker's top-k in turns ('union': every worker sends candidates)
+    "index": "leader",           # the index set of a step: the leader's top-k ('leader'), or drawn in turns from
+                                 # every worker's top-k ('union': every worker sends candidates; on the parameter
+                                 # server with codes 'own', whose every step sends its indices first)
     "encoder_channels": [8, 16, 16, 8],
     "latent_channels": 4,
     "ae_lr": 1e-2,
@@ -117,9 +118,6 @@ class LGCOptions:
         self.codes = p["codes"]
         if p["index"] not in ("leader", "union"):
             _fail("index", "'leader' or 'union'", p["index"])
-        if p["index"] == "union" and self.codes != "own":
-            _fail("index", "'leader' with codes %r ('union' needs codes 'own': every step's indices go first)"
-                  % self.codes, p["index"])
         self.index = p["index"]
         channels = p["encoder_channels"]
         if (not isinstance(channels, (list, tuple)) or len(channels) != 4
