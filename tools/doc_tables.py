@@ -228,7 +228,9 @@ LGC_ROWS = {
         ("LGC-PS, density 2e-3 (`density` x workers)", "LGC-PS, density x workers"),
         ("LGC-PS, own codes, every worker's candidates (`index` 'union')", "LGC-PS, own codes, every worker's candidates"),
         ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
-         "LGC-PS, own codes, every worker's candidates, density x workers, subtract")],
+         "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
+        ("LGC-RAR, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
+         "LGC-RAR, every worker's candidates, density x workers, subtract")],
     4: [("uncompressed", "uncompressed"),
         ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
         ("LGC-PS, density 1e-3", "LGC-PS"),
@@ -247,7 +249,9 @@ LGC_ROWS = {
         ("LGC-PS, own codes, every worker's candidates, density 4e-3, `error_feedback` 'subtract'",
          "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
         ("LGC-PS, own codes, every worker's candidates, density 8e-3, `error_feedback` 'subtract'",
-         "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract")],
+         "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract"),
+        ("LGC-RAR, every worker's candidates, density 4e-3, `error_feedback` 'subtract'",
+         "LGC-RAR, every worker's candidates, density x workers, subtract")],
 }
 DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 

@@ -80,6 +80,10 @@ def configs(args):
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
+    # LGC-RAR with every worker's candidates (an allgather of them), at W times the density, 'subtract'
+    table["LGC-RAR, every worker's candidates, density x workers, subtract"] = table["LGC-RAR"] + [
+        "--lgc-options", json.dumps({"index": "union", "density": args.density * args.workers,
+                                     "error_feedback": "subtract"})]
     return {config: argv + common for config, argv in table.items()}
 
 
