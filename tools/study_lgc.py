@@ -80,10 +80,11 @@ def configs(args):
     }
     for config, options in variants.items():
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
-    # LGC-RAR with every worker's candidates (an allgather of them), at W times the density, 'subtract'
-    table["LGC-RAR, every worker's candidates, density x workers, subtract"] = table["LGC-RAR"] + [
-        "--lgc-options", json.dumps({"index": "union", "density": args.density * args.workers,
-                                     "error_feedback": "subtract"})]
+    # LGC-RAR with every worker's candidates (an allgather of them), at W times the density, +- 'subtract'
+    for feedback in ("zero", "subtract"):
+        table["LGC-RAR, every worker's candidates, density x workers" + (", subtract" if feedback == "subtract" else "")] = \
+            table["LGC-RAR"] + ["--lgc-options", json.dumps({"index": "union", "density": args.density * args.workers,
+                                                             "error_feedback": feedback})]
     return {config: argv + common for config, argv in table.items()}
 
 

@@ -39,7 +39,7 @@ DEFAULTS = {
     "codes": "leader",           # lgc phase on a server: the leader's code stands for every worker ('leader'), or
                                  # every worker sends the code of its own vector at the leader's indices ('own')
     "index": "leader",           # the index set of a step: the leader's top-k ('leader'), or drawn in turns from
-                                 # every worker's top-k ('union': every worker sends candidates; on the parameter
+                                 # every worker's top ceil(k / W) ('union': every worker sends them; on the parameter
                                  # server with codes 'own', whose every step sends its indices first)
     "encoder_channels": [8, 16, 16, 8],
     "latent_channels": 4,
