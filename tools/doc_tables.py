@@ -229,6 +229,7 @@ LGC_ROWS = {
         ("LGC-PS, own codes, every worker's candidates (`index` 'union')", "LGC-PS, own codes, every worker's candidates"),
         ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
          "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
+        ("LGC-RAR, every worker's candidates, density 2e-3", "LGC-RAR, every worker's candidates, density x workers"),
         ("LGC-RAR, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
          "LGC-RAR, every worker's candidates, density x workers, subtract")],
     4: [("uncompressed", "uncompressed"),
@@ -250,6 +251,7 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
         ("LGC-PS, own codes, every worker's candidates, density 8e-3, `error_feedback` 'subtract'",
          "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract"),
+        ("LGC-RAR, every worker's candidates, density 4e-3", "LGC-RAR, every worker's candidates, density x workers"),
         ("LGC-RAR, every worker's candidates, density 4e-3, `error_feedback` 'subtract'",
          "LGC-RAR, every worker's candidates, density x workers, subtract")],
 }

@@ -82,9 +82,9 @@ def configs(args):
         table[config] = table["LGC-PS"] + ["--lgc-options", json.dumps(options)]
     # LGC-RAR with every worker's candidates (an allgather of them), at W times the density, +- 'subtract'
     for feedback in ("zero", "subtract"):
-        table["LGC-RAR, every worker's candidates, density x workers" + (", subtract" if feedback == "subtract" else "")] = \
-            table["LGC-RAR"] + ["--lgc-options", json.dumps({"index": "union", "density": args.density * args.workers,
-                                                             "error_feedback": feedback})]
+        name = "LGC-RAR, every worker's candidates, density x workers" + ("" if feedback == "zero" else ", subtract")
+        options = {"index": "union", "density": args.density * args.workers, "error_feedback": feedback}
+        table[name] = table["LGC-RAR"] + ["--lgc-options", json.dumps(options)]
     return {config: argv + common for config, argv in table.items()}
 
 
