@@ -7,10 +7,10 @@ docs/results/.
 
 Each number in those tables is read from one file: the 6-epoch accuracy studies (`make study`,
 results/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
-results/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`, results/lgc_study/lgc_study_w2.json and
-_w4.json)
-and the step times on shaped links (`make bench-lgc`, results/bench_lgc/bench_lgc.csv).  tests/test_doc_numbers.py
-runs ``--check`` and also refuses a measured number written by hand anywhere else in those pages.
+results/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`,
+results/lgc_study/lgc_study_w2.json and lgc_study_w4.json) and the step times on shaped links (`make
+bench-lgc`, results/bench_lgc/bench_lgc.csv).  tests/test_doc_numbers.py runs ``--check`` and, in
+README.md and docs/choosing.md, also refuses a measured number written by hand outside the tables.
 """
 import argparse
 import csv
