@@ -45,7 +45,7 @@ class RingRounds(LGCRounds):
         leader, train = self.leader(), self.mode() == AE_TRAIN
         self._gathered = []
         for s, g in enumerate(self.groups):
-            if self.options.index == "union":  # every worker's candidates; each draws the step's set from them
+            if self.sends_candidates():  # every worker's candidates; each draws the step's set from them
                 what, mine = "cand", _mx.array(g.coder.candidate_message(step))
                 words = self._collective(what, s, lambda n: hvd.allgather(mine, name=n))
             else:
@@ -99,11 +99,11 @@ class RingRounds(LGCRounds):
         """The step's INDEX fields: the leader's broadcast, or with index 'union' drawn from the gathered
         candidates (every worker draws the same)."""
         try:
-            if self.options.index == "union":
+            if self.sends_candidates():
                 words = g.combiner.draw_index(step, leader, list(words.reshape(self.store.num_workers, -1)))
             return g.fmt.read("INDEX", words, step)
         except CorruptMessage as e:
-            whose = "the workers' candidates" if self.options.index == "union" else "the leader's INDEX"
+            whose = "the workers' candidates" if self.sends_candidates() else "the leader's INDEX"
             raise RuntimeError("mxnet_gc horovod store: lgc step %d: %s: %s" % (step, whose, e)) from None
 
     def sends_candidates(self):
