@@ -80,10 +80,14 @@ def plot_curves(log, path):
     plt.close(fig)
 
 
-def stuck_at_chance(train_loss, args, classes=10):
+def not_learning(train_loss, args, classes=10):
     """A warning when an epoch's mean training loss is a uniform guess's, ln(classes): the network gives
     every image the same output, as one whose units died early does (levels too coarse for its
-    gradients, or too coarse gradients from the first step), with what to change."""
+    gradients, or too coarse gradients from the first step), with what to change; a non-finite loss (the
+    run diverged) gets its own."""
+    if not np.isfinite(train_loss):
+        return ("warning: the training loss is %s: training diverged (try a smaller --lr or a longer "
+                "--dense-warmup-steps)" % train_loss)
     if abs(train_loss - np.log(classes)) >= 0.01:
         return None
     if args.compression in ("2bit", "gc_2bit"):
@@ -233,9 +237,9 @@ def main(argv=None):
                 say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
                                                           loss.mean().asscalar()), flush=True)
         train_loss = float(losses.get()[1])
-        stuck = stuck_at_chance(train_loss, args)
-        if stuck:
-            say(stuck, flush=True)
+        warning = not_learning(train_loss, args)
+        if warning:
+            say(warning, flush=True)
         elapsed = time.time() - start
         now = socket_bytes()
         sent, received = (None, None) if now is None else (now[0] - sent0, now[1] - received0)
@@ -245,7 +249,7 @@ def main(argv=None):
             p["ms_per_step"] = 1e3 * float(np.mean(seconds[p["steps"][0] - first_step:p["steps"][1] - first_step + 1]))
         accuracy = evaluate(net, test_x, test_y) if rank == 0 else None
         record = {"epoch": epoch + 1, "train_loss": train_loss, "test_accuracy": accuracy, "seconds": elapsed,
-                  "warning": stuck,
+                  "warning": warning,
                   "images_per_second": steps_per_epoch * args.batch_size * workers / elapsed,
                   "bytes_sent": sent, "bytes_received": received,
                   "dense_push_bytes": 4 * values * steps_per_epoch,

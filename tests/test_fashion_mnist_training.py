@@ -242,20 +242,24 @@ def test_learning_rate_warms_up_from_one_workers_share(monkeypatch):
     assert example.learning_rate_schedule(example.parse_args([]), 4, 100) is None
 
 
-def test_a_loss_stuck_at_a_uniform_guess_is_reported(monkeypatch):
+def test_a_loss_at_a_uniform_guess_or_not_finite_is_reported(monkeypatch):
     """The example warns when an epoch's loss is ln(10): a network that stopped learning (as one whose
-    units died in the first coarse 4bit steps does), and stays quiet otherwise."""
+    units died in the first coarse 4bit steps does) or is not finite (a diverged run: not a uniform guess's),
+    and stays quiet otherwise."""
     example = load_example(monkeypatch)
     four_bit = example.parse_args(["--compression", "4bit"])
-    assert "not learning (try a smaller threshold group" in example.stuck_at_chance(2.3026, four_bit)
+    assert "not learning (try a smaller threshold group" in example.not_learning(2.3026, four_bit)
     two_bit = example.parse_args(["--compression", "2bit", "--threshold", "0.5"])
     assert "try a smaller --threshold than 0.5 (the best of docs/accuracy.md's sweep on this CNN: 0.005)" in \
-        example.stuck_at_chance(2.3026, two_bit)
+        example.not_learning(2.3026, two_bit)
     assert example.parse_args([]).threshold == 0.005
-    assert example.stuck_at_chance(2.28, four_bit) is None and example.stuck_at_chance(0.45, four_bit) is None
+    assert example.not_learning(2.28, four_bit) is None and example.not_learning(0.45, four_bit) is None
+    assert example.not_learning(float("nan"), four_bit) == ("warning: the training loss is nan: training "
+                                                               "diverged (try a smaller --lr or a longer "
+                                                               "--dense-warmup-steps)")
     log = {"args": {"compression": "4bit"}, "workers": 2, "compression": {"type": "4bit"}, "schedule": "",
            "epochs": [{"epoch": 1, "test_accuracy": 0.1, "phases": [], "bytes_sent": 10, "dense_push_bytes": 80,
-                       "warning": example.stuck_at_chance(2.3026, four_bit)}]}
+                       "warning": example.not_learning(2.3026, four_bit)}]}
     assert "epoch 1: warning: the training loss 2.3026 is ln(10)" in example.report(log)
 
 
