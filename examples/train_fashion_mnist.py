@@ -129,7 +129,8 @@ def parse_args(argv=None):
                    help="lgc: what a worker removes from its accumulator after a coded step")
     p.add_argument("--lgc-options", default="{}", help="lgc: other options, as JSON (docs/lgc.md)")
     p.add_argument("--topk-momentum", type=float, default=0.0,
-                   help="layerwise_topk: DGC momentum correction factor (0: off)")
+                   help="layerwise_topk and lgc: DGC's momentum correction factor (0: off); it replaces SGD's "
+                   "momentum: give --momentum 0 with it")
     p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")
     p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
     p.add_argument("--threshold", "--gc-threshold", type=float, default=BEST_2BIT_THRESHOLD,

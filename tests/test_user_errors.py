@@ -48,6 +48,10 @@ CASES = [  # (what the user wrote, the call, the exception, what the message mus
     ("a dense warm-up for 'lgc'", lambda: trainer(kvstore="local", compression_params={"type": "lgc"},
                                                    dense_warmup_steps=10, update_on_kvstore=False),
      ValueError, ["'lgc' runs its own phases", "'dense_steps'", "dense_warmup_steps (other than 0) and merge do not apply"]),
+    ("DGC's momentum correction beside the optimizer's momentum", lambda: mxnet_gc.gluon.Trainer(
+        dense(), "sgd", {"learning_rate": 0.1, "momentum": 0.9}, kvstore="local", update_on_kvstore=False,
+        compression_params={"type": "lgc", "momentum": 0.9}),
+     ValueError, ["'momentum' 0.9 is DGC's momentum correction", "give the optimizer momentum 0, got 0.9"]),
     ("compression_params as a string", lambda: trainer(kvstore="local", compression_params="4bit"),
      ValueError, ["compression params must be a dict", "such as {'type': '4bit'}", "got '4bit'"]),
     ("an int32 gradient", lambda: mxnet_gc.codecs.create({"type": "4bit"}).encode(
