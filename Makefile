@@ -142,7 +142,13 @@ study-lgc: install data
 		LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder" \
 		"LGC-PS, own codes" "LGC-PS, innovation 1e-4" "LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, subtract" \
-		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract"
+		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract" \
+		"LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, subtract, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum" \
+		"LGC-RAR, every worker's candidates, density x workers, DGC momentum" \
+		"LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"
 	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --lr-warmup-epochs 1 --seeds 1 2 3 \
 		--configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, own codes" \
 		"LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates" \
@@ -150,7 +156,12 @@ study-lgc: install data
 		"LGC-PS, own codes, every worker's candidates, density x workers, subtract" \
 		"LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract" \
 		"LGC-PS, exact at the leader's indices" "LGC-PS, exact at every worker's candidates" \
-		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract"
+		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract" \
+		"LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum" \
+		"LGC-RAR, every worker's candidates, density x workers, DGC momentum" \
+		"LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"
 	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
 		--ramp 100 --ae 100 --seeds 1 2
 study-pareto: install data

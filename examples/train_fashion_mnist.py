@@ -125,7 +125,7 @@ def parse_args(argv=None):
     p.add_argument("--lgc-dense-steps", type=int, default=200, help="lgc: dense steps first")
     p.add_argument("--ramp-steps", type=int, default=200, help="lgc: steps of the sparse density ramp")
     p.add_argument("--ae-steps", type=int, default=300, help="lgc: steps the servers train the autoencoder")
-    p.add_argument("--error-feedback", choices=["subtract", "zero"], default="zero",
+    p.add_argument("--error-feedback", choices=["clip", "subtract", "zero"], default="zero",
                    help="lgc: what a worker removes from its accumulator after a coded step")
     p.add_argument("--lgc-options", default="{}", help="lgc: other options, as JSON (docs/lgc.md)")
     p.add_argument("--topk-momentum", type=float, default=0.0,

@@ -78,13 +78,14 @@ def simulate(p, locals_, groups, steps, ring=False):
                 for r in range(W):
                     if first:
                         states[r][n]["threshold"] = np.float32(0)
-                    idx, vals, _ = topk.step(locals_[r][step][n], states[r][n], densities[stage - 1])
+                    idx, vals, _ = topk.step(locals_[r][step][n], states[r][n], densities[stage - 1],
+                                             momentum=p.get("momentum", 0.0))
                     total[idx] += vals
                 out[n] = total
         else:
             for g in coders:
                 out.update(g.step(step, phase, [[locals_[r][step][n] for n in g.names] for r in range(W)],
-                                  [[states[r][n]["residual"] for n in g.names] for r in range(W)]))
+                                  [[states[r][n] for n in g.names] for r in range(W)]))
         pulled.append(out)
     return pulled
 
@@ -98,12 +99,15 @@ class GroupReference:
         self.weights_at = weights_at
         self.ae = Autoencoder(W, p["encoder_channels"], p["latent_channels"], 0, p["codes"] == "own")
 
-    def step(self, step, phase, grads, residuals):
-        """This step's updates {name: values}; ``residuals``: the sparse ramp's, taken at the first step."""
+    def step(self, step, phase, grads, ramp):
+        """This step's updates {name: values}; ``ramp``: the sparse ramp's states (residuals, velocities),
+        taken at the first step."""
         p, W, L = self.p, self.W, len(self.names)
+        m = np.float32(p.get("momentum", 0.0))
         if self.v is None:
-            self.v = [[x.copy() for x in residuals[r]] for r in range(W)]
-        v = self.v
+            self.v = [[st["residual"].copy() for st in ramp[r]] for r in range(W)]
+            self.u = [[st["velocity"].copy() for st in ramp[r]] for r in range(W)]
+        v, u = self.v, self.u
         sizes = [x.size for x in v[0]]
         k = [count(p["density"], n) for n in sizes]
         ki = [count(p["innovation_density"], n) for n in sizes]
@@ -116,7 +120,12 @@ class GroupReference:
         for r in range(W):
             for c in range(L):  # a non-finite gradient value is dropped: the accumulator keeps its value
                 g = grads[r][c].ravel()
-                v[r][c] += np.where(np.isfinite(g), g, np.float32(0))
+                finite = np.isfinite(g)
+                if m > 0:  # DGC's momentum correction: u = m u + g, v += u
+                    u[r][c] = np.where(finite, m * u[r][c] + np.where(finite, g, np.float32(0)), u[r][c])
+                    v[r][c] += np.where(finite, u[r][c], np.float32(0))
+                else:
+                    v[r][c] += np.where(finite, g, np.float32(0))
         leader = step % W if p["leader"] == "rotate" else p["leader"]
         lead = [largest(v[leader][c], k[c]) for c in range(len(coded))]
         if p.get("index", "leader") == "union" and phase in ("train", "lgc"):  # drawn from every worker's top-k
@@ -198,15 +207,24 @@ class GroupReference:
         for _, extra in applied:
             for c, i, value in extra:
                 updates[c][i] += value
-        subtract = phase == "lgc" and p["error_feedback"] == "subtract"
+        rule = p["error_feedback"] if phase == "lgc" else "zero"  # exact values were sent in a train step
+
+        def taken(value, x):  # what the rule takes from an accumulator value x for an applied value
+            if rule == "clip":  # no further than 0 from x's side
+                return min(max(value, min(x, 0)), max(x, 0))
+            return value
+
         for r, (mine, extra) in enumerate(applied):
             for c in range(len(coded)):
-                if subtract:  # what was applied on r's behalf
-                    v[r][c][lead[c]] -= mine[off[c]:off[c + 1]]
-                else:  # exact values were sent (train), or the rule zeroes them
+                u[r][c][lead[c]] = 0
+                u[r][c][own[r][c]] = 0
+                if rule == "zero":
                     v[r][c][lead[c]] = 0
                     v[r][c][own[r][c]] = 0
-            if subtract:
+                    continue
+                for j, i in enumerate(lead[c]):  # what was applied on r's behalf
+                    v[r][c][i] -= np.float32(taken(mine[off[c] + j], v[r][c][i]))
+            if rule != "zero":
                 for c, i, value in extra:
-                    v[r][c][i] -= value
+                    v[r][c][i] -= np.float32(taken(value, v[r][c][i]))
         return {n: updates[c] for c, n in enumerate(coded)}

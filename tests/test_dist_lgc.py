@@ -77,7 +77,7 @@ def uninterrupted_fine_tuned(tmp_path_factory):
 
 @pytest.mark.parametrize("workers, servers, options", [
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
-    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "subtract"}),
+    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "clip", "momentum": 0.9}),
     (2, 1, {"codes": "own", "fine_tune_every": 2}), (3, 1, {"codes": "own", "index": "union"}),
     (3, 2, {"codes": "own", "index": "union", "error_feedback": "subtract", "leader": 2}),
     (2, 1, {"codes": "own", "index": "union", "fine_tune_every": 2})])

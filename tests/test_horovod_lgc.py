@@ -45,7 +45,7 @@ def uninterrupted_ps(tmp_path_factory):
 
 @pytest.mark.parametrize("workers, options", [
     (2, {}), (3, {}), (2, {"order": "magnitude", "error_feedback": "subtract", "leader": 1, "fine_tune_every": 2}),
-    (3, {"index": "union", "error_feedback": "subtract"}), (2, {"index": "union", "fine_tune_every": 2})])
+    (3, {"index": "union", "error_feedback": "clip", "momentum": 0.9}), (2, {"index": "union", "fine_tune_every": 2})])
 def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, options):
     params = dict(PARAMS, **options)
     if (workers, options) == (2, {}):  # the uninterrupted job's settings: that job

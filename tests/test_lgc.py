@@ -228,6 +228,14 @@ def _check_accumulation(n, k_lead, k_innov, momentum):
         vectors.accumulate(v, None, g, 0, n + 1, 1)
 
 
+def test_clip_takes_no_more_than_each_value_and_nothing_of_the_other_sign():
+    """Error feedback 'clip': an applied value is taken whole when it lies between 0 and the accumulator's
+    value, cut to the value when it overshoots, and not taken when its sign differs."""
+    values = np.array([2.0, 2.0, 2.0, -3.0, -3.0, 0.0], np.float32)
+    applied = np.array([1.5, 5.0, -1.0, -1.0, 4.0, 0.7], np.float32)
+    np.testing.assert_array_equal(vectors.clamped(applied, values), [1.5, 2.0, 0.0, -1.0, 0.0, 0.0])
+
+
 def test_sparse_update_is_the_dense_sum():
     """The update's nonzero coordinates and values: the sums at the leader's indices plus each worker's
     extras, duplicates added, as a dense numpy sum."""

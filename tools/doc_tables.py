@@ -231,7 +231,20 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
         ("LGC-RAR, every worker's candidates, density 2e-3", "LGC-RAR, every worker's candidates, density x workers"),
         ("LGC-RAR, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
-         "LGC-RAR, every worker's candidates, density x workers, subtract")],
+         "LGC-RAR, every worker's candidates, density x workers, subtract"),
+        ("LGC without autoencoder, DGC momentum (`momentum` 0.9, SGD without momentum)",
+         "LGC without autoencoder, DGC momentum"),
+        ("LGC-PS, density 1e-3, DGC momentum", "LGC-PS, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'subtract', DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, subtract, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'clip', DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum"),
+        ("LGC-RAR, every worker's candidates, density 2e-3, DGC momentum",
+         "LGC-RAR, every worker's candidates, density x workers, DGC momentum"),
+        ("LGC-RAR, every worker's candidates, density 2e-3, `error_feedback` 'clip', DGC momentum",
+         "LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum")],
     4: [("uncompressed", "uncompressed"),
         ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
         ("LGC-PS, density 1e-3", "LGC-PS"),
@@ -253,7 +266,18 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract"),
         ("LGC-RAR, every worker's candidates, density 4e-3", "LGC-RAR, every worker's candidates, density x workers"),
         ("LGC-RAR, every worker's candidates, density 4e-3, `error_feedback` 'subtract'",
-         "LGC-RAR, every worker's candidates, density x workers, subtract")],
+         "LGC-RAR, every worker's candidates, density x workers, subtract"),
+        ("LGC without autoencoder, DGC momentum (`momentum` 0.9, SGD without momentum)",
+         "LGC without autoencoder, DGC momentum"),
+        ("LGC-PS, density 1e-3, DGC momentum", "LGC-PS, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3, DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `error_feedback` 'clip', DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum"),
+        ("LGC-RAR, every worker's candidates, density 4e-3, DGC momentum",
+         "LGC-RAR, every worker's candidates, density x workers, DGC momentum"),
+        ("LGC-RAR, every worker's candidates, density 4e-3, `error_feedback` 'clip', DGC momentum",
+         "LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum")],
 }
 DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 
@@ -275,7 +299,9 @@ def lgc_table(workers):
         diffs = [100 * (_final(runs[s]) - _final(base[s])) for s in sorted(runs)]
         diff = "" if config == "uncompressed" else "%+.2f (sd %.2f)" % (np.mean(diffs), np.std(diffs, ddof=1))
         trained = [s for s in sorted(runs) if _final(runs[s]) >= DIVERGED]
-        if config != "uncompressed" and len(trained) < len(runs):
+        if config != "uncompressed" and not trained:
+            diff += "; every seed diverged"
+        elif config != "uncompressed" and len(trained) < len(runs):
             diff += "; seeds %s: %+.2f" % (", ".join(map(str, trained)),
                                           np.mean([100 * (_final(runs[s]) - _final(base[s])) for s in trained]))
         lines.append("| %s | %s | %.4f | %s | %.2f |" % (label, ", ".join(accs), study.accuracy(config), diff,

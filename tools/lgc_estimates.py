@@ -34,6 +34,9 @@ SETTINGS = {  # name -> the 'lgc' options beside the defaults
     "codes 'own', index 'union'": {"codes": "own", "index": "union"},
     "codes 'own', index 'union', density 2e-3, error_feedback 'subtract'": {
         "codes": "own", "index": "union", "density": 2e-3, "error_feedback": "subtract"},
+    "codes 'leader', momentum 0.9": {"momentum": 0.9},
+    "codes 'own', index 'union', density 2e-3, momentum 0.9": {"codes": "own", "index": "union", "density": 2e-3,
+                                                               "momentum": 0.9},
 }
 REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error: mean ([\d.]+), median ([\d.]+) "
                     r"\(steps it led, (\d+): mean ([\d.na]+); steps others led: mean ([\d.na]+); with the best scale "
@@ -41,8 +44,10 @@ REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error
 
 
 def run(options):
-    """Rank 0's reports and the final test accuracy of one job."""
-    log, output = train(JOB + ["--lgc-options", json.dumps(options)], 2, output=True)
+    """Rank 0's reports and the final test accuracy of one job (SGD without momentum where the options
+    have DGC's momentum correction, which replaces it)."""
+    plain_sgd = ["--momentum", "0"] if options.get("momentum") else []
+    log, output = train(JOB + plain_sgd + ["--lgc-options", json.dumps(options)], 2, output=True)
     reports = [dict(zip(("step", "mean", "median", "led_steps", "led_mean", "others_mean", "best_scale_mean"),
                         [int(m[1]), float(m[2]), float(m[3]), int(m[4]), float(m[5]), float(m[6]), float(m[7])]))
                for m in REPORT.finditer(output)]

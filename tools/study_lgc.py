@@ -85,16 +85,20 @@ def configs(args):
         name = "LGC-RAR, every worker's candidates, density x workers" + ("" if feedback == "zero" else ", subtract")
         options = {"index": "union", "density": args.density * args.workers, "error_feedback": feedback}
         table[name] = table["LGC-RAR"] + ["--lgc-options", json.dumps(options)]
-    # DGC's momentum correction (0.9) in LGC's accumulators and ramp, plain SGD on the workers
-    for config in ("LGC without autoencoder", "LGC-PS", "LGC-PS, own codes, every worker's candidates, density x workers",
-                   "LGC-PS, own codes, every worker's candidates, density x workers, subtract"):
+    # DGC's momentum correction (0.9) in LGC's accumulators and ramp, plain SGD on the workers; with
+    # 'clip' error feedback (what an estimate missed, kept, no accumulator grown by its error)
+    candidates = "every worker's candidates, density x workers"
+    for config, more in (("LGC without autoencoder", {}), ("LGC-PS", {}), ("LGC-PS, own codes, " + candidates, {}),
+                         ("LGC-PS, own codes, " + candidates + ", subtract", {}),
+                         ("LGC-PS, own codes, " + candidates, {"error_feedback": "clip"}),
+                         ("LGC-RAR, " + candidates, {}), ("LGC-RAR, " + candidates, {"error_feedback": "clip"})):
         argv, options = list(table[config]), {}
         if "--lgc-options" in argv:
             at = argv.index("--lgc-options")
             options = json.loads(argv.pop(at + 1))
             argv.pop(at)
-        table[config + ", DGC momentum"] = argv + ["--momentum", "0", "--lgc-options",
-                                                   json.dumps(dict(options, momentum=0.9))]
+        name = config + "".join(", " + v for v in more.values()) + ", DGC momentum"
+        table[name] = argv + ["--momentum", "0", "--lgc-options", json.dumps(dict(options, momentum=0.9, **more))]
     return {config: argv + common for config, argv in table.items()}
 
 

@@ -9,8 +9,8 @@ correction): each step u = m u + g, v = v + u (without momentum v = v + g).  Aft
   worker's innovation coordinates;
 - lgc phase, error_feedback='subtract': v -= what was applied on this worker's behalf (its decoded
   estimate, or on a ring the mean's, times the scales at the leader's indices, exact at its innovation
-  coordinates),
-  u is zeroed there; error_feedback='zero': v and u are zeroed there, as in the train phase.
+  coordinates), u is zeroed there; 'clip': the same, each applied value clamped between 0 and v's value
+  (no value of v grows by an estimate's error); 'zero': v and u are zeroed there, as in the train phase.
 
 On the parameter server a worker decodes its own estimate from the result's code.  That decode is
 queued on MXNet's engine and subtracted at the start of the next step (before the new gradients are
@@ -162,10 +162,10 @@ class GroupCoder:
                 self._pending = [None, scales, truth, self._led, indices, idx, values]
             else:
                 self._feedback(estimate, truth, self._led, indices, idx, values)
-        subtract = phase == LGC and self.options.error_feedback == "subtract"
+        feeds_back = phase == LGC and self.options.error_feedback != "zero"
         for c in range(len(fmt.sizes)):
             lead, own = indices[c], idx[c]
-            if not subtract:
+            if not feeds_back:
                 self.v[c][lead] = 0
                 self.v[c][own] = 0
             if self.u is not None:
@@ -201,16 +201,17 @@ class GroupCoder:
         reconstruction, not an estimate from another worker's code), and the error with the best scale a
         (min over a of |a applied - truth|^2 / |truth|^2 = 1 - cos^2): how much of the error is in the
         estimate's size rather than its shape.  With error_feedback 'subtract', takes what was applied
-        from its accumulators."""
+        from its accumulators; with 'clip', that clamped between 0 and each accumulator value."""
         fmt = self.fmt
         mine, extras = vectors.applied(fmt, estimate, indices, idx, values)
         a, t = mine.astype(np.float64), truth.astype(np.float64)
         norm = max(float(np.dot(t, t)), 1e-30)
         cos2 = float(np.dot(a, t)) ** 2 / (max(float(np.dot(a, a)), 1e-30) * norm)
         self.errors.append((float(np.sum((a - t) ** 2)) / norm, led, 1.0 - cos2))
-        if self.options.error_feedback != "subtract":
+        rule = self.options.error_feedback
+        if rule == "zero":
             return
         off = vectors.offsets(fmt)
         for c in range(len(fmt.sizes)):
-            self.v[c][indices[c]] -= mine[off[c]:off[c + 1]]
-            self.v[c][idx[c]] -= extras[c]
+            for at, taken in ((indices[c], mine[off[c]:off[c + 1]]), (idx[c], extras[c])):
+                self.v[c][at] -= vectors.clamped(taken, self.v[c][at]) if rule == "clip" else taken

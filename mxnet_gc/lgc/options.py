@@ -35,7 +35,8 @@ DEFAULTS = {
     "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
     "order": "index",            # the vector's order: the leader's indices ascending, or by |value| ('magnitude')
-    "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), or 'subtract' what was applied
+    "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), 'subtract' what was applied, or
+                                 # 'clip': subtract it clamped between 0 and the accumulator's value
     "codes": "leader",           # lgc phase on a server: the leader's code stands for every worker ('leader'), or
                                  # every worker sends the code of its own vector at the leader's indices ('own')
     "index": "leader",           # the index set of a step: the leader's top-k ('leader'), or drawn in turns from
@@ -110,8 +111,8 @@ class LGCOptions:
         if p["order"] not in ("index", "magnitude"):
             _fail("order", "'index' or 'magnitude'", p["order"])
         self.order = p["order"]
-        if p["error_feedback"] not in ("subtract", "zero"):
-            _fail("error_feedback", "'subtract' or 'zero'", p["error_feedback"])
+        if p["error_feedback"] not in ("clip", "subtract", "zero"):
+            _fail("error_feedback", "'zero', 'subtract' or 'clip'", p["error_feedback"])
         self.error_feedback = p["error_feedback"]
         if p["codes"] not in ("leader", "own"):
             _fail("codes", "'leader' or 'own'", p["codes"])

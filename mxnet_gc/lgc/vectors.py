@@ -137,6 +137,13 @@ def applied(fmt, values_at_leader, leader_indices, innov_indices, innov_values):
     return values, extras
 
 
+def clamped(applied_values, values):
+    """Error feedback 'clip': what is taken from accumulator ``values`` for ``applied_values``, clamped
+    between 0 and each value (an estimate that overshoots a value, or has the other sign, takes no more
+    than the value, or nothing), so that no accumulator value grows by an estimate's error."""
+    return np.clip(applied_values, np.minimum(values, 0), np.maximum(values, 0))
+
+
 def sparse_update(fmt, leader_indices, sums, innov_indices, extras):
     """Per tensor, the update's nonzero coordinates (ascending) and values: the sums at the leader's
     indices plus every worker's extras, added in rank order (the update is zero elsewhere)."""
