@@ -143,7 +143,7 @@ study-lgc: install data
 		"LGC-PS, own codes" "LGC-PS, innovation 1e-4" "LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, subtract" \
 		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract" \
-		"LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
+		"uncompressed, SGD without momentum" "LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, subtract, DGC momentum" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum" \
@@ -157,7 +157,7 @@ study-lgc: install data
 		"LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract" \
 		"LGC-PS, exact at the leader's indices" "LGC-PS, exact at every worker's candidates" \
 		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract" \
-		"LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
+		"uncompressed, SGD without momentum" "LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
 		"LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum" \
 		"LGC-RAR, every worker's candidates, density x workers, DGC momentum" \

@@ -34,6 +34,8 @@ def configs(args):
     common = (["--limit", str(args.limit)] if args.limit else []) + (["--lr", str(args.lr)] if args.lr else [])
     table = {
         "uncompressed": ["--compression", "none"],
+        # the control of the rows with DGC's momentum correction, which replaces SGD's momentum
+        "uncompressed, SGD without momentum": ["--compression", "none", "--momentum", "0"],
         "top-k (error feedback)": ["--compression", "layerwise_topk", "--dense-warmup-steps", dense] + sparse,
         "LGC-PS": ["--compression", "lgc", "--lgc-dense-steps", dense, "--ramp-steps", str(args.ramp),
                    "--ae-steps", str(args.ae)] + sparse,

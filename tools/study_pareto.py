@@ -7,7 +7,9 @@ epochs, the rate x0.1 after epochs 4 and 5, warmed up over the first epoch from 
 cnn-fc with 2 workers (3 epochs of the first 20,000 images, lr 0.01, seeds 1-2).  Methods (``METHODS``):
 uncompressed, MXNet 2bit at ``make study``'s best threshold, 4bit with per-layer groups with and without
 compressed pulls, top-k with DGC's momentum at densities 1e-2 and 1e-3, top-k with error feedback at
-1e-3, LGC without its autoencoder (its schedule, then each worker's top-k), LGC-PS and LGC-RAR at 1e-3.
+1e-3, LGC without its autoencoder (its schedule, then each worker's top-k), LGC-PS and LGC-RAR at 1e-3,
+and with DGC's momentum correction (SGD without momentum) LGC's ablation and LGC-PS (own codes) and
+LGC-RAR with every worker's candidates at W times 1e-3.
 Each run is a real job of tools/study_lgc.py, kept in that setting's docs/results/lgc_study/ file, so a
 second call trains only what is missing; ``--report`` trains nothing.
 
@@ -44,7 +46,11 @@ PANELS = {
 }
 METHODS = ["uncompressed", "MXNet 2bit", "4bit, per-layer groups", "4bit, per-layer groups, compressed pull",
            "top-k 1e-2, DGC momentum", "top-k 1e-3, DGC momentum", "top-k (error feedback)",
-           "LGC without autoencoder", "LGC-PS", "LGC-RAR"]
+           "LGC without autoencoder", "LGC-PS", "LGC-RAR",
+           # LGC's recommended setting (DGC's momentum correction, every worker's candidates) and its ablation
+           "LGC without autoencoder, DGC momentum",
+           "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum",
+           "LGC-RAR, every worker's candidates, density x workers, DGC momentum"]
 DIVERGED = 0.2  # a final accuracy below this: the run diverged (10 classes: chance is 0.1)
 
 
@@ -102,7 +108,7 @@ def plot(panels):
             accs = np.array([a for a, _ in by_seed.values()])
             sent = np.mean([s for _, s in by_seed.values()])
             mean = accs.mean()
-            color = plt.cm.tab10(METHODS.index(m) % 10)  # (a method's colour in every panel)
+            color = plt.cm.tab20(METHODS.index(m) % 20)  # (a method's colour in every panel)
             if mean < low:  # diverged seeds pull the mean below the frame: a cross on its bottom
                 ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label="%s (%d of %d seeds diverged)"
                         % (m, sum(accs < DIVERGED), len(accs)))
