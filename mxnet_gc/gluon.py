@@ -154,10 +154,10 @@ class Trainer(_mx.TrainerBase):
                          compression_params={"type": "none"} if compression_params and first_sends_dense
                          else self._compression, update_on_kvstore=update_on_kvstore)
         correction = (compression_params or {}).get("momentum", 0)
-        if correction and getattr(self._optimizer, "momentum", 0):
+        if correction and getattr(self.optimizer, "momentum", 0):
             raise ValueError("compression_params' 'momentum' %g is DGC's momentum correction, which replaces the "
                              "optimizer's momentum (both would apply momentum twice): give the optimizer momentum 0, "
-                             "got %g" % (correction, self._optimizer.momentum))
+                             "got %g" % (correction, self.optimizer.momentum))
 
     @staticmethod
     def _store_of(kvstore, compression):
