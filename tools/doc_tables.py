@@ -131,6 +131,17 @@ def methods_table():
          "LGC without autoencoder", None),
         ("LGC-PS, density 1e-3", "`{'type': 'lgc', 'density': 1e-3}`", "LGC-PS", "lgc"),
         ("LGC-RAR, density 1e-3", "the same on `create('horovod')`", "LGC-RAR", "hvd-lgc"),
+        ("uncompressed, SGD without momentum", "`{'type': 'none'}`, SGD without momentum",
+         "uncompressed, SGD without momentum", None),
+        ("LGC's schedule without the autoencoder, DGC momentum",
+         "`{'type': 'lgc', 'density': 1e-3, 'autoencoder': False, 'momentum': 0.9}`, SGD without momentum",
+         "LGC without autoencoder, DGC momentum", None),
+        ("LGC-PS, every worker's top 1e-3 coded, DGC momentum",
+         "`{'type': 'lgc', 'density': 2e-3, 'codes': 'own', 'index': 'union', 'momentum': 0.9}` (2 workers), "
+         "SGD without momentum", "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum", None),
+        ("LGC-RAR, every worker's top 1e-3 coded, DGC momentum",
+         "`{'type': 'lgc', 'density': 2e-3, 'index': 'union', 'momentum': 0.9}` on `create('horovod')`, SGD "
+         "without momentum", "LGC-RAR, every worker's candidates, density x workers, DGC momentum", None),
     ]
     out = ["| method | `compression_params` | final test accuracy | vs uncompressed, points | bytes sent by rank 0 "
            "per step | step at 100 Mbit/s, ms |", "|---|---|---:|---:|---:|---:|"]
@@ -205,7 +216,9 @@ def choosing_table():
          "uncompressed: %s" % step("hvd-gc-none")),
         ("`{'type': 'lgc', 'density': d}`", "on the coded layers fewer bytes than top-k at the same density",
          "an autoencoder trained during the first phase; CPU time per step", "very slow links, models whose "
-         "workers' gradients share structure", "LGC-PS at 1e-3: %s; %s" % (acc(three, "LGC-PS"), step("lgc"))),
+         "workers' gradients share structure", "LGC-PS at 1e-3: %s; with DGC's momentum and every worker's top 1e-3 "
+         "coded: %s; %s" % (acc(three, "LGC-PS"), acc(three, "LGC-PS, own codes, every worker's candidates, density x "
+                                                        "workers, DGC momentum"), step("lgc"))),
         ("`create('dist_async')`", "no barrier: each push applied at once", "stale gradients, as MXNet's "
          "dist_async", "stragglers; the optimizer runs on the servers", "kvstore.md"),
     ]
