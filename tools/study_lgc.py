@@ -5,9 +5,10 @@ on the Fashion-MNIST example (and, by name, the other methods of tools/study_par
 ``make study``'s best threshold, 4bit with per-layer groups with and without compressed pulls, top-k with
 DGC's momentum at densities 1e-2 and 1e-3, each dense for the same first --dense steps), the same epochs, hyperparameters and seeds for each, on real jobs (W
 workers; 1 server through tools/launch.py, or for LGC-RAR the horovod store through horovodrun).  Top-k and LGC push dense for their first --dense steps; LGC then ramps its
-density and trains its autoencoder (docs/lgc.md).  The sparse methods keep error feedback only, with
-the optimizer's momentum on the sum: with DGC's momentum correction instead (0.9, plain SGD), top-k at
-density 1e-3 diverged here (docs/results/history.md).
+density and trains its autoencoder (docs/lgc.md).  The default rows keep error feedback only, with
+the optimizer's momentum on the sum (with DGC's momentum correction instead, top-k at density 1e-3 and
+no ramp diverged here); the rows named "DGC momentum" run LGC with DGC's momentum correction (0.9) and
+SGD without momentum, beside their control, "uncompressed, SGD without momentum".
 
 Writes docs/results/lgc_study/lgc_study_<name>.json (every epoch of every run), docs/results/lgc_study/lgc_study_<name>_epochs.png and
 docs/results/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
