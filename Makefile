@@ -163,7 +163,10 @@ study-lgc: install data
 		"LGC-RAR, every worker's candidates, density x workers, DGC momentum" \
 		"LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"
 	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
-		--ramp 100 --ae 100 --seeds 1 2
+		--ramp 100 --ae 100 --seeds 1 2 --configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR \
+		"LGC without autoencoder" "LGC without autoencoder, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
+		"LGC-RAR, every worker's candidates, density x workers, DGC momentum"
 study-pareto: install data
 	$(PY) -m tools.study_pareto --markdown docs/accuracy.md
 bench-lgc: install data

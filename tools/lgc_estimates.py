@@ -37,6 +37,8 @@ SETTINGS = {  # name -> the 'lgc' options beside the defaults
     "codes 'leader', momentum 0.9": {"momentum": 0.9},
     "codes 'own', index 'union', density 2e-3, momentum 0.9": {"codes": "own", "index": "union", "density": 2e-3,
                                                                "momentum": 0.9},
+    "codes 'own', index 'union', density 2e-3, error_feedback 'subtract', momentum 0.9": {
+        "codes": "own", "index": "union", "density": 2e-3, "error_feedback": "subtract", "momentum": 0.9},
 }
 REPORT = re.compile(r"lgc step (\d+): rank 0's estimates, relative squared error: mean ([\d.]+), median ([\d.]+) "
                     r"\(steps it led, (\d+): mean ([\d.na]+); steps others led: mean ([\d.na]+); with the best scale "

@@ -51,6 +51,11 @@ METHODS = ["uncompressed", "MXNet 2bit", "4bit, per-layer groups", "4bit, per-la
            "LGC without autoencoder, DGC momentum",
            "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum",
            "LGC-RAR, every worker's candidates, density x workers, DGC momentum"]
+LABELS = {  # the picture's names of the long ones
+    "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum":
+        "LGC-PS, own codes, every worker's top-k, DGC momentum",
+    "LGC-RAR, every worker's candidates, density x workers, DGC momentum": "LGC-RAR, every worker's top-k, DGC momentum",
+}
 DIVERGED = 0.2  # a final accuracy below this: the run diverged (10 classes: chance is 0.1)
 
 
@@ -100,7 +105,7 @@ def table(panel, pts):
 
 def plot(panels):
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 8.5), squeeze=False)
     for ax, (title, pts) in zip(axes[0], panels):
         trained = [a for s in pts.values() for a, _ in s.values() if a >= DIVERGED]
         low = min(trained) - 0.01  # the frame's bottom: a diverged seed's bar goes below it
@@ -111,17 +116,17 @@ def plot(panels):
             color = plt.cm.tab20(METHODS.index(m) % 20)  # (a method's colour in every panel)
             if mean < low:  # diverged seeds pull the mean below the frame: a cross on its bottom
                 ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label="%s (%d of %d seeds diverged)"
-                        % (m, sum(accs < DIVERGED), len(accs)))
+                        % (LABELS.get(m, m), sum(accs < DIVERGED), len(accs)))
                 continue
             bars = [[max(0.0, mean - accs.min())], [max(0.0, accs.max() - mean)]]  # (a mean's rounding)
-            ax.errorbar([sent], [mean], yerr=bars, fmt="o", capsize=3, color=color, label=m)
+            ax.errorbar([sent], [mean], yerr=bars, fmt="o", capsize=3, color=color, label=LABELS.get(m, m))
         ax.set_xscale("log")
         ax.set_xlabel("bytes sent by rank 0 per step (last epoch)")
         ax.set_ylabel("final test accuracy (mean; bars: lowest, highest seed)")
         ax.set_title(title, fontsize=10)
         ax.set_ylim(low, None)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below: no point hidden
     fig.tight_layout()
     fig.savefig(PICTURE, dpi=100)
     plt.close(fig)
