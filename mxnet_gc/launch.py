@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 # A worker's mxnet_gc store prints this and its rank (ps-lite's, known once the store exists): the
 # launcher then labels that worker's output by rank...
@@ -41,6 +42,7 @@ SCHEDULER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "server_start.py")  # (without scipy)
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
+JOB_VARIABLE = "MXNET_GC_JOB"  # the job's id, in the environment of every process it starts
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
 EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the scheduler did
 REFUSED_LAUNCHERS = {  # MXNet's (dmlc-tracker's) other launchers, and what to use instead
@@ -127,12 +129,14 @@ def processes_with_env(*entries):
     return found
 
 
-def reap(stream):
-    """The watchdog's loop (``launch.py --reap``, run as a file): reads process-group ids, one per line, from ``stream``.
+def reap(stream, job):
+    """The watchdog's loop (``launch.py --reap JOB``, run as a file): reads process-group ids, one per line,
+    from ``stream``.
 
     The launcher writes each process's group as it starts it and ``done`` once it has ended them all.
     If the stream closes without ``done`` (the launcher was killed, even by SIGKILL), the watchdog ends
-    every group itself: SIGTERM, then SIGKILL after KILL_GRACE seconds.
+    every group itself, and the group of every process whose environment holds ``JOB_VARIABLE=job`` (one
+    the launcher had started but not yet named when it died): SIGTERM, then SIGKILL after KILL_GRACE seconds.
     """
     groups = []
     for line in stream:
@@ -141,6 +145,12 @@ def reap(stream):
             return 0
         if line.isdigit():
             groups.append(int(line))
+    for pid in processes_with_env("%s=%s" % (JOB_VARIABLE, job)):
+        try:
+            groups.append(os.getpgid(pid))
+        except ProcessLookupError:
+            pass
+    groups = sorted(set(groups))
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = []
         for group in groups:
@@ -168,9 +178,10 @@ def _group_alive(group):
 class Watchdog:
     """A separate process that ends the job's processes if the launcher dies without ending them."""
 
-    def __init__(self):
-        self.popen = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reap"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    def __init__(self, job):
+        self.popen = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--reap", job],
+                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
 
     def watch(self, pid):
         self.popen.stdin.write(b"%d\n" % pid)
@@ -241,7 +252,8 @@ class Job:
     def __init__(self, args):
         self.args = args
         self.processes = []
-        self.watchdog = Watchdog()
+        self.id = uuid.uuid4().hex  # in every process's environment (JOB_VARIABLE): the watchdog finds them by it
+        self.watchdog = Watchdog(self.id)
         self.python = args.python or sys.executable
         if args.launcher == "ssh":
             self.hosts = read_hostfile(args.hostfile)
@@ -260,6 +272,7 @@ class Job:
             "DMLC_NUM_SERVER": str(self.args.num_servers),
             "DMLC_NUM_WORKER": str(self.args.num_workers),
             "DMLC_NODE_HOST": host,
+            JOB_VARIABLE: self.id,
         }
         if role == "worker":
             env["MXNET_GC_RANK_LINE"], env["MXNET_GC_END_LINE"] = RANK_LINE, END_LINE
@@ -275,7 +288,7 @@ class Job:
                                              " ".join(shlex.quote(c) for c in command))
             port = ["-p", str(ssh_port)] if ssh_port else []
             argv = shlex.split(self.args.ssh) + ["-tt", "-o", "StrictHostKeyChecking=no"] + port + [host, remote]
-            full_env = dict(os.environ)
+            full_env = dict(os.environ, **{JOB_VARIABLE: self.id})
         else:
             argv = command
             full_env = dict(os.environ, **env)
@@ -416,8 +429,8 @@ def parse_args(argv):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--reap"]:
-        return reap(sys.stdin)
+    if len(argv) == 2 and argv[0] == "--reap":
+        return reap(sys.stdin, argv[1])
     args = parse_args(argv)
     job = Job(args)
 

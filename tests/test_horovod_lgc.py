@@ -96,7 +96,8 @@ def test_a_checkpoint_moves_between_the_parameter_server_and_the_ring(request, t
     group = ref.GroupReference(dict(DEFAULTS, **PARAMS), 2, coded, lambda s: saved[0]["autoencoder/%d/0" % save_at],
                                ring=direction == "ps-to-ring")
     grads = [[resumed[r]["local/%d/%d" % (step, names.index(n))] for n in coded] for r in range(2)]
-    want = group.step(step, "lgc", grads, accumulators)
+    ramp = [[{"residual": a, "velocity": np.zeros_like(a)} for a in acc] for acc in accumulators]  # (no momentum)
+    want = group.step(step, "lgc", grads, ramp)
     for r in range(2):
         for n in coded:
             np.testing.assert_allclose(resumed[r]["pulled/%d/%d" % (step, names.index(n))].ravel(), want[n],

@@ -1,4 +1,5 @@
 """tools/launch.py: exit codes, failure reports, timeouts, Ctrl-C, the ssh launcher; no process left."""
+import io
 import json
 import os
 import signal
@@ -153,6 +154,26 @@ def test_sigkill_of_the_launcher_ends_every_process(tag, tmp_path, launcher):
     while processes_with(tag) and time.time() < deadline:
         time.sleep(0.2)
     assert processes_with(tag) == []
+
+
+def test_the_watchdog_also_ends_a_process_it_was_not_told_of(tag):
+    """A launcher killed between starting a process and writing its group to the watchdog: the watchdog
+    finds it by the job's id in its environment and ends its group too."""
+    from mxnet_gc.launch import JOB_VARIABLE, reap
+    told = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                            env=dict(os.environ, **{JOB_VARIABLE: "job-1"}, MXGC_TEST_TAG=tag.split("=")[1]))
+    untold = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                              env=dict(os.environ, **{JOB_VARIABLE: "job-1"}, MXGC_TEST_TAG=tag.split("=")[1]))
+    other_job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                                 env=dict(os.environ, **{JOB_VARIABLE: "job-2"}, MXGC_TEST_TAG=tag.split("=")[1]))
+    deadline = time.time() + 30
+    while len(processes_with(tag)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    assert reap(io.StringIO("%d\n" % told.pid), "job-1") == 0
+    assert told.wait(timeout=10) == -signal.SIGTERM and untold.wait(timeout=10) == -signal.SIGTERM
+    assert other_job.poll() is None  # another job's process is left alone
+    other_job.kill()
+    other_job.wait(timeout=10)
 
 
 def test_bad_arguments():
