@@ -160,12 +160,13 @@ def test_the_watchdog_also_ends_a_process_it_was_not_told_of(tag):
     """A launcher killed between starting a process and writing its group to the watchdog: the watchdog
     finds it by the job's id in its environment and ends its group too."""
     from mxnet_gc.launch import JOB_VARIABLE, reap
-    told = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
-                            env=dict(os.environ, **{JOB_VARIABLE: "job-1"}, MXGC_TEST_TAG=tag.split("=")[1]))
-    untold = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
-                              env=dict(os.environ, **{JOB_VARIABLE: "job-1"}, MXGC_TEST_TAG=tag.split("=")[1]))
-    other_job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
-                                 env=dict(os.environ, **{JOB_VARIABLE: "job-2"}, MXGC_TEST_TAG=tag.split("=")[1]))
+
+    def sleeper(job):  # a process of ``job`` in a session of its own, as the launcher starts them
+        key, value = tag.split("=")
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
+                                env=dict(os.environ, **{JOB_VARIABLE: job, key: value}))
+
+    told, untold, other_job = sleeper("job-1"), sleeper("job-1"), sleeper("job-2")
     deadline = time.time() + 30
     while len(processes_with(tag)) < 3 and time.time() < deadline:
         time.sleep(0.05)
