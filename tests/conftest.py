@@ -11,6 +11,9 @@ import mxnet_gc
 # interrupted benchmark, another run on the machine or the other pytest-xdist worker (whose system tests
 # run beside this one's) neither break these tests nor are touched by them.
 os.environ["MXNET_GC_NETNS"] = "mxgct%d" % os.getpid()
+# A process of a test's job that dies of a signal (an abort in native code) prints every thread's Python
+# stack first, so that a rare crash says where it happened.
+os.environ["PYTHONFAULTHANDLER"] = "1"
 
 
 @pytest.hookimpl(tryfirst=True)  # (before -m selects: the unit marks must be there by then)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dist.job import ROOT
+from dist.job import ROOT, output_of
 
 BURST_BYTES = 256e3 / 8  # tools/netns_cluster.py shapes each link with tbf, burst 256 kbit
 
@@ -37,7 +37,7 @@ def test_small_benchmark_run(tmp_path):
                            "--steps", "3", "--warmup", "1", "--csv", str(tmp_path / "r.csv"), "--plot", str(tmp_path / "r.png"),
                            "--scaling-plot", str(tmp_path / "s.png"),
                            "--markdown", str(doc)], cwd=ROOT, capture_output=True, text=True, timeout=400)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     assert "left behind: 0 processes, namespaces none" in proc.stdout
     assert not os.path.exists("/etc/netns/%s-h0" % os.environ.get("MXNET_GC_NETNS", "mxgc"))
     rows = {r["mode"]: r for r in csv.DictReader(open(tmp_path / "r.csv"))}

@@ -11,7 +11,7 @@ import pytest
 
 import mxnet_gc
 from dist.checkpoint_worker import network
-from dist.job import HERE, LAUNCH, ROOT
+from dist.job import HERE, LAUNCH, ROOT, output_of
 
 pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
 
@@ -20,7 +20,7 @@ def job(tmp_path, *args):
     argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "120", sys.executable,
             os.path.join(HERE, "checkpoint_worker.py"), str(tmp_path)] + list(args)
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     return [dict(np.load(tmp_path / ("%s.rank%d.npz" % (args[0], r)))) for r in range(2)]
 
 

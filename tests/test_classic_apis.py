@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from dist.job import LAUNCH, ROOT
+from dist.job import LAUNCH, ROOT, output_of
 
 pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
 
@@ -24,7 +24,7 @@ def train(tmp_path, *args):
     proc = subprocess.run([sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "240", sys.executable, EXAMPLE,
                            "--num-examples", "12000", "--num-epochs", "2", "--log", str(log)] + list(args),
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     return json.loads(log.read_text()), proc.stdout
 
 

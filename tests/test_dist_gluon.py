@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from dist.job import LAUNCH, ROOT
+from dist.job import LAUNCH, ROOT, output_of
 
 pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
 
@@ -24,7 +24,7 @@ def train(tmp_path, trainer, update_on_kvstore, compression, *extra):
             "--update-on-kvstore", str(int(update_on_kvstore)), "--compression", json.dumps(compression),
             "--steps", "40"] + list(extra)
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     return proc, [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
 
 

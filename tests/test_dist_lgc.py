@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lgc_reference as ref
-from dist.job import HERE, LAUNCH, ROOT
+from dist.job import HERE, LAUNCH, ROOT, output_of
 
 pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
 
@@ -31,7 +31,7 @@ def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_succ
     argv += [sys.executable, WORKER, str(tmp_path), json.dumps(params), str(steps), json.dumps(extra or {})]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=260)
     if expect_success:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, output_of(proc)
     return proc
 
 

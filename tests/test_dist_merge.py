@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import topk_reference as ref
-from dist.job import HERE, LAUNCH, ROOT
+from dist.job import HERE, LAUNCH, ROOT, output_of
 from dist.merge_worker import COMPRESSION
 
 WORKER = os.path.join(HERE, "merge_worker.py")
@@ -20,7 +20,7 @@ def run(tmp_path, merge, pipeline=True, workers=2, store="dist_sync", warmup=0):
     argv = [sys.executable, LAUNCH, "-n", str(workers), "-s", "1", "--timeout", "180", "-v", sys.executable, WORKER,
             str(tmp_path), str(merge), "1" if pipeline else "0", store, str(warmup)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     with open(tmp_path / "plan.json") as f:
         plan = json.load(f)
     saved = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(workers)]

@@ -11,7 +11,7 @@ import numpy as np
 import mxnet as mx
 import pytest
 
-from dist.job import LAUNCH, ROOT
+from dist.job import LAUNCH, ROOT, output_of
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
 # 10 steps an epoch, no warm-up, 1000 test images (10k would take rank 0 longer than the epoch's training)
@@ -22,7 +22,7 @@ GROUPS = ["--groups", "--calibration-steps", "5"]
 def train(tmp_path, *args):
     argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "300", sys.executable, EXAMPLE] + QUICK + list(args)
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=360)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     return proc
 
 
@@ -191,7 +191,7 @@ def test_checkpoint_moves_between_transports(tmp_path, topk_run):
                            sys.executable, EXAMPLE, "--kvstore", "horovod"] + QUICK +
                           ["--epochs", "2", "--resume", first, "--checkpoint", moved] + sparse,
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     same_state(stay, moved)
     train(tmp_path, "--epochs", "3", "--resume", stay, "--checkpoint", stay3, *sparse)
     train(tmp_path, "--epochs", "3", "--resume", moved, "--checkpoint", back3, *sparse)

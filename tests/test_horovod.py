@@ -11,7 +11,7 @@ import pytest
 import reference
 import topk_reference as ref
 from mxnet_gc.kvstore.ring_scatter import PAIRWISE_WORDS
-from dist.job import HERE, ROOT, gradient, initial_value, split_scenarios
+from dist.job import HERE, ROOT, gradient, initial_value, output_of, split_scenarios
 from test_dist_kvstore import fitted_levels, simulate
 from test_dist_merge import check_sums
 
@@ -83,7 +83,7 @@ def sums(tmp_path_factory):
     """{name: [saved arrays of each rank]} of SUMS' scenarios, from one job."""
     tmp = tmp_path_factory.mktemp("sums")
     proc, results = run_spec(tmp, {"scenarios": list(SUMS.values())})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     per_scenario = split_scenarios(dict(enumerate(results)), len(SUMS))
     return {name: [r[rank] for rank in range(2)] for name, r in zip(SUMS, per_scenario)}
 
@@ -128,7 +128,7 @@ def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers,
     owners'), on every worker."""
     proc, results = run_spec(tmp_path, {"scenarios": list(SCATTER.values())}, workers=workers,
                              env={"MXNET_GC_ALLTOALL": alltoall})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     for name, got in zip(SCATTER, split_scenarios(dict(enumerate(results)), len(SCATTER))):
         spec = SCATTER[name]
         expected = simulate(spec, workers)
@@ -153,7 +153,7 @@ def test_different_compression_on_the_workers_fails_on_all(tmp_path):
 def test_merged_training_on_horovod(tmp_path, merge):
     """The parameter server's merged-training job, unchanged but for the store: the same exact sums."""
     proc = horovodrun("merge_worker.py", tmp_path, merge, 1, "horovod")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     with open(tmp_path / "plan.json") as f:
         plan = json.load(f)
     assert len(plan["groups"]) == 1 if merge == "one" else len(plan["groups"]) >= 1

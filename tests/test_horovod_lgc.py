@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import lgc_reference as ref
+from dist.job import output_of
 from mxnet_gc.lgc.options import DEFAULTS
 from test_dist_lgc import (INFS, PARAMS, POINTS as PS_POINTS, STEPS, check_every_phase, check_infs_dropped,
                            check_resumed, copy_run, run as run_ps, uninterrupted_run)
@@ -23,7 +24,7 @@ def run(tmp_path, params, workers=2, extra=None, expect_success=True, timeout=24
     proc = horovodrun("lgc_worker.py", tmp_path, json.dumps(params), STEPS, json.dumps(dict(HOROVOD, **(extra or {}))),
                       np_=workers, timeout=timeout)
     if expect_success:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0, output_of(proc)
     return proc
 
 

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.job  # a real job (horovodrun)
+from dist.job import ROOT, output_of
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.job  # a real job (horovodrun)
 HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 STEPS = 60
 
@@ -45,7 +45,7 @@ def run(script, tmp_path, name):
                            sys.executable, str(path), "--steps", str(STEPS), "--out", str(out)],
                           cwd=os.path.join(ROOT, "examples"), capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "examples")))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     return np.array(json.loads(out.read_text()))
 
 

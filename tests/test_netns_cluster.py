@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dist.job import HERE, ROOT
+from dist.job import HERE, ROOT, output_of
 
 pytestmark = [pytest.mark.system, pytest.mark.root]  # network namespaces (ip netns, tc)
 
@@ -32,7 +32,7 @@ def test_job_across_shaped_hosts(tmp_path):
                            "--timeout", "120", sys.executable, os.path.join(HERE, "worker.py"),
                            str(tmp_path / "spec.json")], cwd=ROOT, capture_output=True, text=True, timeout=200)
     elapsed = time.time() - start
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     assert sorted(os.listdir(out)) == ["rank0.npz", "rank1.npz"]
     assert not [n for n in namespaces() if n.startswith(NAME + "-")]
     counters = {line.split()[0]: tuple(int(v) for v in line.split()[1:])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dist.api_worker import data, initial_dense
-from dist.job import HERE, LAUNCH, ROOT
+from dist.job import HERE, LAUNCH, ROOT, output_of
 from test_horovod import horovodrun
 
 pytestmark = pytest.mark.job  # every test a real job (tools/launch.py, horovodrun)
@@ -27,7 +27,7 @@ def run(tmp_path, store, policy="warn"):
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
     else:
         proc = horovodrun("api_worker.py", store, tmp_path, policy, np_=WORKERS)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
     return [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(WORKERS)]
 
 
@@ -106,7 +106,7 @@ def run_transport(store, out, *args):
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
     else:
         proc = horovodrun("transport_worker.py", store, out, *args, np_=WORKERS)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, output_of(proc)
 
 
 @pytest.mark.parametrize("first, second, kind", [("dist_sync", "horovod", "fixed"), ("horovod", "dist_sync", "auto"),

@@ -5,6 +5,7 @@ pulled to OUT/rank<r>.npz; the tests compare those with an independent numpy sim
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -74,6 +75,25 @@ def split_scenarios(results, count):
              for rank, saved in results.items()} for i in range(count)]
 
 
+# Who failed first: horovodrun names "Process name: N" and prefixes its lines "[N]<stderr>:"; mxnet_gc's
+# launcher says "job failed: worker N (pid ..." and prefixes "[worker N] ".
+FIRST_FAILED = [(re.compile(r"Process name: (\d+)"), "[%s]<"), (re.compile(r"job failed: (\w+(?: \d+)?) \("), "[%s] ")]
+
+
+def output_of(proc, tail=3000):
+    """What a failed job printed, for an assertion's message: the last lines of the process that failed
+    first (its own, which the tails of a job of several processes often miss) and the tails of both streams."""
+    both = proc.stdout + proc.stderr
+    own = []
+    for pattern, prefix in FIRST_FAILED:
+        found = pattern.search(both)
+        if found:
+            own = [line for line in both.splitlines() if line.startswith(prefix % found.group(1))][-60:]
+            break
+    first = "the first process to fail printed last:\n%s\n\n" % "\n".join(own) if own else ""
+    return first + "stdout's end:\n%s\nstderr's end:\n%s" % (proc.stdout[-tail:], proc.stderr[-tail:])
+
+
 def run_job(tmp_path, spec, workers, servers, env=(), expect_success=True, timeout=JOB_TIMEOUT):
     """Launches the job; returns (completed process, {rank: {name: array}})."""
     out = tmp_path / "out"
@@ -87,7 +107,7 @@ def run_job(tmp_path, spec, workers, servers, env=(), expect_success=True, timeo
     argv += [sys.executable, os.path.join(HERE, "worker.py"), str(spec_path)]
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout + 60)
     if expect_success:
-        assert proc.returncode == 0, "job failed:\n%s\n%s" % (proc.stdout[-4000:], proc.stderr[-4000:])
+        assert proc.returncode == 0, output_of(proc, tail=4000)
     results = {}
     for name in os.listdir(out):
         if name.startswith("rank") and name.endswith(".npz"):
