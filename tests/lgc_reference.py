@@ -64,18 +64,31 @@ def simulate(p, locals_, groups, steps, ring=False):
         head += [head[-1]] * steps
     states = [{n: topk.new_state(locals_[0][0][n].size) for n in coded} for _ in range(W)]
     coders = [GroupReference(p, W, g, weights, ring) for g, weights in groups]
+    m = np.float32(p.get("momentum", 0.0))
+    velocity = [{n: np.zeros(locals_[0][0][n].size, np.float32) for n in names} for _ in range(W)]
+
+    def dense(n, step):  # the sum of the workers' dense pushes; with momentum each pushes its velocity
+        if not m:
+            return dense_sum([locals_[r][step][n] for r in range(W)])
+        for r in range(W):
+            g = locals_[r][step][n].ravel()
+            velocity[r][n] = (m * velocity[r][n] + np.where(np.isfinite(g), g, np.float32(0))).astype(np.float32)
+        return dense_sum([velocity[r][n] for r in range(W)])
+
     pulled = []
     for step in range(steps):
         phase = head[step] if step < len(head) else ("train" if tunes(p, step, len(head)) else "lgc")
-        out = {n: dense_sum([locals_[r][step][n] for r in range(W)]) for n in names if n not in coded}
+        out = {n: dense(n, step) for n in names if n not in coded}
         if phase == "dense":
-            out.update({n: dense_sum([locals_[r][step][n] for r in range(W)]) for n in coded})
+            out.update({n: dense(n, step) for n in coded})
         elif phase.startswith("sparse-"):
             stage = int(phase.split("-")[1])
             first = step == 0 or head[step - 1] != phase
             for n in coded:
                 total = np.zeros(locals_[0][0][n].size, np.float32)
                 for r in range(W):
+                    if first and stage == 1:  # the dense phase's velocity goes on in the ramp
+                        states[r][n]["velocity"] = velocity[r][n].copy()
                     if first:
                         states[r][n]["threshold"] = np.float32(0)
                     idx, vals, _ = topk.step(locals_[r][step][n], states[r][n], densities[stage - 1],

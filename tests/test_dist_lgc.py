@@ -22,6 +22,8 @@ STEPS = 10
 # their options: the steps each saves a checkpoint after, with the phase of the step
 POINTS = [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")]
 FINE_TUNED, FINE_TUNED_POINTS = {"fine_tune_every": 2}, [(8, "lgc")]  # (after a fine-tuning step)
+# with DGC's momentum correction: the dense velocities saved at the dense phase's end go on in the ramp
+MOMENTUM, MOMENTUM_POINTS = {"momentum": 0.9}, [(1, "dense"), (3, "sparse-2"), (8, "lgc")]
 
 
 def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_success=True, env=()):
@@ -216,15 +218,19 @@ def run_fault(tmp_path, fault):
     return run(tmp_path, PARAMS, 2, 1, extra={"fault": fault}, expect_success=False)
 
 
-@pytest.mark.parametrize("options, points", [({}, POINTS), (FINE_TUNED, FINE_TUNED_POINTS)])
-def test_checkpoints_resume_to_the_uninterrupted_run(request, tmp_path, options, points):
+@pytest.mark.parametrize("options, points", [({}, POINTS), (FINE_TUNED, FINE_TUNED_POINTS),
+                                             (MOMENTUM, MOMENTUM_POINTS)])
+def test_checkpoints_resume_to_the_uninterrupted_run(request, tmp_path, tmp_path_factory, options, points):
     # one job runs all the steps and saves after each step of ``points`` (the fixture's: shared with
     # test_every_phase_pulls_the_reference_update); a job per checkpoint resumes from it (in a copy of its
     # directory) and runs the rest: every later pulled update and the final weights are the same, bit for
     # bit (the servers' autoencoders, their Adam states and replay buffers, and the workers'
     # accumulators are in the checkpoint)
     params = dict(PARAMS, **options)
-    copy_run(request.getfixturevalue("uninterrupted_fine_tuned" if options else "uninterrupted")[0], tmp_path)
+    if options == MOMENTUM:
+        copy_run(uninterrupted_run(tmp_path_factory, options, points)[0], tmp_path)
+    else:
+        copy_run(request.getfixturevalue("uninterrupted_fine_tuned" if options else "uninterrupted")[0], tmp_path)
     for save_at, phase in points:
         run(tmp_path, params, 2, 1, extra={"resume": save_at})
         check_resumed(tmp_path, save_at, phase)
@@ -246,11 +252,11 @@ def check_resumed(tmp_path, save_at, phase):
 INFS = [[1, 1, 2, 7], [0, 3, 2, 7], [0, 4, 2, 7], [0, 5, 4, 3], [1, 7, 2, 7], [0, 9, 4, 3]]
 
 
-def check_infs_dropped(tmp_path, stdout, ring=False):
+def check_infs_dropped(tmp_path, stdout, ring=False, params=PARAMS):
     """Every step equals the reference with each inf dropped (as 0, in the dense phase too) and every
     pulled value is finite; each worker counted its infs, in every phase (a push's counts are read at
     the next push: the last step's are not)."""
-    check_every_phase(tmp_path, stdout, PARAMS, 2, 1, ring=ring)
+    check_every_phase(tmp_path, stdout, params, 2, 1, ring=ring)
     saved, names, _ = load(tmp_path, 2, STEPS)
     for r in range(2):
         counted = {}
@@ -265,6 +271,7 @@ def check_infs_dropped(tmp_path, stdout, ring=False):
     assert "dense1_weight: 1 (dropped: not sent, any residual unchanged there)" in stdout
 
 
-def test_an_inf_in_any_phase_is_dropped_and_poisons_nothing(tmp_path):
-    proc = run(tmp_path, PARAMS, 2, 1, extra={"inf": INFS})
-    check_infs_dropped(tmp_path, proc.stdout + proc.stderr)
+@pytest.mark.parametrize("options", [{}, MOMENTUM], ids=["", "momentum"])
+def test_an_inf_in_any_phase_is_dropped_and_poisons_nothing(tmp_path, options):
+    proc = run(tmp_path, dict(PARAMS, **options), 2, 1, extra={"inf": INFS})
+    check_infs_dropped(tmp_path, proc.stdout + proc.stderr, params=dict(PARAMS, **options))

@@ -77,21 +77,30 @@ class StoreBase(KVStoreBase):
         self._lgc.choose_coded(keys, shapes, self._nonfinite.names)
         return self._lgc.separate(groups) if groups is not None else None
 
-    def _lgc_push(self, keys):
-        """For a push of ``keys``: (its LGC phase, switched to if new, or None when no coded key is pushed;
-        the keys that go through the store's messages)."""
-        if self._lgc is None or not any(k in self._lgc.coded for k in keys):
-            return None, keys
-        self._lgc_step = self._lgc.begin_step(keys)
-        return self._lgc_step, self._lgc.through_messages(keys)
+    def _lgc_push(self, grads):
+        """For a push of ``grads`` (key -> NDArray): (the keys that go through the store's messages, what
+        they send: with LGC's ``momentum`` the dense keys' velocities); a push of coded keys first switches
+        to a new LGC phase."""
+        keys = list(grads)
+        if self._lgc is None:
+            return keys, grads
+        if any(k in self._lgc.coded for k in keys):
+            self._lgc_step = self._lgc.begin_step(keys)
+            keys = self._lgc.through_messages(keys)
+        return keys, self._lgc.with_momentum(grads, [k for k in keys if k not in self._reduce_only])
 
     def _lgc_send(self, grads):
         """A train or lgc step's LGC messages of the coded keys (the store's push, after its messages);
-        their non-finite values, counted by the accumulation's pass, join the push's counts."""
+        their non-finite values, counted by the accumulation's pass, join the push's counts, as do those
+        of the dense velocities' pass."""
+        if self._lgc is None:
+            return
+        counted = [(list(self._lgc.dense_nonfinite), list(self._lgc.dense_nonfinite.values()))]
         if self._lgc_step in (schedule.AE_TRAIN, schedule.LGC):
             self._lgc.push(grads)
-            if self._nonfinite.counting:
-                self._nonfinite.add([(list(self._lgc.nonfinite), list(self._lgc.nonfinite.values()))])
+            counted.append((list(self._lgc.nonfinite), list(self._lgc.nonfinite.values())))
+        if self._nonfinite.counting:
+            self._nonfinite.add(counted)
 
     def _lgc_pull(self, keys):
         """For a pull of ``keys``: (the LGC phase of the step it ends, or None; the keys that go through

@@ -199,10 +199,9 @@ class DistSyncStore(StoreBase):
             raise ValueError("dist_async applies each push with the optimizer on the servers: call set_optimizer "
                              "first (Gluon: update_on_kvstore=True)")
         grads = self._gradients(key, value)
-        keys = list(grads)
-        self._count_step(keys)
+        self._count_step(list(grads))
         self._observe_warmup(grads)
-        _, keys = self._lgc_push(keys)
+        keys, sent = self._lgc_push(grads)
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -221,7 +220,7 @@ class DistSyncStore(StoreBase):
             plan.raise_engine_error()
         self._decoding = []
         for m in messages:  # one engine operation per message (dense: a copy into its private buffer)
-            self._encode(m, grads, self._buffers[m].outgoing(m.coded), priority)
+            self._encode(m, sent, self._buffers[m].outgoing(m.coded), priority)
         self._record_nonfinite(grads, messages)
         self._watch_residuals(keys, grads)
         arrays = [self._buffers[m].outgoing(m.coded) for m in messages]

@@ -127,7 +127,7 @@ class HorovodStore(StoreBase):
         self._decoding = set()
         self._count_step(list(grads))
         self._observe_warmup(grads)
-        _, keys = self._lgc_push(list(grads))
+        keys, sent = self._lgc_push(grads)
         messages = self._layout.messages_of(keys)
         for m in messages:
             missing = [c.key for c in m.chunks if c.key not in grads]
@@ -135,7 +135,7 @@ class HorovodStore(StoreBase):
                 raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
         for m in messages:
             send = self._send[m]
-            self._encode(m, grads, send, priority)
+            self._encode(m, sent, send, priority)
             name = self._name(m)
             if m in self._scatter:
                 self._results[m] = self._reduce_scatter(m, send, name, priority)

@@ -21,6 +21,7 @@ from ..log import logger
 from ..schedule import AE_TRAIN, LGC, SPARSE_PREFIX, WARMUP
 
 REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
+VELOCITY = "lgc/velocity/"  # + repr(key): a dense velocity's name in checkpoints
 
 
 def _mean(values):
@@ -49,7 +50,10 @@ class LGCRounds:
         self.groups = []
         self.autoencoder_bytes = 0  # the autoencoder's weight transfers through this worker's link
         self.nonfinite = {}  # coded key -> its non-finite gradient values in the last step's accumulation
+        self.velocities = {}  # key -> DGC's velocity of its dense pushes (with ``momentum``)
+        self.dense_nonfinite = {}  # key -> its non-finite gradient values in the last dense push
         self._resume = None  # (accumulators, autoencoder state path) of a checkpoint, for the next switch
+        self._saved_velocities = {}  # a checkpoint's velocities by name, each taken at its key's next dense push
 
     @property
     def schedule(self):
@@ -91,6 +95,37 @@ class LGCRounds:
         if phase != self.installed:
             self._switch(phase)
         return phase
+
+    def with_momentum(self, grads, keys):
+        """DGC's momentum correction (``momentum`` m > 0) on what travels dense, as the sparse ramp and the
+        accumulators have it: per key a velocity u = m u + g, pushed in place of g (the workers' sum is
+        SGD's momentum of the sum).  Every key of ``keys`` but the coded ones in the sparse ramp; a
+        non-finite gradient value counts as 0 there, and is counted in ``dense_nonfinite``.  Returns
+        ``grads`` with the velocities in place (the host's numpy: the push waits for the gradients)."""
+        self.dense_nonfinite = {}
+        m = np.float32(self.options.momentum)
+        if not m:
+            return grads
+        ramp = self.installed is not None and self.installed.startswith(SPARSE_PREFIX)
+        out = dict(grads)
+        for k in keys:
+            if ramp and k in self.coded:
+                continue
+            g = _mx.host_view(grads[k]).reshape(-1)
+            u = self._velocity(k, g.size)
+            finite = np.isfinite(g)
+            u *= m
+            u += np.where(finite, g, np.float32(0))
+            self.dense_nonfinite[k] = int(g.size - np.count_nonzero(finite))
+            out[k] = _mx.array(u.reshape(grads[k].shape))
+        return out
+
+    def _velocity(self, key, size):
+        """A key's dense velocity (a checkpoint's, else zeros at its first dense push)."""
+        if key not in self.velocities:
+            saved = self._saved_velocities.pop(VELOCITY + repr(key), None)
+            self.velocities[key] = saved.reshape(-1).copy() if saved is not None else np.zeros(size, np.float32)
+        return self.velocities[key]
 
     def push(self, grads):
         """Sends this step's LGC messages (train and lgc phases); ``grads``: user key -> NDArray."""
@@ -170,12 +205,15 @@ class LGCRounds:
         if phase.startswith(SPARSE_PREFIX) or phase == WARMUP:
             store.start_codecs(self.coded)
             for k in self.coded:
+                dense = self.velocities.pop(k, self._saved_velocities.pop(VELOCITY + repr(k), None))
                 for i, c in enumerate(store.chunks_of(k)):
                     if c.residual is None:
                         continue
                     name = "%r/%d" % (k, i)
                     if resume is not None and name in resume[0]:  # the codec's state of the checkpoint
                         c.residual[:] = resume[0][name].reshape(c.residual.shape)
+                    if dense is not None:  # the dense phase's velocity goes on in the ramp's codec
+                        c.residual[c.size:2 * c.size] = _mx.array(dense.reshape(-1)[c.begin:c.begin + c.size])
                     if self.schedule.step == self.schedule.start(phase):  # a new density: the exact threshold
                         c.residual[-2:-1] = 0
             return
@@ -265,6 +303,7 @@ class LGCRounds:
                 arrays["lgc/%d/v/%d" % (s, c)] = g.coder.v[c]
                 if g.coder.u is not None:
                     arrays["lgc/%d/u/%d" % (s, c)] = g.coder.u[c]
+        arrays.update((VELOCITY + repr(k), u) for k, u in self.velocities.items())
         return {"step": self.schedule.step, "autoencoder_states": self._has_states(),
                 "groups": [list(g.fmt.sizes) for g in self.groups]}, arrays
 
@@ -294,3 +333,4 @@ class LGCRounds:
                              % (len(saved), [sum(g) for g in saved], len(mine), [sum(g) for g in mine]))
         self.schedule.step = meta["step"]
         self._resume = (arrays, path if meta["autoencoder_states"] else None)
+        self._saved_velocities = {n: a for n, a in arrays.items() if n.startswith(VELOCITY)}
