@@ -95,7 +95,8 @@ class StoreBase(KVStoreBase):
         of the dense velocities' pass."""
         if self._lgc is None:
             return
-        counted = [(list(self._lgc.dense_nonfinite), list(self._lgc.dense_nonfinite.values()))]
+        dense = self._lgc.velocities.nonfinite
+        counted = [(list(dense), list(dense.values()))]
         if self._lgc_step in (schedule.AE_TRAIN, schedule.LGC):
             self._lgc.push(grads)
             counted.append((list(self._lgc.nonfinite), list(self._lgc.nonfinite.values())))

@@ -5,9 +5,10 @@ server, lgc_ring.py on Horovod's ring collectives), subclasses of ``LGCRounds``.
 A store hands its 'lgc' compression to one of them.  The store's step clock holds LGC's phases (dense,
 the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end of each step (the
 store then advances a clock of its own; a trainer advances its schedule itself) and switch phases at
-the first push of a phase's first step, on every worker at the same step (a collective call).  The dense and sparse phases travel as the
-store's other compressions do (float32, then 'layerwise_topk' for the coded tensors).  In the train and
-lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
+the first push of a phase's first step, on every worker at the same step (a collective call).  The
+dense and sparse phases travel as the store's other compressions do (float32, then 'layerwise_topk' for
+the coded tensors); with ``momentum`` what travels dense is DGC's velocity (lgc/velocities.py).  In the
+train and lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
 accumulators (lgc/coder.py) and the transport's rounds.
 """
 import numpy as np
@@ -16,12 +17,12 @@ from .. import _mx, codecs
 from ..lgc.autoencoder import Autoencoder
 from ..lgc.coder import GroupCoder
 from ..lgc.options import LGCOptions
+from ..lgc.velocities import DenseVelocities
 from ..lgc.wire import WireFormat
 from ..log import logger
 from ..schedule import AE_TRAIN, LGC, SPARSE_PREFIX, WARMUP
 
 REPORT_EVERY = 100  # steps between rank 0's reports of its estimates' error
-VELOCITY = "lgc/velocity/"  # + repr(key): a dense velocity's name in checkpoints
 
 
 def _mean(values):
@@ -50,10 +51,8 @@ class LGCRounds:
         self.groups = []
         self.autoencoder_bytes = 0  # the autoencoder's weight transfers through this worker's link
         self.nonfinite = {}  # coded key -> its non-finite gradient values in the last step's accumulation
-        self.velocities = {}  # key -> DGC's velocity of its dense pushes (with ``momentum``)
-        self.dense_nonfinite = {}  # key -> its non-finite gradient values in the last dense push
+        self.velocities = DenseVelocities(self.options.momentum)  # (with ``momentum``)
         self._resume = None  # (accumulators, autoencoder state path) of a checkpoint, for the next switch
-        self._saved_velocities = {}  # a checkpoint's velocities by name, each taken at its key's next dense push
 
     @property
     def schedule(self):
@@ -97,35 +96,19 @@ class LGCRounds:
         return phase
 
     def with_momentum(self, grads, keys):
-        """DGC's momentum correction (``momentum`` m > 0) on what travels dense, as the sparse ramp and the
-        accumulators have it: per key a velocity u = m u + g, pushed in place of g (the workers' sum is
-        SGD's momentum of the sum).  Every key of ``keys`` but the coded ones in the sparse ramp; a
-        non-finite gradient value counts as 0 there, and is counted in ``dense_nonfinite``.  Returns
-        ``grads`` with the velocities in place (the host's numpy: the push waits for the gradients)."""
-        self.dense_nonfinite = {}
-        m = np.float32(self.options.momentum)
-        if not m:
+        """With ``momentum``, what ``keys`` send dense: their velocities (lgc/velocities.py) in place of
+        their gradients in ``grads``; the coded keys in the sparse ramp are the codec's.  Their non-finite
+        values are then in ``velocities.nonfinite`` (the host's numpy: the push waits for the gradients)."""
+        self.velocities.nonfinite = {}
+        if not self.options.momentum:
             return grads
         ramp = self.installed is not None and self.installed.startswith(SPARSE_PREFIX)
         out = dict(grads)
         for k in keys:
-            if ramp and k in self.coded:
-                continue
-            g = _mx.host_view(grads[k]).reshape(-1)
-            u = self._velocity(k, g.size)
-            finite = np.isfinite(g)
-            u *= m
-            u += np.where(finite, g, np.float32(0))
-            self.dense_nonfinite[k] = int(g.size - np.count_nonzero(finite))
-            out[k] = _mx.array(u.reshape(grads[k].shape))
+            if not (ramp and k in self.coded):
+                u = self.velocities.step(k, _mx.host_view(grads[k]).reshape(-1))
+                out[k] = _mx.array(u.reshape(grads[k].shape))
         return out
-
-    def _velocity(self, key, size):
-        """A key's dense velocity (a checkpoint's, else zeros at its first dense push)."""
-        if key not in self.velocities:
-            saved = self._saved_velocities.pop(VELOCITY + repr(key), None)
-            self.velocities[key] = saved.reshape(-1).copy() if saved is not None else np.zeros(size, np.float32)
-        return self.velocities[key]
 
     def push(self, grads):
         """Sends this step's LGC messages (train and lgc phases); ``grads``: user key -> NDArray."""
@@ -205,7 +188,7 @@ class LGCRounds:
         if phase.startswith(SPARSE_PREFIX) or phase == WARMUP:
             store.start_codecs(self.coded)
             for k in self.coded:
-                dense = self.velocities.pop(k, self._saved_velocities.pop(VELOCITY + repr(k), None))
+                dense = self.velocities.take(k)
                 for i, c in enumerate(store.chunks_of(k)):
                     if c.residual is None:
                         continue
@@ -303,7 +286,7 @@ class LGCRounds:
                 arrays["lgc/%d/v/%d" % (s, c)] = g.coder.v[c]
                 if g.coder.u is not None:
                     arrays["lgc/%d/u/%d" % (s, c)] = g.coder.u[c]
-        arrays.update((VELOCITY + repr(k), u) for k, u in self.velocities.items())
+        arrays.update(self.velocities.state())
         return {"step": self.schedule.step, "autoencoder_states": self._has_states(),
                 "groups": [list(g.fmt.sizes) for g in self.groups]}, arrays
 
@@ -333,4 +316,4 @@ class LGCRounds:
                              % (len(saved), [sum(g) for g in saved], len(mine), [sum(g) for g in mine]))
         self.schedule.step = meta["step"]
         self._resume = (arrays, path if meta["autoencoder_states"] else None)
-        self._saved_velocities = {n: a for n, a in arrays.items() if n.startswith(VELOCITY)}
+        self.velocities.load(arrays)
