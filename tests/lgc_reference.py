@@ -64,7 +64,7 @@ def simulate(p, locals_, groups, steps, ring=False):
         head += [head[-1]] * steps
     states = [{n: topk.new_state(locals_[0][0][n].size) for n in coded} for _ in range(W)]
     coders = [GroupReference(p, W, g, weights, ring) for g, weights in groups]
-    m = np.float32(p.get("momentum", 0.0))
+    m = np.float32(p.get("momentum", 0.0) if p.get("dense_momentum") else 0.0)
     velocity = [{n: np.zeros(locals_[0][0][n].size, np.float32) for n in names} for _ in range(W)]
 
     def dense(n, step):  # the sum of the workers' dense pushes; with momentum each pushes its velocity

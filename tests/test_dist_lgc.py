@@ -23,7 +23,8 @@ STEPS = 10
 POINTS = [(1, "dense"), (2, "sparse-1"), (3, "sparse-2"), (5, "train"), (8, "lgc")]
 FINE_TUNED, FINE_TUNED_POINTS = {"fine_tune_every": 2}, [(8, "lgc")]  # (after a fine-tuning step)
 # with DGC's momentum correction: the dense velocities saved at the dense phase's end go on in the ramp
-MOMENTUM, MOMENTUM_POINTS = {"momentum": 0.9}, [(1, "dense"), (3, "sparse-2"), (8, "lgc")]
+MOMENTUM = {"momentum": 0.9, "dense_momentum": True}
+MOMENTUM_POINTS = [(1, "dense"), (3, "sparse-2"), (8, "lgc")]
 
 
 def run(tmp_path, params, workers, servers, steps=STEPS, extra=None, expect_success=True, env=()):
@@ -79,7 +80,7 @@ def uninterrupted_fine_tuned(tmp_path_factory):
 
 @pytest.mark.parametrize("workers, servers, options", [
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
-    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "clip", "momentum": 0.9}),
+    (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "clip", **MOMENTUM}),
     (2, 1, {"codes": "own", "fine_tune_every": 2}), (3, 1, {"codes": "own", "index": "union"}),
     (3, 2, {"codes": "own", "index": "union", "error_feedback": "subtract", "leader": 2}),
     (2, 1, {"codes": "own", "index": "union", "fine_tune_every": 2})])

@@ -42,6 +42,8 @@ CASES = [  # (what the user wrote, the call, the exception, what the message mus
      ValueError, ["'density' 0.5", "default start, 'ramp_start' 0.25", "give a 'ramp_start' of at least 0.5"]),
     ("a ramp_start the user set too low", lambda: mxnet_gc.kvstore.Compression(
         {"type": "lgc", "density": 0.1, "ramp_start": 0.05}), ValueError, ["'ramp_start' must be at least density"]),
+    ("dense_momentum without momentum", lambda: mxnet_gc.kvstore.Compression({"type": "lgc", "dense_momentum": True}),
+     ValueError, ["'dense_momentum' must be False without 'momentum'", "got True"]),
     ("threshold_groups='yes'", lambda: trainer(kvstore="local", compression_params={"type": "4bit"},
                                                threshold_groups="yes"),
      ValueError, ["threshold_groups must be 'auto'", "got 'yes'"]),

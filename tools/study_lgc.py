@@ -8,7 +8,8 @@ workers; 1 server through tools/launch.py, or for LGC-RAR the horovod store thro
 density and trains its autoencoder (docs/lgc.md).  The default rows keep error feedback only, with
 the optimizer's momentum on the sum (with DGC's momentum correction instead, top-k at density 1e-3 and
 no ramp diverged here); the rows named "DGC momentum" run LGC with DGC's momentum correction (0.9) and
-SGD without momentum, beside their control, "uncompressed, SGD without momentum".
+SGD without momentum, beside their control, "uncompressed, SGD without momentum" (", dense momentum":
+the tensors sent dense push DGC's velocity too, option ``dense_momentum``).
 
 Writes docs/results/lgc_study/lgc_study_<name>.json (every epoch of every run), docs/results/lgc_study/lgc_study_<name>_epochs.png and
 docs/results/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
@@ -102,6 +103,9 @@ def configs(args):
             argv.pop(at)
         name = config + "".join(", " + v for v in more.values()) + ", DGC momentum"
         table[name] = argv + ["--momentum", "0", "--lgc-options", json.dumps(dict(options, momentum=0.9, **more))]
+        if not more and "subtract" not in config and "RAR" not in config:  # the velocity on the dense tensors too
+            table[name + ", dense momentum"] = argv + ["--momentum", "0", "--lgc-options", json.dumps(
+                dict(options, momentum=0.9, dense_momentum=True))]
     return {config: argv + common for config, argv in table.items()}
 
 

@@ -7,7 +7,7 @@ the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end o
 store then advances a clock of its own; a trainer advances its schedule itself) and switch phases at
 the first push of a phase's first step, on every worker at the same step (a collective call).  The
 dense and sparse phases travel as the store's other compressions do (float32, then 'layerwise_topk' for
-the coded tensors); with ``momentum`` what travels dense is DGC's velocity (lgc/velocities.py).  In the
+the coded tensors); with ``dense_momentum`` what travels dense is DGC's velocity (lgc/velocities.py).  In the
 train and lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
 accumulators (lgc/coder.py) and the transport's rounds.
 """
@@ -51,7 +51,7 @@ class LGCRounds:
         self.groups = []
         self.autoencoder_bytes = 0  # the autoencoder's weight transfers through this worker's link
         self.nonfinite = {}  # coded key -> its non-finite gradient values in the last step's accumulation
-        self.velocities = DenseVelocities(self.options.momentum)  # (with ``momentum``)
+        self.velocities = DenseVelocities(self.options.momentum)  # (with ``dense_momentum``)
         self._resume = None  # (accumulators, autoencoder state path) of a checkpoint, for the next switch
 
     @property
@@ -96,11 +96,11 @@ class LGCRounds:
         return phase
 
     def with_momentum(self, grads, keys):
-        """With ``momentum``, what ``keys`` send dense: their velocities (lgc/velocities.py) in place of
-        their gradients in ``grads``; the coded keys in the sparse ramp are the codec's.  Their non-finite
+        """With ``dense_momentum``, what ``keys`` send dense: their velocities (lgc/velocities.py) in place
+        of their gradients in ``grads``; the coded keys in the sparse ramp are the codec's.  Their non-finite
         values are then in ``velocities.nonfinite`` (the host's numpy: the push waits for the gradients)."""
         self.velocities.nonfinite = {}
-        if not self.options.momentum:
+        if not self.options.dense_momentum:
             return grads
         ramp = self.installed is not None and self.installed.startswith(SPARSE_PREFIX)
         out = dict(grads)

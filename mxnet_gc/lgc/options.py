@@ -33,6 +33,8 @@ DEFAULTS = {
     "ramp_stages": 4,
     "ae_steps": 300,
     "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
+    "dense_momentum": False,     # with momentum: the tensors sent dense push DGC's velocity too (False: their
+                                 # gradients, plain SGD; measured the better of the two, docs/lgc.md)
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
     "order": "index",            # the vector's order: the leader's indices ascending, or by |value| ('magnitude')
     "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), 'subtract' what was applied, or
@@ -104,6 +106,11 @@ class LGCOptions:
             _fail("ramp_steps", "0 or at least ramp_stages (%d)" % self.ramp_stages, self.ramp_steps)
         self.ae_steps = _int("ae_steps", p["ae_steps"], 1)
         self.momentum = _real("momentum", p["momentum"], 0, 1, low_open=False)
+        if not isinstance(p["dense_momentum"], bool):
+            _fail("dense_momentum", "True or False", p["dense_momentum"])
+        if p["dense_momentum"] and not self.momentum:
+            _fail("dense_momentum", "False without 'momentum'", p["dense_momentum"])
+        self.dense_momentum = p["dense_momentum"]
         leader = p["leader"]
         if leader != "rotate" and (isinstance(leader, bool) or not isinstance(leader, int) or leader < 0):
             _fail("leader", "'rotate' or a worker rank", leader)
