@@ -313,7 +313,11 @@ LGC_ROWS = {
                     ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum",
                      "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum"),
                     ("LGC-RAR, every worker's candidates, density 2e-3, DGC momentum",
-                     "LGC-RAR, every worker's candidates, density x workers, DGC momentum")],
+                     "LGC-RAR, every worker's candidates, density x workers, DGC momentum"),
+                    ("LGC without autoencoder, DGC momentum, `dense_momentum` (the tensors sent dense too)",
+                     "LGC without autoencoder, DGC momentum, dense momentum"),
+                    ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum, `dense_momentum`",
+                     "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum, dense momentum")],
 }
 DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 
