@@ -221,17 +221,14 @@ def run_fault(tmp_path, fault):
 
 @pytest.mark.parametrize("options, points", [({}, POINTS), (FINE_TUNED, FINE_TUNED_POINTS),
                                              (MOMENTUM, MOMENTUM_POINTS)])
-def test_checkpoints_resume_to_the_uninterrupted_run(request, tmp_path, tmp_path_factory, options, points):
-    # one job runs all the steps and saves after each step of ``points`` (the fixture's: shared with
+def test_checkpoints_resume_to_the_uninterrupted_run(tmp_path, tmp_path_factory, options, points):
+    # one job runs all the steps and saves after each step of ``points`` (uninterrupted_run's, shared with
     # test_every_phase_pulls_the_reference_update); a job per checkpoint resumes from it (in a copy of its
     # directory) and runs the rest: every later pulled update and the final weights are the same, bit for
     # bit (the servers' autoencoders, their Adam states and replay buffers, and the workers'
     # accumulators are in the checkpoint)
     params = dict(PARAMS, **options)
-    if options == MOMENTUM:
-        copy_run(uninterrupted_run(tmp_path_factory, options, points)[0], tmp_path)
-    else:
-        copy_run(request.getfixturevalue("uninterrupted_fine_tuned" if options else "uninterrupted")[0], tmp_path)
+    copy_run(uninterrupted_run(tmp_path_factory, options, points)[0], tmp_path)
     for save_at, phase in points:
         run(tmp_path, params, 2, 1, extra={"resume": save_at})
         check_resumed(tmp_path, save_at, phase)

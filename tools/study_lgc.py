@@ -91,17 +91,21 @@ def configs(args):
         table[name] = table["LGC-RAR"] + ["--lgc-options", json.dumps(options)]
     # DGC's momentum correction (0.9) in LGC's accumulators and ramp, plain SGD on the workers; with
     # 'clip' error feedback (what an estimate missed, kept, no accumulator grown by its error)
+    # (and, for LGC-PS with the candidates, a code of twice the channels: the estimates' error against bytes)
     candidates = "every worker's candidates, density x workers"
-    for config, more in (("LGC without autoencoder", {}), ("LGC-PS", {}), ("LGC-PS, own codes, " + candidates, {}),
-                         ("LGC-PS, own codes, " + candidates + ", subtract", {}),
-                         ("LGC-PS, own codes, " + candidates, {"error_feedback": "clip"}),
-                         ("LGC-RAR, " + candidates, {}), ("LGC-RAR, " + candidates, {"error_feedback": "clip"})):
+    clip, latent = {"error_feedback": "clip"}, {"latent_channels": 8}
+    for config, label, more in (("LGC without autoencoder", "", {}), ("LGC-PS", "", {}),
+                                ("LGC-PS, own codes, " + candidates, "", {}),
+                                ("LGC-PS, own codes, " + candidates + ", subtract", "", {}),
+                                ("LGC-PS, own codes, " + candidates, ", clip", clip),
+                                ("LGC-PS, own codes, " + candidates, ", latent 8", latent),
+                                ("LGC-RAR, " + candidates, "", {}), ("LGC-RAR, " + candidates, ", clip", clip)):
         argv, options = list(table[config]), {}
         if "--lgc-options" in argv:
             at = argv.index("--lgc-options")
             options = json.loads(argv.pop(at + 1))
             argv.pop(at)
-        name = config + "".join(", " + v for v in more.values()) + ", DGC momentum"
+        name = config + label + ", DGC momentum"
         table[name] = argv + ["--momentum", "0", "--lgc-options", json.dumps(dict(options, momentum=0.9, **more))]
         if not more and "subtract" not in config and "RAR" not in config:  # the velocity on the dense tensors too
             table[name + ", dense momentum"] = argv + ["--momentum", "0", "--lgc-options", json.dumps(
