@@ -91,14 +91,16 @@ def configs(args):
         table[name] = table["LGC-RAR"] + ["--lgc-options", json.dumps(options)]
     # DGC's momentum correction (0.9) in LGC's accumulators and ramp, plain SGD on the workers; with
     # 'clip' error feedback (what an estimate missed, kept, no accumulator grown by its error)
-    # (and, for LGC-PS with the candidates, a code of twice the channels: the estimates' error against bytes)
+    # (and, for LGC-PS with the candidates, a code of twice the channels or 10x more of each worker's own
+    # values exact: what the estimates cost against bytes)
     candidates = "every worker's candidates, density x workers"
-    clip, latent = {"error_feedback": "clip"}, {"latent_channels": 8}
+    clip, latent, innovation = {"error_feedback": "clip"}, {"latent_channels": 8}, {"innovation_density": 1e-4}
     for config, label, more in (("LGC without autoencoder", "", {}), ("LGC-PS", "", {}),
                                 ("LGC-PS, own codes, " + candidates, "", {}),
                                 ("LGC-PS, own codes, " + candidates + ", subtract", "", {}),
                                 ("LGC-PS, own codes, " + candidates, ", clip", clip),
                                 ("LGC-PS, own codes, " + candidates, ", latent 8", latent),
+                                ("LGC-PS, own codes, " + candidates, ", innovation 1e-4", innovation),
                                 ("LGC-RAR, " + candidates, "", {}), ("LGC-RAR, " + candidates, ", clip", clip)):
         argv, options = list(table[config]), {}
         if "--lgc-options" in argv:
