@@ -79,7 +79,7 @@ class StoreBase(KVStoreBase):
 
     def _lgc_push(self, grads):
         """For a push of ``grads`` (key -> NDArray): (the keys that go through the store's messages, what
-        they send: with LGC's ``momentum`` the dense keys' velocities); a push of coded keys first switches
+        they send: with LGC's ``dense_momentum`` the dense keys' velocities); a push of coded keys first switches
         to a new LGC phase."""
         keys = list(grads)
         if self._lgc is None:

@@ -7,9 +7,9 @@ the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end o
 store then advances a clock of its own; a trainer advances its schedule itself) and switch phases at
 the first push of a phase's first step, on every worker at the same step (a collective call).  The
 dense and sparse phases travel as the store's other compressions do (float32, then 'layerwise_topk' for
-the coded tensors); with ``dense_momentum`` what travels dense is DGC's velocity (lgc/velocities.py).  In the
-train and lgc phases the coded tensors form groups (one per server holding any; one on a ring), each with its
-accumulators (lgc/coder.py) and the transport's rounds.
+the coded tensors); with ``dense_momentum`` what travels dense is DGC's velocity
+(lgc/velocities.py).  In the train and lgc phases the coded tensors form groups (one per server holding
+any; one on a ring), each with its accumulators (lgc/coder.py) and the transport's rounds.
 """
 import numpy as np
 

@@ -1,9 +1,9 @@
 """DGC's momentum correction on what LGC sends dense: a velocity per key, pushed in place of its gradient.
 
-With ``dense_momentum`` (and ``momentum`` m) each worker pushes u = m u + g for a dense key (the tensors LGC leaves dense, and
-every tensor in the dense phase); the workers' sum is then SGD's momentum of the summed gradient, as
-the coded tensors get from the ramp's codec and their accumulators.  A non-finite gradient value counts
-as 0 (and is counted).  A coded tensor's velocity is handed to the ramp's codec at the ramp's first
+With ``dense_momentum`` (and ``momentum`` m) each worker pushes u = m u + g for a dense key (the
+tensors LGC leaves dense, and every tensor in the dense phase); the workers' sum is then SGD's momentum
+of the summed gradient, as the coded tensors get from the ramp's codec and their accumulators.  A
+non-finite gradient value counts as 0 (and is counted).  A coded tensor's velocity is handed to the ramp's codec at the ramp's first
 step (``take``).  Checkpoints hold every velocity by the name ``NAME + repr(key)``.
 """
 import numpy as np
