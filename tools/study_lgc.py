@@ -73,6 +73,8 @@ def configs(args):
         # separates what the estimates cost from what the leader's choice of coordinates costs
         "LGC-PS, exact at the leader's indices": {"ae_steps": 10 ** 6},
         "LGC-PS, exact at every worker's candidates": {"codes": "own", "index": "union", "ae_steps": 10 ** 6},
+        "LGC-PS, exact at every worker's candidates, density x workers": {
+            "codes": "own", "index": "union", "ae_steps": 10 ** 6, "density": args.density * args.workers},
         # as many coordinates a step as the ablation, whose W workers each send their own top-k
         "LGC-PS, density x workers": {"density": args.density * args.workers},
         "LGC-PS, own codes, every worker's candidates, density x workers": {
@@ -97,10 +99,14 @@ def configs(args):
     clip, latent, innovation = {"error_feedback": "clip"}, {"latent_channels": 8}, {"innovation_density": 1e-4}
     for config, label, more in (("LGC without autoencoder", "", {}), ("LGC-PS", "", {}),
                                 ("LGC-PS, own codes, " + candidates, "", {}),
+                                ("LGC-PS, exact at " + candidates, "", {}),
                                 ("LGC-PS, own codes, " + candidates + ", subtract", "", {}),
                                 ("LGC-PS, own codes, " + candidates, ", clip", clip),
                                 ("LGC-PS, own codes, " + candidates, ", latent 8", latent),
                                 ("LGC-PS, own codes, " + candidates, ", innovation 1e-4", innovation),
+                                ("LGC-PS, own codes, " + candidates, ", innovation 1e-4 worst",
+                                 dict(innovation, innovation="worst")),
+                                ("LGC-PS, own codes, " + candidates, ", fine-tuned every 100", {"fine_tune_every": 100}),
                                 ("LGC-RAR, " + candidates, "", {}), ("LGC-RAR, " + candidates, ", clip", clip)):
         argv, options = list(table[config]), {}
         if "--lgc-options" in argv:
@@ -109,7 +115,7 @@ def configs(args):
             argv.pop(at)
         name = config + label + ", DGC momentum"
         table[name] = argv + ["--momentum", "0", "--lgc-options", json.dumps(dict(options, momentum=0.9, **more))]
-        if not more and "subtract" not in config and "RAR" not in config:  # the velocity on the dense tensors too
+        if not more and not any(w in config for w in ("subtract", "RAR", "exact")):  # the velocity on the dense tensors too
             table[name + ", dense momentum"] = argv + ["--momentum", "0", "--lgc-options", json.dumps(
                 dict(options, momentum=0.9, dense_momentum=True))]
     return {config: argv + common for config, argv in table.items()}
