@@ -104,8 +104,6 @@ def configs(args):
                                 ("LGC-PS, own codes, " + candidates, ", clip", clip),
                                 ("LGC-PS, own codes, " + candidates, ", latent 8", latent),
                                 ("LGC-PS, own codes, " + candidates, ", innovation 1e-4", innovation),
-                                ("LGC-PS, own codes, " + candidates, ", innovation 1e-4 worst",
-                                 dict(innovation, innovation="worst")),
                                 ("LGC-PS, own codes, " + candidates, ", fine-tuned every 100", {"fine_tune_every": 100}),
                                 ("LGC-RAR, " + candidates, "", {}), ("LGC-RAR, " + candidates, ", clip", clip)):
         argv, options = list(table[config]), {}

@@ -132,24 +132,7 @@ class GroupCoder:
         vector = vectors.gather(self.fmt, self.v, indices)
         scales = vectors.segment_scales(self.fmt, vector)
         self._own_code = (self._encode(vectors.scale_segments(self.fmt, vector, scales)), scales)
-        if self.options.innovation == "worst":
-            idx, values = self._worst(indices, vector, *self._own_code)
         return self.fmt.innov_message(step, self.rank, idx, values, code=self._own_code[0], scales=scales)
-
-    def _worst(self, indices, vector, code, scales):
-        """The innovation 'worst': per tensor, the ki coordinates of the step's index set where this worker's
-        own decode of its code (with an empty innovation channel) misses its values most, with their values."""
-        fmt = self.fmt
-        start = time.perf_counter()
-        decoded = self.ae.decode(self.rank, self.rank, code, np.zeros(fmt.padded, np.float32), fmt.padded)
-        self.network_seconds += time.perf_counter() - start
-        miss = vectors.scale_segments(fmt, decoded, scales, inverse=True) - vector
-        off = vectors.offsets(fmt)
-        idx = [np.asarray(indices[c], np.int64)[vectors.top(miss[off[c]:off[c + 1]], fmt.ki[c])]
-               for c in range(len(fmt.sizes))]
-        values = [v[i] for v, i in zip(self.v, idx)]
-        self._sent = (idx, values)
-        return idx, values
 
     def innov_message(self, step):
         idx, values = self._innovation()

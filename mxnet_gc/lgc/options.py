@@ -33,8 +33,6 @@ DEFAULTS = {
     "ramp_stages": 4,
     "ae_steps": 300,
     "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
-    "innovation": "largest",     # a worker's exact values: its 'largest' |values|, or with codes 'own' on the
-                                 # parameter server where its own decode of its code misses most ('worst')
     "dense_momentum": False,     # with momentum: the tensors sent dense push DGC's velocity too (False: their
                                  # gradients, plain SGD; measured the better of the two, docs/lgc.md)
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
@@ -94,9 +92,6 @@ class LGCOptions:
         self.innovation_density = _real("innovation_density", p["innovation_density"], 0, 1)
         if self.innovation_density > self.density:
             _fail("innovation_density", "at most density (%g)" % self.density, self.innovation_density)
-        if p["innovation"] not in ("largest", "worst"):
-            _fail("innovation", "'largest' or 'worst'", p["innovation"])
-        self.innovation = p["innovation"]
         self.dense_steps = _int("dense_steps", p["dense_steps"], 0)
         self.ramp_steps = _int("ramp_steps", p["ramp_steps"], 0)
         self.ramp_start = _real("ramp_start", p["ramp_start"], 0, 1, high_open=False)
