@@ -267,7 +267,11 @@ LGC_ROWS = {
         ("LGC-PS, own codes, every worker's candidates, density 2e-3, `latent_channels` 8, DGC momentum",
          "LGC-PS, own codes, every worker's candidates, density x workers, latent 8, DGC momentum"),
         ("LGC-PS, own codes, every worker's candidates, density 2e-3, `innovation_density` 1e-4, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum")],
+         "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum"),
+        ("LGC-PS, exact at every worker's candidates, density 2e-3 (the train phase to the end), DGC momentum",
+         "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
+        ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
+         "LGC without autoencoder, density 0.7 x, DGC momentum")],
     ("cnn", 4): [("uncompressed", "uncompressed"),
         ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
         ("LGC-PS, density 1e-3", "LGC-PS"),
@@ -310,7 +314,13 @@ LGC_ROWS = {
         ("LGC-PS, own codes, every worker's candidates, density 4e-3, `latent_channels` 8, DGC momentum",
          "LGC-PS, own codes, every worker's candidates, density x workers, latent 8, DGC momentum"),
         ("LGC-PS, own codes, every worker's candidates, density 4e-3, `innovation_density` 1e-4, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum")],
+         "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3, fine-tuned every 100, DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, fine-tuned every 100, DGC momentum"),
+        ("LGC-PS, exact at every worker's candidates, density 4e-3 (the train phase to the end), DGC momentum",
+         "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
+        ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
+         "LGC without autoencoder, density 0.7 x, DGC momentum")],
     ("cnn-fc", 2): [("uncompressed", "uncompressed"),
                     ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
                     ("LGC-PS, density 1e-3", "LGC-PS"),
@@ -325,7 +335,9 @@ LGC_ROWS = {
                     ("LGC without autoencoder, DGC momentum, `dense_momentum` (the tensors sent dense too)",
                      "LGC without autoencoder, DGC momentum, dense momentum"),
                     ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum, `dense_momentum`",
-                     "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum, dense momentum")],
+                     "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum, dense momentum"),
+                    ("LGC-PS, exact at every worker's candidates, density 2e-3 (the train phase to the end), DGC "
+                     "momentum", "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum")],
 }
 DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 

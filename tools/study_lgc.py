@@ -98,6 +98,8 @@ def configs(args):
     candidates = "every worker's candidates, density x workers"
     clip, latent, innovation = {"error_feedback": "clip"}, {"latent_channels": 8}, {"innovation_density": 1e-4}
     for config, label, more in (("LGC without autoencoder", "", {}), ("LGC-PS", "", {}),
+                                # the ablation at LGC-PS's bytes with the candidates (the row below)
+                                ("LGC without autoencoder", ", density 0.7 x", {"density": 0.7 * args.density}),
                                 ("LGC-PS, own codes, " + candidates, "", {}),
                                 ("LGC-PS, exact at " + candidates, "", {}),
                                 ("LGC-PS, own codes, " + candidates + ", subtract", "", {}),
