@@ -167,8 +167,8 @@ class GroupReference:
             out[:K] = np.concatenate([v[r][c][lead[c]] / np.float32(scales[leader][c]) for c in range(len(coded))])
             return out
 
-        def channel(r, by=None):  # worker r's innovation values at their positions among the leader's indices
-            out = np.zeros(P, np.float32)  # divided by the leader's scales (or ``by``)
+        def channel(r, by=None, base=None):  # worker r's innovation values at their positions among the leader's
+            out = np.zeros(P, np.float32) if base is None else base.copy()  # indices / the leader's scales (or ``by``)
             for c in range(len(coded)):
                 for i in own[r][c]:
                     hit = np.flatnonzero(lead[c] == i)
@@ -193,7 +193,11 @@ class GroupReference:
                 own_scales = [float(np.max(np.abs(v[r][c][lead[c]]))) or 1.0 for c in range(len(coded))]
                 mine = np.zeros(P, np.float32)
                 mine[:K] = np.concatenate([v[r][c][lead[c]] / np.float32(own_scales[c]) for c in range(len(coded))])
-                estimate = ae.decode(r, r, ae.encode(mine), channel(r, own_scales), P)[:K]
+                marks = None  # with signs: each value's sign as +-0.25 where no innovation value is
+                if p.get("signs"):
+                    marks = np.zeros(P, np.float32)
+                    marks[:K] = np.where(mine[:K] > 0, np.float32(0.25), np.float32(-0.25))
+                estimate = ae.decode(r, r, ae.encode(mine), channel(r, own_scales, marks), P)[:K]
                 values.append(np.concatenate([estimate[off[c]:off[c + 1]] * np.float32(own_scales[c])
                                               for c in range(len(coded))]).astype(np.float32))
         else:  # the leader's code; the decoder of each worker's position after the leader

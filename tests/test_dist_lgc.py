@@ -82,7 +82,7 @@ def uninterrupted_fine_tuned(tmp_path_factory):
     (2, 1, {}), (3, 2, {}), (2, 1, {"order": "magnitude", "error_feedback": "subtract", "leader": 1}),
     (2, 1, {"autoencoder": False}), (2, 1, FINE_TUNED), (3, 1, {"codes": "own", "error_feedback": "clip", **MOMENTUM}),
     (2, 1, {"codes": "own", "fine_tune_every": 2}), (3, 1, {"codes": "own", "index": "union"}),
-    (3, 2, {"codes": "own", "index": "union", "error_feedback": "subtract", "leader": 2}),
+    (3, 2, {"codes": "own", "index": "union", "error_feedback": "subtract", "leader": 2, "signs": True}),
     (2, 1, {"codes": "own", "index": "union", "fine_tune_every": 2})])
 def test_every_phase_pulls_the_reference_update(request, tmp_path, workers, servers, options):
     params = dict(PARAMS, **options)

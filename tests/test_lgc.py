@@ -23,7 +23,7 @@ from mxnet_gc.lgc.wire import MAGIC, CorruptMessage, WireFormat
     ({"autoencoder": "no"}, "autoencoder"), ({"autoencoder": False, "ramp_steps": 0}, "ramp_steps"),
     ({"order": "random"}, "order"), ({"fine_tune_every": -1}, "fine_tune_every"),
     ({"fine_tune_every": 5, "autoencoder": False}, "fine_tune_every"), ({"ae_window": 100}, "ae_window"),
-    ({"codes": "every"}, "codes"), ({"index": "vote"}, "index"),
+    ({"codes": "every"}, "codes"), ({"index": "vote"}, "index"), ({"signs": 1}, "signs"), ({"signs": True}, "signs"),
 ])
 def test_bad_options_name_the_field(params, field):
     with pytest.raises(ValueError, match=repr(field)):
@@ -148,6 +148,19 @@ def test_messages_byte_for_byte(fmt):
     np.testing.assert_array_equal(fields["code"], code)
     np.testing.assert_array_equal(fields["scales"], scales)
     assert [len(x) for x in fmt.read("INNOV", innov)["innov_values"]] == [2, 1, 1]
+
+
+def test_coded_messages_carry_the_vectors_signs_a_bit_each():
+    signed = WireFormat([1000, 37, 5], density=0.02, innovation_density=0.002, num_workers=2, latent_channels=4,
+                        signs=True)
+    assert signed.words["CODED"] == WireFormat([1000, 37, 5], 0.02, 0.002, 2, 4).words["CODED"] + 1  # 32 bits
+    own, values = [np.array([999, 0]), np.array([5]), np.array([2])], [np.ones(2), np.ones(1), np.ones(1)]
+    signs = (np.random.default_rng(5).standard_normal(32) > 0).astype(np.uint8)
+    code, scales = np.arange(8, dtype=np.float32), np.ones(3, np.float32)
+    coded = signed.innov_message(7, 1, own, values, code=code, scales=scales, signs=signs)
+    assert coded.view(np.uint32)[-1] == int("".join(map(str, signs[::-1])), 2)  # least significant bit first
+    np.testing.assert_array_equal(signed.read("CODED", coded, step=7)["signs"], signs)
+    np.testing.assert_array_equal(signed.read("CODED", coded, step=7)["code"], code)
 
 
 def test_corrupt_messages_are_refused(fmt):
@@ -451,8 +464,9 @@ def test_a_worker_records_the_error_of_what_was_applied_on_its_behalf():
 
 
 def test_a_saved_autoencoder_is_refused_by_another_decoder_layout(tmp_path):
-    """A state saved with one decoder per worker rank (no 'decoders' field), or with the other `codes`,
-    would load weights read the wrong way: refused, naming the difference."""
+    """A state saved with one decoder per worker rank (no 'decoders' field), with the other `codes` or
+    without the `signs` its decoders now read would load weights read the wrong way: refused, naming the
+    difference."""
     import pickle
     from mxnet_gc import checkpoint_files
     from mxnet_gc.lgc.combiner import Combiner
@@ -469,6 +483,11 @@ def test_a_saved_autoencoder_is_refused_by_another_decoder_layout(tmp_path):
     checkpoint_files.write(path, pickle.dumps(state))
     with pytest.raises(ValueError, match="decoders by worker rank there, by position after the leader here"):
         leader.load(path, 7)
+    signs = Combiner(fmt, LGCOptions({"density": 0.05, "innovation_density": 0.01, "codes": "own", "signs": True}),
+                     overlap=False)
+    own.save(path, 7)
+    with pytest.raises(ValueError, match="signs False there, True here"):  # its decoders never saw the signs
+        signs.load(path, 7)
 
 
 # ---- index 'union' ----

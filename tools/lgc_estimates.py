@@ -37,6 +37,8 @@ SETTINGS = {  # name -> the 'lgc' options beside the defaults
     "codes 'leader', momentum 0.9": {"momentum": 0.9},
     "codes 'own', index 'union', density 2e-3, momentum 0.9": {"codes": "own", "index": "union", "density": 2e-3,
                                                                "momentum": 0.9},
+    "codes 'own', index 'union', density 2e-3, momentum 0.9, signs": {"codes": "own", "index": "union",
+                                                                      "density": 2e-3, "momentum": 0.9, "signs": True},
     "codes 'own', index 'union', density 2e-3, error_feedback 'subtract', momentum 0.9": {
         "codes": "own", "index": "union", "density": 2e-3, "error_feedback": "subtract", "momentum": 0.9},
 }

@@ -222,7 +222,7 @@ class LGCRounds:
         for s, server in enumerate(sorted(by_server)):
             chunks = [c for c, _ in by_server[server]]
             fmt = WireFormat([c.size for c in chunks], self.options.density, self.options.innovation_density,
-                             store.num_workers, self.options.latent_channels)
+                             store.num_workers, self.options.latent_channels, self.options.signs)
             coder = GroupCoder(fmt, self.options, store.rank)
             if saved is not None and "lgc/%d/v/0" % s in saved:
                 v = [saved.get("lgc/%d/v/%d" % (s, c)) for c in range(len(chunks))]

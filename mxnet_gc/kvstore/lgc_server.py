@@ -29,7 +29,7 @@ class ServerGroup:
     def __init__(self, desc, options, num_workers, combiner):
         self.keys, self.number = desc["keys"], desc["number"]  # number: the group's place among the workers' groups
         self.fmt = WireFormat(desc["sizes"], options.density, options.innovation_density, num_workers,
-                              options.latent_channels)
+                              options.latent_channels, options.signs)
         self.combiner = combiner or Combiner(self.fmt, options)
         self.lead = None  # this step's leader message (with index 'union': the INDEX drawn from the candidates)
         self.candidates = []  # with index 'union': this step's CAND messages so far

@@ -5,7 +5,8 @@ A coded vector (P values, P a multiple of 16) enters as one channel.  The encode
 convolutions of stride 2 (kernel 4, LeakyReLU) and a 1x1 convolution to ``latent`` channels: a code
 of latent * P / 16 floats (4x shorter than the vector with 4 channels).  A decoder mirrors it with
 transposed convolutions back to P values, then mixes in the worker's innovation (its own exact
-values, as a second channel) with a last convolution: the estimate of that worker's vector from the
+values, as a second channel; with option signs that channel holds +-0.25 by the sign of each of the
+worker's other values) with a last convolution: the estimate of that worker's vector from the
 leader's code.  Decoder d serves worker (leader + d) mod W: decoder 0 reconstructs the leader's own
 vector, the others estimate another worker's from it.  (With one decoder per worker rank and a rotating
 leader, each decoder had to serve both cases without knowing which it was in: it learned a compromise

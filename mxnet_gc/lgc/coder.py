@@ -126,13 +126,15 @@ class GroupCoder:
 
     def own_code_message(self, step, indices):
         """The lgc phase's message with codes 'own': this worker's own scales (its largest |value| per tensor
-        at the leader's indices), innovation, and the code of its vector in its own scales (both kept for
-        the decode of its own estimate)."""
+        at the leader's indices), innovation, the code of its vector in its own scales and, with option
+        signs, the vector's signs (all kept for the decode of its own estimate)."""
         idx, values = self._innovation()
         vector = vectors.gather(self.fmt, self.v, indices)
         scales = vectors.segment_scales(self.fmt, vector)
-        self._own_code = (self._encode(vectors.scale_segments(self.fmt, vector, scales)), scales)
-        return self.fmt.innov_message(step, self.rank, idx, values, code=self._own_code[0], scales=scales)
+        signs = vectors.signs_of(vector) if self.options.signs else None
+        self._own_code = (self._encode(vectors.scale_segments(self.fmt, vector, scales)), scales, signs)
+        return self.fmt.innov_message(step, self.rank, idx, values, code=self._own_code[0], scales=scales,
+                                      signs=signs)
 
     def innov_message(self, step):
         idx, values = self._innovation()
@@ -156,8 +158,9 @@ class GroupCoder:
         if phase == LGC:
             truth = vectors.gather(fmt, self.v, indices)[:fmt.K]  # (before any change of the step)
             if estimate is None:  # this worker's estimate, decoded as the server did (start_estimate)
-                code, scales = self._own_code if self.options.codes == "own" else (result["code"], result["scales"])
-                channel = vectors.innovation_channel(fmt, indices, idx, values, scales)
+                code, scales, signs = self._own_code if self.options.codes == "own" else \
+                    (result["code"], result["scales"], None)
+                channel = vectors.innovation_channel(fmt, indices, idx, values, scales, signs)
                 self._to_decode = (result["rank"], code, channel)
                 self._pending = [None, scales, truth, self._led, indices, idx, values]
             else:

@@ -8,7 +8,9 @@ into the replay buffer for one training step.  Lgc phase on a server: the leader
 vector (LEAD), every worker its innovation (INNOV); each worker's values are estimated by its decoder
 from the leader's code and its innovation channel, times the leader's scales; with codes 'own' every
 worker sends the code of its own vector at the leader's indices (CODED) and the one decoder
-reconstructs each from its own code.  Lgc phase on a ring:
+reconstructs each from its own code (with option signs, and from the vector's signs, which CODED
+carries and the innovation channel holds; in the train phase they are read off the exact vectors).
+Lgc phase on a ring:
 every worker's code is summed (an allreduce); the mean decoder's estimate of the mean vector, from the
 mean code and the mean innovation channel, times the leader's scales, stands for every worker's values.
 
@@ -82,7 +84,8 @@ class Combiner:
             else [scales] * len(fields)
         normalized = in_leaders if self.options.codes == "leader" else \
             [vectors.scale_segments(self.fmt, f["vector"], s) for f, s in zip(fields, own)]
-        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], s)
+        channels = [vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"], s,
+                                               vectors.signs_of(f["vector"]) if self.options.signs else None)
                     for f, s in zip(fields, own)]
         if not self.trainer.add(normalized, channels, leader):
             log.warning("lgc step %d: a worker's vector holds non-finite values; it is left out of the "
@@ -139,7 +142,7 @@ class Combiner:
         fields = self.check_step("CODED", messages, step)
         indices = index["indices"]
         channels = np.stack([vectors.innovation_channel(self.fmt, indices, f["innov_indices"], f["innov_values"],
-                                                        f["scales"]) for f in fields])
+                                                        f["scales"], f.get("signs")) for f in fields])
         decoded = self.ae.decode_own(np.stack([f["code"] for f in fields]), channels, self.fmt.padded)
         values = [vectors.scale_segments(self.fmt, d, f["scales"], inverse=True) for d, f in zip(decoded, fields)]
         return self._result(step, leader, index["scales"], indices, fields, values,
@@ -184,14 +187,16 @@ class Combiner:
     def _identity(self, step):
         """What a saved state must share with this group to be loaded: its next step, tensors, workers and
         which decoder serves whom (a state without the field was saved with one decoder per worker rank,
-        whose weights would load but be read as positions after the leader)."""
+        whose weights would load but be read as positions after the leader) and whether its decoders read
+        the vectors' signs (option signs: trained on channels that hold them)."""
         return {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers,
-                "decoders": "own codes" if self.ae.own_codes else "by position after the leader"}
+                "decoders": "own codes" if self.ae.own_codes else "by position after the leader",
+                "signs": self.options.signs}
 
     def load(self, path, step):
         """Restores ``save``'s state, checked against this group's tensors, workers and next ``step``."""
         state = pickle.loads(checkpoint_files.read(path))
-        saved = dict(state, decoders=state.get("decoders", "by worker rank"))
+        saved = dict(state, decoders=state.get("decoders", "by worker rank"), signs=state.get("signs", False))
         differ = ["%s %s there, %s here" % (k, saved[k], v) for k, v in self._identity(step).items() if saved[k] != v]
         if differ:
             raise ValueError("lgc: %s does not match this job: %s" % (path, "; ".join(differ)))

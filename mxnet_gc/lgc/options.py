@@ -33,6 +33,8 @@ DEFAULTS = {
     "ramp_stages": 4,
     "ae_steps": 300,
     "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
+    "signs": False,              # with codes 'own': every worker sends its vector's signs (a bit a value) with its
+                                 # code, which its decoder reads in the innovation channel
     "dense_momentum": False,     # with momentum: the tensors sent dense push DGC's velocity too (False: their
                                  # gradients, plain SGD; measured the better of the two, docs/lgc.md)
     "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
@@ -127,6 +129,11 @@ class LGCOptions:
         if p["index"] not in ("leader", "union"):
             _fail("index", "'leader' or 'union'", p["index"])
         self.index = p["index"]
+        if not isinstance(p["signs"], bool):
+            _fail("signs", "True or False", p["signs"])
+        if p["signs"] and self.codes != "own":
+            _fail("signs", "False without codes 'own' (the signs travel with a worker's own code)", p["signs"])
+        self.signs = p["signs"]
         channels = p["encoder_channels"]
         if (not isinstance(channels, (list, tuple)) or len(channels) != 4
                 or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in channels)):

@@ -116,13 +116,25 @@ def innovation_positions(fmt, leader_indices, innov_indices):
     return out
 
 
-def innovation_channel(fmt, leader_indices, innov_indices, innov_values, scales):
-    """The decoder's second input: a worker's innovation values / scale at their vector positions."""
+SIGN_MARK = 0.25  # (option signs) the channel where a worker's value is > 0, and its negative where it is not
+
+
+def innovation_channel(fmt, leader_indices, innov_indices, innov_values, scales, signs=None):
+    """The decoder's second input: a worker's innovation values / scale at their vector positions; with
+    ``signs`` (a bit per vector value, 1 where it is > 0: option signs) +-SIGN_MARK at the vector's other
+    positions, so that the decoder knows each value's sign and its code need only carry the sizes."""
     out = np.zeros(fmt.padded, np.float32)
+    if signs is not None:
+        out[:fmt.K] = np.where(np.asarray(signs)[:fmt.K] > 0, np.float32(SIGN_MARK), np.float32(-SIGN_MARK))
     for c, pos in enumerate(innovation_positions(fmt, leader_indices, innov_indices)):
         inside = pos >= 0
         out[pos[inside]] = innov_values[c][inside] / np.float32(scales[c])
     return out
+
+
+def signs_of(vector):
+    """The signs a worker sends (option signs): a bit per vector value, 1 where it is > 0."""
+    return (np.asarray(vector) > 0).astype(np.uint8)
 
 
 def applied(fmt, values_at_leader, leader_indices, innov_indices, innov_values):

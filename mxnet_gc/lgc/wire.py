@@ -19,7 +19,8 @@ the code has C * P / 16 floats (C latent channels).
                                    indices, unscaled, zero padded)
     CODED  (lgc phase, everyone,   header | its own scales (per tensor, its largest |value| at the
             codes 'own')           leader's indices) | INNOV's fields after the header | the code of its
-                                   own vector in its own scales
+                                   own vector in its own scales | with option signs, a bit per vector
+                                   value (P bits, 1 where the value is > 0, packed as indices)
     RESULT (server, every phase)   header | the leader's scales | leader indices | summed values at them
                                    (K floats) | every worker's innovation indices (rank order) | values
                                    added there | code (the leader's; zeros in the train phase and
@@ -80,7 +81,7 @@ class CorruptMessage(ValueError):
 class WireFormat:
     """The sizes and fields of every LGC message for one server's coded tensors."""
 
-    def __init__(self, sizes, density, innovation_density, num_workers, latent_channels):
+    def __init__(self, sizes, density, innovation_density, num_workers, latent_channels, signs=False):
         self.sizes = [int(n) for n in sizes]
         if not self.sizes or min(self.sizes) < 1:
             raise ValueError("lgc: a server needs at least one non-empty coded tensor, got sizes %s" % sizes)
@@ -98,13 +99,14 @@ class WireFormat:
         self.Ki = sum(self.ki)
         self.all_innov_index_words = (num_workers * sum(k * b for k, b in zip(self.ki, self.bits)) + 31) // 32
         scales = len(self.sizes)
+        self.sign_words = (self.padded + 31) // 32 if signs else 0  # CODED: a bit per vector value (1: > 0)
         self.words = {
             "INDEX": HEADER + scales + self.index_words,
             "CAND": HEADER + scales + self.cand_index_words,
             "LEAD": HEADER + scales + self.index_words + self.code_words,
             "INNOV": HEADER + self.innov_index_words + self.Ki,
             "VECTOR": HEADER + self.innov_index_words + self.Ki + self.padded,
-            "CODED": HEADER + scales + self.innov_index_words + self.Ki + self.code_words,
+            "CODED": HEADER + scales + self.innov_index_words + self.Ki + self.code_words + self.sign_words,
             "RESULT": HEADER + scales + self.index_words + self.K + self.all_innov_index_words
                       + num_workers * self.Ki + self.code_words,
         }
@@ -154,13 +156,15 @@ class WireFormat:
         return self._as_words([self._header("LEAD", step, rank), np.asarray(scales, np.float32),
                                self.pack_indices(indices, self.k), np.asarray(code, np.float32)], self.words["LEAD"])
 
-    def innov_message(self, step, rank, indices, values, vector=None, code=None, scales=None):
+    def innov_message(self, step, rank, indices, values, vector=None, code=None, scales=None, signs=None):
         """INNOV; with ``vector`` VECTOR, with ``code`` and the worker's own ``scales`` CODED."""
         kind = "VECTOR" if vector is not None else "CODED" if code is not None else "INNOV"
         parts = [self._header(kind, step, rank)] + ([np.asarray(scales, np.float32)] if kind == "CODED" else []) + \
             [self.pack_indices(indices, self.ki), np.concatenate(values).astype(np.float32)]
         if kind != "INNOV":
             parts.append(np.asarray(vector if code is None else code, np.float32))
+        if kind == "CODED" and self.sign_words:
+            parts.append(pack_bits(np.asarray(signs, np.uint8), np.ones(self.padded, np.int64)))
         return self._as_words(parts, self.words[kind])
 
     def result_message(self, step, leader, scales, indices, sums, innov_indices, innov_values, code):
@@ -211,6 +215,8 @@ class WireFormat:
             fields["vector"] = take(self.padded).copy()
         if kind in ("LEAD", "CODED", "RESULT"):
             fields["code"] = take(self.code_words).copy()
+        if kind == "CODED" and self.sign_words:
+            fields["signs"] = unpack_bits(take(self.sign_words).view(np.uint32), np.ones(self.padded, np.int64))
         return fields
 
     @staticmethod
