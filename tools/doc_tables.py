@@ -139,6 +139,8 @@ def methods_table():
         ("LGC-PS, every worker's top 1e-3 coded, DGC momentum",
          "`{'type': 'lgc', 'density': 2e-3, 'codes': 'own', 'index': 'union', 'momentum': 0.9}` (2 workers), "
          "SGD without momentum", "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum", None),
+        ("LGC-PS, the same with each value's sign and 'clip'", "... + `'signs': True, 'error_feedback': 'clip'`",
+         "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum", None),
         ("LGC-RAR, every worker's top 1e-3 coded, DGC momentum",
          "`{'type': 'lgc', 'density': 2e-3, 'index': 'union', 'momentum': 0.9}` on `create('horovod')`, SGD "
          "without momentum", "LGC-RAR, every worker's candidates, density x workers, DGC momentum", None),
@@ -268,6 +270,10 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density x workers, latent 8, DGC momentum"),
         ("LGC-PS, own codes, every worker's candidates, density 2e-3, `innovation_density` 1e-4, DGC momentum",
          "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, signs, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, `error_feedback` 'clip', DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum"),
         ("LGC-PS, exact at every worker's candidates, density 2e-3 (the train phase to the end), DGC momentum",
          "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
         ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
@@ -317,6 +323,10 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum"),
         ("LGC-PS, own codes, every worker's candidates, density 4e-3, fine-tuned every 100, DGC momentum",
          "LGC-PS, own codes, every worker's candidates, density x workers, fine-tuned every 100, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `signs`, DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, signs, DGC momentum"),
+        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `signs`, `error_feedback` 'clip', DGC momentum",
+         "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum"),
         ("LGC-PS, exact at every worker's candidates, density 4e-3 (the train phase to the end), DGC momentum",
          "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
         ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
@@ -337,7 +347,12 @@ LGC_ROWS = {
                     ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum, `dense_momentum`",
                      "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum, dense momentum"),
                     ("LGC-PS, exact at every worker's candidates, density 2e-3 (the train phase to the end), DGC "
-                     "momentum", "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum")],
+                     "momentum", "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
+                    ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, DGC momentum",
+                     "LGC-PS, own codes, every worker's candidates, density x workers, signs, DGC momentum"),
+                    ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, `error_feedback` 'clip', "
+                     "DGC momentum", "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, "
+                     "DGC momentum")],
 }
 DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 

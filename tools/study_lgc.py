@@ -93,12 +93,14 @@ def configs(args):
         table[name] = table["LGC-RAR"] + ["--lgc-options", json.dumps(options)]
     # DGC's momentum correction (0.9) in LGC's accumulators and ramp, plain SGD on the workers; with
     # 'clip' error feedback (what an estimate missed, kept, no accumulator grown by its error)
-    # (and, for LGC-PS with the candidates, a code of twice the channels or 10x more of each worker's own
-    # values exact: what the estimates cost against bytes)
+    # (and, for LGC-PS with the candidates, a code of twice the channels, 10x more of each worker's own
+    # values exact, fine-tuning, or each value's sign beside the code, without and with 'clip': what the
+    # estimates cost against bytes; the train phase to the end at the same set and the ablation at about
+    # LGC-PS's bytes: where LGC-PS's loss against the ablation comes from)
     candidates = "every worker's candidates, density x workers"
     clip, latent, innovation = {"error_feedback": "clip"}, {"latent_channels": 8}, {"innovation_density": 1e-4}
+    tuned = {"fine_tune_every": 100}
     for config, label, more in (("LGC without autoencoder", "", {}), ("LGC-PS", "", {}),
-                                # the ablation at LGC-PS's bytes with the candidates (the row below)
                                 ("LGC without autoencoder", ", density 0.7 x", {"density": 0.7 * args.density}),
                                 ("LGC-PS, own codes, " + candidates, "", {}),
                                 ("LGC-PS, exact at " + candidates, "", {}),
@@ -106,7 +108,9 @@ def configs(args):
                                 ("LGC-PS, own codes, " + candidates, ", clip", clip),
                                 ("LGC-PS, own codes, " + candidates, ", latent 8", latent),
                                 ("LGC-PS, own codes, " + candidates, ", innovation 1e-4", innovation),
-                                ("LGC-PS, own codes, " + candidates, ", fine-tuned every 100", {"fine_tune_every": 100}),
+                                ("LGC-PS, own codes, " + candidates, ", fine-tuned every 100", tuned),
+                                ("LGC-PS, own codes, " + candidates, ", signs", {"signs": True}),
+                                ("LGC-PS, own codes, " + candidates, ", signs, clip", dict(clip, signs=True)),
                                 ("LGC-RAR, " + candidates, "", {}), ("LGC-RAR, " + candidates, ", clip", clip)):
         argv, options = list(table[config]), {}
         if "--lgc-options" in argv:
@@ -115,7 +119,8 @@ def configs(args):
             argv.pop(at)
         name = config + label + ", DGC momentum"
         table[name] = argv + ["--momentum", "0", "--lgc-options", json.dumps(dict(options, momentum=0.9, **more))]
-        if not more and not any(w in config for w in ("subtract", "RAR", "exact")):  # the velocity on the dense tensors too
+        # the velocity on the dense tensors too
+        if not more and not any(w in config for w in ("subtract", "RAR", "exact")):
             table[name + ", dense momentum"] = argv + ["--momentum", "0", "--lgc-options", json.dumps(
                 dict(options, momentum=0.9, dense_momentum=True))]
     return {config: argv + common for config, argv in table.items()}
