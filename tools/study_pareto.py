@@ -8,8 +8,9 @@ cnn-fc with 2 workers (3 epochs of the first 20,000 images, lr 0.01, seeds 1-2).
 uncompressed, MXNet 2bit at ``make study``'s best threshold, 4bit with per-layer groups with and without
 compressed pulls, top-k with DGC's momentum at densities 1e-2 and 1e-3, top-k with error feedback at
 1e-3, LGC without its autoencoder (its schedule, then each worker's top-k), LGC-PS and LGC-RAR at 1e-3,
-and with DGC's momentum correction (SGD without momentum) LGC's ablation and LGC-PS (own codes, without
-and with each value's sign and 'clip' error feedback) and LGC-RAR with every worker's candidates at W times 1e-3.
+and with DGC's momentum correction (SGD without momentum) LGC's ablation, LGC-PS (own codes, without
+and with each value's sign and 'clip' error feedback) and LGC-RAR with every worker's candidates at W
+times 1e-3.
 Each run is a real job of tools/study_lgc.py, kept in that setting's docs/results/lgc_study/ file, so a
 second call trains only what is missing; ``--report`` trains nothing.
 
@@ -47,7 +48,8 @@ PANELS = {
 METHODS = ["uncompressed", "MXNet 2bit", "4bit, per-layer groups", "4bit, per-layer groups, compressed pull",
            "top-k 1e-2, DGC momentum", "top-k 1e-3, DGC momentum", "top-k (error feedback)",
            "LGC without autoencoder", "LGC-PS", "LGC-RAR",
-           # LGC's recommended setting (DGC's momentum correction, every worker's candidates) and its ablation
+           # LGC's recommended settings (DGC's momentum correction, every worker's candidates; on the
+           # parameter server each value's sign and 'clip') and its ablation
            "LGC without autoencoder, DGC momentum",
            "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum",
            "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum",
