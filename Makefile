@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-pareto bench-lgc asan clean
+.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-lgc-seeds study-pareto bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -129,8 +129,9 @@ study-resnet20: install data
 		--configs "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and
-# seed on real jobs, LGC-PS and LGC-RAR and their variants (about 200 minutes on 2 cores; rewrites docs/results/lgc_study/lgc_study_*.json
-# and their plots).  study-pareto: every other method on the same settings, added to those files, then
+# seed on real jobs, every row of docs/lgc.md's tables (about 8 hours on 2 cores; rewrites docs/results/lgc_study/lgc_study_*.json
+# and their plots); study-lgc-seeds: LGC-PS's recommended setting, its ablation and uncompressed on 6 seeds
+# (2 workers; about 30 minutes; docs/results/lgc_study/seeds/).  study-pareto: every other method on the same settings, added to those files, then
 # accuracy against bytes (docs/results/accuracy/pareto.png, the tables of docs/accuracy.md; after
 # study-lgc; about 4 hours; `.venv/bin/python -m tools.study_pareto --report` redraws from the saved runs).
 # bench-lgc: step times of uncompressed, 4bit with groups, top-k and LGC on the parameter
@@ -138,35 +139,14 @@ study-resnet20: install data
 # 10 Mbit/s (root; about 25 + 35 minutes; rewrites its two sections of docs/lgc.md, and
 # docs/results/bench_lgc/: bench_lgc.csv, bench_lgc.png, bench_lgc_10mbit.csv).
 study-lgc: install data
-	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --configs uncompressed "top-k (error feedback)" \
-		LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, fine-tuned every 100" "LGC-PS, larger autoencoder" \
-		"LGC-PS, own codes" "LGC-PS, innovation 1e-4" "LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, subtract" \
-		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract" \
-		"uncompressed, SGD without momentum" "LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, subtract, DGC momentum" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum" \
-		"LGC-RAR, every worker's candidates, density x workers, DGC momentum" \
-		"LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"
-	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --lr-warmup-epochs 1 --seeds 1 2 3 \
-		--configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR "LGC without autoencoder" "LGC-PS, own codes" \
-		"LGC-PS, density x workers" "LGC-PS, own codes, every worker's candidates" \
-		"LGC-PS, own codes, every worker's candidates, subtract" "LGC-PS, own codes, every worker's candidates, density x workers" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, subtract" \
-		"LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract" \
-		"LGC-PS, exact at the leader's indices" "LGC-PS, exact at every worker's candidates" \
-		"LGC-RAR, every worker's candidates, density x workers" "LGC-RAR, every worker's candidates, density x workers, subtract" \
-		"uncompressed, SGD without momentum" "LGC without autoencoder, DGC momentum" "LGC-PS, DGC momentum" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum" \
-		"LGC-RAR, every worker's candidates, density x workers, DGC momentum" \
-		"LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"
+	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 --table-rows
+	$(PY) -m tools.study_lgc --workers 4 --epochs 6 --lr-steps 4,5 --lr-warmup-epochs 1 --seeds 1 2 3 --table-rows
 	$(PY) -m tools.study_lgc --model cnn-fc --workers 2 --epochs 3 --limit 20000 --lr 0.01 --dense 100 \
-		--ramp 100 --ae 100 --seeds 1 2 --configs uncompressed "top-k (error feedback)" LGC-PS LGC-RAR \
-		"LGC without autoencoder" "LGC without autoencoder, DGC momentum" \
-		"LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum" \
-		"LGC-RAR, every worker's candidates, density x workers, DGC momentum"
+		--ramp 100 --ae 100 --seeds 1 2 --table-rows
+study-lgc-seeds: install data
+	$(PY) -m tools.study_lgc --workers 2 --epochs 3 --seeds 1 2 3 4 5 6 --results docs/results/lgc_study/seeds \
+		--configs uncompressed "LGC without autoencoder, DGC momentum" \
+		"LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum"
 study-pareto: install data
 	$(PY) -m tools.study_pareto --markdown docs/accuracy.md
 bench-lgc: install data

@@ -16,7 +16,7 @@ docs/results/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN
 prints the table for docs/lgc.md.
 
     .venv/bin/python -m tools.study_lgc [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
-        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ...] [--more [--rerun LGC-PS ...]]
+        [--limit N] [--lr LR] [--configs uncompressed LGC-PS ... | --table-rows] [--more [--rerun LGC-PS ...]]
 """
 import argparse
 import json
@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from tools.doc_tables import LGC_ROWS
 from tools.study_accuracy import ROOT, plot_curves, train, tuned_2bit
 
 
@@ -157,6 +158,8 @@ def main(argv=None):
     parser.add_argument("--threshold-2bit", type=float, default=0, help="MXNet 2bit's threshold (default: the best "
                         "of make study's sweep)")
     parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
+    parser.add_argument("--table-rows", action="store_true", help="run every configuration of docs/lgc.md's table "
+                        "of this model and number of workers (tools/doc_tables.py's LGC_ROWS)")
     parser.add_argument("--results", default=os.path.join(ROOT, "docs", "results", "lgc_study"), help="where the runs and plots go")
     parser.add_argument("--more", action="store_true", help="keep the runs in docs/results/lgc_study/lgc_study_<name>.json and add these "
                         "seeds' (the other settings must be the same)")
@@ -164,6 +167,8 @@ def main(argv=None):
                         "replacing their saved runs (after a change to their code)")
     args = parser.parse_args(argv)
     table = configs(args)
+    if args.table_rows:
+        args.configs = [config for _, config in LGC_ROWS[args.model, args.workers]]
     unknown = set(args.configs or []) - set(table)
     if unknown:
         raise SystemExit("--configs: unknown %s; known: %s" % (sorted(unknown), list(table)))
@@ -180,7 +185,7 @@ def main(argv=None):
     if args.more:
         with open(os.path.join(args.results, name + ".json")) as f:
             saved = json.load(f)
-        ignored = ("seeds", "more", "configs", "rerun", "results")
+        ignored = ("seeds", "more", "configs", "rerun", "results", "table_rows")
         same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
         if same != {k: v for k, v in vars(args).items() if k not in ignored}:
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
