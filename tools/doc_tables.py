@@ -354,7 +354,9 @@ LGC_ROWS = {
                      "LGC-PS, own codes, every worker's candidates, density x workers, signs, DGC momentum"),
                     ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, `error_feedback` 'clip', "
                      "DGC momentum", "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, "
-                     "DGC momentum")],
+                     "DGC momentum"),
+                    ("LGC-PS, the same, trained on whole vectors (`ae_window` 0)", "LGC-PS, own codes, every worker's "
+                     "candidates, density x workers, signs, clip, whole vectors, DGC momentum")],
 }
 DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 

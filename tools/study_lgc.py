@@ -95,9 +95,10 @@ def configs(args):
     # DGC's momentum correction (0.9) in LGC's accumulators and ramp, plain SGD on the workers; with
     # 'clip' error feedback (what an estimate missed, kept, no accumulator grown by its error)
     # (and, for LGC-PS with the candidates, a code of twice the channels, 10x more of each worker's own
-    # values exact, fine-tuning, or each value's sign beside the code, without and with 'clip': what the
-    # estimates cost against bytes; the train phase to the end at the same set and the ablation at about
-    # LGC-PS's bytes: where LGC-PS's loss against the ablation comes from)
+    # values exact, fine-tuning, or each value's sign beside the code, without and with 'clip' and with
+    # training on whole vectors: what the estimates cost against bytes; the train phase to the end at
+    # the same set and the ablation at about LGC-PS's bytes: where LGC-PS's loss against the ablation
+    # comes from)
     candidates = "every worker's candidates, density x workers"
     clip, latent, innovation = {"error_feedback": "clip"}, {"latent_channels": 8}, {"innovation_density": 1e-4}
     tuned = {"fine_tune_every": 100}
@@ -112,6 +113,8 @@ def configs(args):
                                 ("LGC-PS, own codes, " + candidates, ", fine-tuned every 100", tuned),
                                 ("LGC-PS, own codes, " + candidates, ", signs", {"signs": True}),
                                 ("LGC-PS, own codes, " + candidates, ", signs, clip", dict(clip, signs=True)),
+                                ("LGC-PS, own codes, " + candidates, ", signs, clip, whole vectors",
+                                 dict(clip, signs=True, ae_window=0)),
                                 ("LGC-RAR, " + candidates, "", {}), ("LGC-RAR, " + candidates, ", clip", clip)):
         argv, options = list(table[config]), {}
         if "--lgc-options" in argv:
