@@ -231,6 +231,41 @@ def choosing_table():
     return "\n".join(out)
 
 
+def _dgc_rows(density, subtract=False, tuned=False):
+    """The rows with DGC's momentum correction, the same for 2 and 4 workers but for the density of every
+    worker's candidates (W x 1e-3) in their labels and two rows run with one of them (``subtract``,
+    ``tuned``)."""
+    cand, config = "LGC-PS, own codes, every worker's candidates, density %s" % density, \
+        "LGC-PS, own codes, every worker's candidates, density x workers"
+    rar, rar_config = "LGC-RAR, every worker's candidates, density %s" % density, \
+        "LGC-RAR, every worker's candidates, density x workers"
+    rows = [("uncompressed, SGD without momentum", "uncompressed, SGD without momentum"),
+            ("LGC without autoencoder, DGC momentum (`momentum` 0.9, SGD without momentum)",
+             "LGC without autoencoder, DGC momentum"),
+            ("LGC-PS, density 1e-3, DGC momentum", "LGC-PS, DGC momentum"),
+            (cand + ", DGC momentum", config + ", DGC momentum")]
+    if subtract:
+        rows.append((cand + ", `error_feedback` 'subtract', DGC momentum", config + ", subtract, DGC momentum"))
+    rows += [(cand + ", `error_feedback` 'clip', DGC momentum", config + ", clip, DGC momentum"),
+             (rar + ", DGC momentum", rar_config + ", DGC momentum"),
+             (rar + ", `error_feedback` 'clip', DGC momentum", rar_config + ", clip, DGC momentum"),
+             ("LGC without autoencoder, DGC momentum, `dense_momentum` (the tensors sent dense too)",
+              "LGC without autoencoder, DGC momentum, dense momentum"),
+             ("LGC-PS, density 1e-3, DGC momentum, `dense_momentum`", "LGC-PS, DGC momentum, dense momentum"),
+             (cand + ", DGC momentum, `dense_momentum`", config + ", DGC momentum, dense momentum"),
+             (cand + ", `latent_channels` 8, DGC momentum", config + ", latent 8, DGC momentum"),
+             (cand + ", `innovation_density` 1e-4, DGC momentum", config + ", innovation 1e-4, DGC momentum")]
+    if tuned:
+        rows.append((cand + ", fine-tuned every 100, DGC momentum", config + ", fine-tuned every 100, DGC momentum"))
+    return rows + [
+        (cand + ", `signs`, DGC momentum", config + ", signs, DGC momentum"),
+        (cand + ", `signs`, `error_feedback` 'clip', DGC momentum", config + ", signs, clip, DGC momentum"),
+        ("LGC-PS, exact at every worker's candidates, density %s (the train phase to the end), DGC momentum"
+         % density, "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
+        ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
+         "LGC without autoencoder, density 0.7 x, DGC momentum")]
+
+
 # docs/lgc.md's study tables: (row label, configuration of tools/study_lgc.py)
 LGC_ROWS = {
     ("cnn", 2): [("uncompressed", "uncompressed"),
@@ -248,38 +283,7 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density x workers, subtract"),
         ("LGC-RAR, every worker's candidates, density 2e-3", "LGC-RAR, every worker's candidates, density x workers"),
         ("LGC-RAR, every worker's candidates, density 2e-3, `error_feedback` 'subtract'",
-         "LGC-RAR, every worker's candidates, density x workers, subtract"),
-        ("uncompressed, SGD without momentum", "uncompressed, SGD without momentum"),
-        ("LGC without autoencoder, DGC momentum (`momentum` 0.9, SGD without momentum)",
-         "LGC without autoencoder, DGC momentum"),
-        ("LGC-PS, density 1e-3, DGC momentum", "LGC-PS, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'subtract', DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, subtract, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `error_feedback` 'clip', DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum"),
-        ("LGC-RAR, every worker's candidates, density 2e-3, DGC momentum",
-         "LGC-RAR, every worker's candidates, density x workers, DGC momentum"),
-        ("LGC-RAR, every worker's candidates, density 2e-3, `error_feedback` 'clip', DGC momentum",
-         "LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"),
-        ("LGC without autoencoder, DGC momentum, `dense_momentum` (the tensors sent dense too)",
-         "LGC without autoencoder, DGC momentum, dense momentum"),
-        ("LGC-PS, density 1e-3, DGC momentum, `dense_momentum`", "LGC-PS, DGC momentum, dense momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, DGC momentum, `dense_momentum`",
-         "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum, dense momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `latent_channels` 8, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, latent 8, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `innovation_density` 1e-4, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, signs, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 2e-3, `signs`, `error_feedback` 'clip', DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum"),
-        ("LGC-PS, exact at every worker's candidates, density 2e-3 (the train phase to the end), DGC momentum",
-         "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
-        ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
-         "LGC without autoencoder, density 0.7 x, DGC momentum")],
+         "LGC-RAR, every worker's candidates, density x workers, subtract")] + _dgc_rows("2e-3", subtract=True),
     ("cnn", 4): [("uncompressed", "uncompressed"),
         ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
         ("LGC-PS, density 1e-3", "LGC-PS"),
@@ -301,38 +305,7 @@ LGC_ROWS = {
          "LGC-PS, own codes, every worker's candidates, density 2 x workers, subtract"),
         ("LGC-RAR, every worker's candidates, density 4e-3", "LGC-RAR, every worker's candidates, density x workers"),
         ("LGC-RAR, every worker's candidates, density 4e-3, `error_feedback` 'subtract'",
-         "LGC-RAR, every worker's candidates, density x workers, subtract"),
-        ("uncompressed, SGD without momentum", "uncompressed, SGD without momentum"),
-        ("LGC without autoencoder, DGC momentum (`momentum` 0.9, SGD without momentum)",
-         "LGC without autoencoder, DGC momentum"),
-        ("LGC-PS, density 1e-3, DGC momentum", "LGC-PS, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `error_feedback` 'clip', DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, clip, DGC momentum"),
-        ("LGC-RAR, every worker's candidates, density 4e-3, DGC momentum",
-         "LGC-RAR, every worker's candidates, density x workers, DGC momentum"),
-        ("LGC-RAR, every worker's candidates, density 4e-3, `error_feedback` 'clip', DGC momentum",
-         "LGC-RAR, every worker's candidates, density x workers, clip, DGC momentum"),
-        ("LGC without autoencoder, DGC momentum, `dense_momentum` (the tensors sent dense too)",
-         "LGC without autoencoder, DGC momentum, dense momentum"),
-        ("LGC-PS, density 1e-3, DGC momentum, `dense_momentum`", "LGC-PS, DGC momentum, dense momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, DGC momentum, `dense_momentum`",
-         "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum, dense momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `latent_channels` 8, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, latent 8, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `innovation_density` 1e-4, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, innovation 1e-4, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, fine-tuned every 100, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, fine-tuned every 100, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `signs`, DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, signs, DGC momentum"),
-        ("LGC-PS, own codes, every worker's candidates, density 4e-3, `signs`, `error_feedback` 'clip', DGC momentum",
-         "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum"),
-        ("LGC-PS, exact at every worker's candidates, density 4e-3 (the train phase to the end), DGC momentum",
-         "LGC-PS, exact at every worker's candidates, density x workers, DGC momentum"),
-        ("LGC without autoencoder, density 7e-4 (about LGC-PS's bytes with the candidates), DGC momentum",
-         "LGC without autoencoder, density 0.7 x, DGC momentum")],
+         "LGC-RAR, every worker's candidates, density x workers, subtract")] + _dgc_rows("4e-3", tuned=True),
     ("cnn-fc", 2): [("uncompressed", "uncompressed"),
                     ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
                     ("LGC-PS, density 1e-3", "LGC-PS"),
