@@ -48,8 +48,9 @@ def set_num_threads(n):
 
     n = 0 restores the default.
     """
-    if not isinstance(n, int) or n < 0:
-        raise ValueError("num_threads must be an int >= 0, got %r" % (n,))
+    if not isinstance(n, int) or not 0 <= n <= config.MAX_THREADS:
+        raise ValueError("num_threads must be an int in 0..%d (mxnet_gc/config.py's MAX_THREADS), got %r"
+                         % (config.MAX_THREADS, n))
     load().mxgc_set_num_threads(n or config.settings().num_threads)
 
 

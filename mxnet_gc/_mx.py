@@ -91,18 +91,18 @@ def set_server_updater(kv, updater):
     kv._set_updater(updater)
 
 
-def optimizer_states(trainer):
-    """A gluon.Trainer's optimizer states (and the optimizer) as bytes, when it runs on the workers
-    (``Trainer.save_states`` writes them to a file only)."""
-    return trainer._updaters[0].get_states(dump_optimizer=True)
+def updater_states(trainer):
+    """A gluon.Trainer's optimizer states ({index: state}) when it runs on the workers (``Trainer.save_states``
+    pickles them to a file; its updaters are private)."""
+    return trainer._updaters[0].states
 
 
-def set_optimizer_states(trainer, states):
-    """Restores ``optimizer_states`` into every updater of ``trainer`` and makes the restored optimizer
-    the trainer's, as ``Trainer.load_states`` does from a file."""
+def set_updater_states(trainer, load):
+    """Gives every updater of ``trainer`` the states ``load()`` returns (a new copy each, as
+    ``Trainer.load_states`` does), to be moved to its device at its next update."""
     for updater in trainer._updaters:
-        updater.set_states(states)
-    trainer._optimizer = trainer._updaters[0].optimizer
+        updater.states = load()
+        updater.states_synced = dict.fromkeys(updater.states, False)
 
 
 class TrainerBase(mx.gluon.Trainer):

@@ -27,8 +27,9 @@ def tag_of(prefix, step):
 def save(prefix, kv, step, weights, optimizer_states, state, keep=1):
     """Writes the checkpoint of ``step`` (a collective call on the workers) and keeps the newest ``keep``.
 
-    ``weights``: {name: NDArray} (used on rank 0); ``optimizer_states``: the workers' updater states
-    (bytes, used on rank 0), or None when the optimizer runs on the servers; ``state``: the trainer's
+    ``weights``: {name: NDArray} (used on rank 0); ``optimizer_states``: a function that writes the
+    workers' optimizer states to the path it is given (called on rank 0), or None when the optimizer runs
+    on the servers; ``state``: the trainer's
     JSON-serializable state for the manifest.
     """
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -44,7 +45,7 @@ def save(prefix, kv, step, weights, optimizer_states, state, keep=1):
     else:
         opt_files = [tag + ".opt"]
         if kv.rank == 0:
-            checkpoint_files.write(tag + ".opt", optimizer_states)
+            optimizer_states(tag + ".opt")
     kv.barrier()
     if kv.rank != 0:
         return
@@ -90,7 +91,22 @@ def _entries(prefix, missing_ok=True):
         if missing_ok:
             return []
         raise FileNotFoundError("no checkpoint %s: %s.trainer.json does not exist" % (prefix, prefix))
-    return json.loads(checkpoint_files.read(prefix + ".trainer.json"))["checkpoints"]
+    path = prefix + ".trainer.json"
+    data = checkpoint_files.read(path)
+    try:
+        return json.loads(data.decode())["checkpoints"]
+    except (ValueError, KeyError, TypeError) as e:  # (UnicodeDecodeError is a ValueError)
+        raise checkpoint_files.CorruptCheckpoint("checkpoint manifest %s is not the JSON a save writes (%s: %s)"
+                                                 % (path, type(e).__name__, e)) from None
+
+
+def weights(tag):
+    """{name: NDArray} of a checkpoint's weights file (tag.params, mx.nd.save's format; checked by ``load``)."""
+    try:
+        return mx.nd.load(tag + ".params")
+    except mx.base.MXNetError:
+        raise checkpoint_files.CorruptCheckpoint("checkpoint file %s.params is not an NDArray file (the format of "
+                                                 "mx.nd.save)" % tag) from None
 
 
 def export(prefix, net, fname, step=None):
@@ -98,7 +114,7 @@ def export(prefix, net, fname, step=None):
     and saves them to ``fname`` with ``net.save_parameters``, the file ``net.load_parameters`` reads (for
     inference, without mxnet_gc).  ``net``: the network the checkpoint trained (its parameters' names)."""
     _, tag = load(prefix, step)
-    saved = mx.nd.load(tag + ".params")
+    saved = weights(tag)
     params = net.collect_params()
     missing = sorted(set(params.keys()) - set(saved))
     if missing:

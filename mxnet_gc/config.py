@@ -2,8 +2,8 @@
 
 | variable | default | meaning |
 |---|---|---|
-| MXNET_GC_BIGARRAY_BOUND | 1000000 | the dist store cuts a tensor of at least this many values into parts of at most that many |
-| MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels |
+| MXNET_GC_BIGARRAY_BOUND | 1000000 | the dist store cuts a tensor of at least this many values into parts of at most that many; at least the number of servers, the same on every worker |
+| MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels, at most MAX_THREADS (1024) |
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
 | MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
@@ -11,7 +11,11 @@
 | MXNET_GC_PULL_STATS | 0 (off) | servers log what each message's compressed pull carries every this many rounds |
 | MXNET_GC_RANK_LINE | (set by the launcher) | a line the dist store prints, with its rank, when it starts (the launcher then labels the worker's output by rank) |
 | MXNET_GC_END_LINE | (set by the launcher) | a line the dist store prints once it has passed the job's last barrier (a worker that exits without it left the job early) |
-| OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count when MXNET_GC_NUM_THREADS is unset |
+| MXNET_GC_JOB_SECRET | (set by the launcher) | the job's secret (hex), the same in every process: workers sign their commands to the servers with it, servers prove with it that they are the job's (docs/reliability.md) |
+| MXNET_GC_JOB_SECRET_FILE | (set by the launcher over ssh) | a file holding the job's secret, where MXNET_GC_JOB_SECRET is not set (so that it is on no command line) |
+| MXNET_GC_JOIN_TIMEOUT | 60 | seconds a server waits, after the first worker joined, for every worker to join with the job's secret before it ends the job |
+| MXNET_GC_CHECKPOINT_DIR | the working directory | the folder (with its subfolders) in which servers write and read checkpoint files; a command naming a file elsewhere is refused |
+| OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count (at most 1024) when MXNET_GC_NUM_THREADS is unset |
 | DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
 | MXNET_EXEC_BULK_EXEC_TRAIN | MXNet's (1) | MXNet's, read when it starts; pipelined merging overlaps more with 0 (the trainer warns) |
 
@@ -24,6 +28,13 @@ import os
 
 ISAS = ("baseline", "x86-64-v3", "x86-64-v4")
 ALLTOALLS = ("rounds", "at_once")
+# The most kernel threads accepted (MXNET_GC_NUM_THREADS, OMP_NUM_THREADS, set_num_threads).  libgomp has no
+# cap of its own (OMP_THREAD_LIMIT is unlimited by default): it aborts the process ("Thread creation failed")
+# when the system refuses a thread (ulimit -u, kernel.threads-max, a pids cgroup, memory for stacks), at the
+# first encode large enough to run in parallel.  100000 did so on 2 cores with ulimit -u 96367; 30000 ran, 240
+# times slower than 64.  Threads beyond the cores only add cost: 1024 is above the core count of any machine
+# in use, and far below those limits even with a team per MXNet engine thread and per process of a job.
+MAX_THREADS = 1024
 
 
 def _number(environ, name, default, kind, low):
@@ -45,6 +56,45 @@ def _int(environ, name, default, low):
     return _number(environ, name, default, int, low)
 
 
+def _threads(environ):
+    """The kernels' thread count: MXNET_GC_NUM_THREADS, else OMP_NUM_THREADS, else 0 (all cores); at most
+    MAX_THREADS."""
+    name = "MXNET_GC_NUM_THREADS" if environ.get("MXNET_GC_NUM_THREADS") else "OMP_NUM_THREADS"
+    value = _int(environ, name, 0, 0)
+    if value > MAX_THREADS:
+        raise ValueError("%s must be at most %d (libgomp aborts the process when the system refuses a thread, and "
+                         "threads beyond the cores only slow the kernels), got %d" % (name, MAX_THREADS, value))
+    return value
+
+
+def _bound(environ, num_servers):
+    """MXNET_GC_BIGARRAY_BOUND, at least ``num_servers``: a key of at least the bound is cut into at least
+    one part per server (kvstore/layout.py), so a bound below the servers would make empty parts."""
+    bound = _int(environ, "MXNET_GC_BIGARRAY_BOUND", 1_000_000, 1)
+    if bound < num_servers:
+        raise ValueError("MXNET_GC_BIGARRAY_BOUND=%d is below the number of servers (DMLC_NUM_SERVER=%d): a tensor "
+                         "of at least that many values is cut into at least one part per server, so some parts "
+                         "would be empty; set it to at least %d" % (bound, num_servers, num_servers))
+    return bound
+
+
+def _secret(environ):
+    """The job's secret: MXNET_GC_JOB_SECRET, else the content of MXNET_GC_JOB_SECRET_FILE, else ''."""
+    secret = environ.get("MXNET_GC_JOB_SECRET", "")
+    path = environ.get("MXNET_GC_JOB_SECRET_FILE", "")
+    if not secret and path:
+        try:
+            with open(path) as f:
+                secret = f.read().strip()
+        except OSError as e:
+            raise ValueError("MXNET_GC_JOB_SECRET_FILE=%s cannot be read: %s" % (path, e.strerror or e)) from None
+    if secret and len(secret) < 32:
+        raise ValueError("the job's secret (MXNET_GC_JOB_SECRET%s) must be at least 32 characters (a random "
+                         "token, such as python -c 'import secrets; print(secrets.token_hex(32))'), got %d"
+                         % ("_FILE" if path and not environ.get("MXNET_GC_JOB_SECRET") else "", len(secret)))
+    return secret
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The parsed environment of this process."""
@@ -62,6 +112,9 @@ class Settings:
     collective_timeout: float
     pull_stats: int  # rounds between two samples of a compressed pull's norms (0: none)
     alltoall: str  # 'rounds' or 'at_once'
+    job_secret: str  # '' when neither variable gives one
+    join_timeout: float
+    checkpoint_dir: str  # absolute
 
     @classmethod
     def from_environ(cls, environ):
@@ -71,15 +124,22 @@ class Settings:
         alltoall = environ.get("MXNET_GC_ALLTOALL", "") or "rounds"
         if alltoall not in ALLTOALLS:
             raise ValueError("MXNET_GC_ALLTOALL must be one of %s, got %r" % (", ".join(ALLTOALLS), alltoall))
-        return cls(bigarray_bound=_int(environ, "MXNET_GC_BIGARRAY_BOUND", 1_000_000, 1),
-                   num_threads=_int(environ, "MXNET_GC_NUM_THREADS", _int(environ, "OMP_NUM_THREADS", 0, 0), 0),
+        num_servers = _int(environ, "DMLC_NUM_SERVER", 0, 0)
+        return cls(bigarray_bound=_bound(environ, num_servers), num_threads=_threads(environ),
                    isa=isa, netns=environ.get("MXNET_GC_NETNS", "mxgc"), role=environ.get("DMLC_ROLE", ""),
-                   num_servers=_int(environ, "DMLC_NUM_SERVER", 0, 0),
+                   num_servers=num_servers,
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
                    rank_line=environ.get("MXNET_GC_RANK_LINE", ""), end_line=environ.get("MXNET_GC_END_LINE", ""),
                    collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0),
-                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0), alltoall=alltoall)
+                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0), alltoall=alltoall,
+                   job_secret=_secret(environ), join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT", 60.0, float, 0),
+                   checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()))
+
+    def shared(self):
+        """The settings every worker of a parameter-server job must give alike, by variable (the key layout
+        follows them); the dist store compares them across workers when it starts."""
+        return {"MXNET_GC_BIGARRAY_BOUND": self.bigarray_bound}
 
     def pipelining_problems(self):
         """What in MXNet's settings keeps communication from overlapping backward (messages).

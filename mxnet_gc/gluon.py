@@ -40,7 +40,7 @@ import warnings
 import mxnet as mx
 from mxnet import gluon
 
-from . import _mx, checkpoint, checkpoint_files, config
+from . import _mx, checkpoint, config, optimizer_state
 from . import kvstore as gc_kvstore
 from .groups import GroupSelector
 from .level_fit import LevelFitter
@@ -105,6 +105,8 @@ class Trainer(_mx.TrainerBase):
         # (a clear error for bad params, before anything else)
         compression = gc_kvstore.Compression(compression_params) if compression_params is not None else None
         kvstore = self._store_of(kvstore, compression_params)
+        if compression is not None and isinstance(kvstore, StoreBase):  # (now: levels a compressed pull cannot use)
+            compression = gc_kvstore.Compression(compression_params, kvstore.num_workers)
         self._merge_policy = MergePolicy(merge)
         if self._merge_policy.planned and not isinstance(kvstore, StoreBase):
             raise ValueError("merge needs one of mxnet_gc's stores (kvstore='dist_sync' or 'horovod'), got %r"
@@ -135,7 +137,7 @@ class Trainer(_mx.TrainerBase):
             self._groups = GroupSelector(None if threshold_groups == "auto" else threshold_groups,
                                          calibration_steps, group_overrides, compression.rounding)
         elif fits_levels:  # 'auto' levels: above each parameter's largest values
-            self._groups = LevelFitter(calibration_steps, compression.levels_of)
+            self._groups = LevelFitter(calibration_steps, compression.levels_of, compression.check_fit)
         if isinstance(kvstore, StoreBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
@@ -309,7 +311,8 @@ class Trainer(_mx.TrainerBase):
                  "groups": self._groups.state_dict() if self._groups is not None else None, "extra": extra,
                  "servers": self.active_store.num_servers}
         weights = {p.name: p.data() for p in self.parameter_list}
-        states = None if self.updates_on_store else _mx.optimizer_states(self)
+        states = None if self.updates_on_store else \
+            (lambda path: optimizer_state.save(path, _mx.updater_states(self), self.optimizer))
         checkpoint.save(prefix, self.active_store, self.schedule.step, weights, states, state, keep)
 
     def load_checkpoint(self, prefix, step=None):
@@ -332,7 +335,7 @@ class Trainer(_mx.TrainerBase):
             raise ValueError("checkpoint %s holds the optimizer states of the %s server(s) the optimizer ran on, one "
                              "file each; this job has %d: resume with %s servers"
                              % (prefix, state.get("servers"), self.active_store.num_servers, state.get("servers")))
-        saved = mx.nd.load(tag + ".params")
+        saved = checkpoint.weights(tag)
         for p in self.parameter_list:
             p.set_data(saved[p.name])
         if self.waiting_parameters:
@@ -351,5 +354,5 @@ class Trainer(_mx.TrainerBase):
         if self.updates_on_store:
             kv.load_optimizer_states(tag + ".opt")
         else:
-            _mx.set_optimizer_states(self, checkpoint_files.read(tag + ".opt"))
+            _mx.set_updater_states(self, lambda: optimizer_state.load(tag + ".opt", into=self.optimizer)[0])
         return state["extra"]

@@ -8,12 +8,17 @@
 Every process gets the DMLC_* environment of ps-lite.  The launcher prints each process's output
 with a [role rank] prefix, and exits 0 only if every worker exited 0.  If any process dies (or
 --timeout passes, or Ctrl-C), it ends all the others within a few seconds, says which one failed and
-shows its last lines of output.  No process outlives it, even when it is killed with SIGKILL: a
-watchdog process ends the job then.  (This file imports no MXNet: tools/launch.py and the watchdog start fast.)
+shows its last lines of output.  No process of the job outlives it (nor one a process started in a session
+of its own: each carries the job's id, MXNET_GC_JOB, in its environment), even when it is killed with
+SIGKILL: a watchdog process ends the job then.  Every process gets the job's secret (MXNET_GC_JOB_SECRET,
+or with ssh the file MXNET_GC_JOB_SECRET_FILE), for them to authenticate each other.
+(This file imports no MXNet: tools/launch.py and the watchdog start fast.)
 
 --launcher ssh starts each process with ``ssh HOST 'cd CWD && env VARS COMMAND'`` on the hosts of
 the hostfile (one host per line, HOST or HOST:SSH_PORT; the scheduler on the first, then servers and
 workers round-robin).  The hosts must share the code at the same path and reach each other's addresses.
+Before it starts them, one ssh per host writes the job's secret, from ssh's stdin, to
+~/.mxnet_gc/job-ID.secret (mode 0600; removed at the end of the job): the secret is on no command line.
 MXNet's launcher command lines run unchanged or are refused with what to use instead (docs/launcher.md).
 """
 import argparse
@@ -21,6 +26,7 @@ import collections
 import json
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -43,6 +49,13 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "se
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 JOB_VARIABLE = "MXNET_GC_JOB"  # the job's id, in the environment of every process it starts
+# The job's secret, for its processes to authenticate each other: the token itself with --launcher local
+# (or the launcher's own, when set), or with --launcher ssh the file that holds it on each host (a command
+# line is readable by every user of its host; the environment of a process only by its user).
+SECRET_VARIABLE = "MXNET_GC_JOB_SECRET"
+SECRET_FILE_VARIABLE = "MXNET_GC_JOB_SECRET_FILE"
+SECRET_DIR = "$HOME/.mxnet_gc"  # (expanded on each host, in double quotes)
+SSH_TIMEOUT = 30.0  # seconds for the ssh commands that write and remove the secret's files
 SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
 EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the scheduler did
 REFUSED_LAUNCHERS = {  # MXNet's (dmlc-tracker's) other launchers, and what to use instead
@@ -99,13 +112,6 @@ class Process:
                 self.wall_seconds = time.time() - self.started
         return self.popen.returncode
 
-    def signal(self, sig):
-        """Signals the process's whole session (it and everything it started)."""
-        try:
-            os.killpg(self.popen.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     def report(self, note=""):
         code = self.popen.returncode
         how = "was killed by signal %d" % -code if code is not None and code < 0 else "exited with code %s" % code
@@ -129,50 +135,76 @@ def processes_with_env(*entries):
     return found
 
 
+def end_job(job, groups):
+    """Ends every process of ``job``: the process groups ``groups``, and the group of every process whose
+    environment holds ``JOB_VARIABLE=job`` (a process that started a session of its own, such as a worker's
+    TensorBoard, or one the launcher had started but not yet named when it died): SIGTERM, then SIGKILL to
+    what is left after KILL_GRACE seconds (the job's processes are looked for again before each signal)."""
+    groups = set(groups)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in processes_with_env("%s=%s" % (JOB_VARIABLE, job)):
+            try:
+                groups.add(os.getpgid(pid))
+            except ProcessLookupError:
+                pass
+        groups = {g for g in groups if _signal_group(g, sig)}
+        end = time.time() + KILL_GRACE
+        while sig == signal.SIGTERM and groups and time.time() < end:
+            time.sleep(0.05)
+            groups &= _live_groups()
+
+
+def _signal_group(group, sig):
+    """Sends ``sig`` to a process group; False if the group is gone (or not ours)."""
+    try:
+        os.killpg(group, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _live_groups():
+    """The process groups with a member that has not exited (a zombie, which has, waits for its parent to
+    read its exit: for an orphan, init, which may do it a second later, or never in a container without one)."""
+    groups = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        state, _, group = stat[stat.rindex(")") + 2:].split()[:3]  # (after the name, which may hold anything)
+        if state not in ("Z", "X"):
+            groups.add(int(group))
+    return groups
+
+
 def reap(stream, job):
     """The watchdog's loop (``launch.py --reap JOB``, run as a file): reads process-group ids, one per line,
-    from ``stream``.
+    from ``stream``, and commands to run at the end of the job (``run`` and a JSON argv).
 
     The launcher writes each process's group as it starts it and ``done`` once it has ended them all.
     If the stream closes without ``done`` (the launcher was killed, even by SIGKILL), the watchdog ends
-    every group itself, and the group of every process whose environment holds ``JOB_VARIABLE=job`` (one
-    the launcher had started but not yet named when it died): SIGTERM, then SIGKILL after KILL_GRACE seconds.
+    the job itself (end_job: every group, and every process with the job's id), then runs the commands
+    (the removal of the job's secret files), each for at most SSH_TIMEOUT seconds.
     """
-    groups = []
+    groups, commands = [], []
     for line in stream:
         line = line.strip()
         if line == "done":
             return 0
         if line.isdigit():
             groups.append(int(line))
-    for pid in processes_with_env("%s=%s" % (JOB_VARIABLE, job)):
+        elif line.startswith("run "):
+            commands.append(json.loads(line[len("run "):]))
+    end_job(job, groups)
+    for argv in commands:
         try:
-            groups.append(os.getpgid(pid))
-        except ProcessLookupError:
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=SSH_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired):
             pass
-    groups = sorted(set(groups))
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = []
-        for group in groups:
-            try:
-                os.killpg(group, sig)
-                alive.append(group)
-            except (ProcessLookupError, PermissionError):
-                pass
-        groups = alive
-        end = time.time() + KILL_GRACE
-        while sig == signal.SIGTERM and groups and time.time() < end:
-            time.sleep(0.1)
-            groups = [g for g in groups if _group_alive(g)]
     return 0
-
-
-def _group_alive(group):
-    try:
-        os.killpg(group, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 class Watchdog:
@@ -184,7 +216,14 @@ class Watchdog:
                                       start_new_session=True)
 
     def watch(self, pid):
-        self.popen.stdin.write(b"%d\n" % pid)
+        self._tell(b"%d" % pid)
+
+    def at_end(self, argv):
+        """A command for the watchdog to run after it has ended the job (not when the launcher released it)."""
+        self._tell(b"run " + json.dumps(argv).encode())
+
+    def _tell(self, line):
+        self.popen.stdin.write(line + b"\n")
         self.popen.stdin.flush()
 
     def release(self):
@@ -252,7 +291,12 @@ class Job:
     def __init__(self, args):
         self.args = args
         self.processes = []
-        self.id = uuid.uuid4().hex  # in every process's environment (JOB_VARIABLE): the watchdog finds them by it
+        self.id = uuid.uuid4().hex  # in every process's environment (JOB_VARIABLE): the job is ended by it
+        self.secret = os.environ.get(SECRET_VARIABLE) or secrets.token_hex(32)
+        self.secret_file = "%s/job-%s.secret" % (SECRET_DIR, self.id)  # with --launcher ssh, on every host
+        self.remove_secret = 'rm -f "%s"' % self.secret_file
+        self.secret_written = False  # (set as the writing starts: the files are removed at the end)
+        self.stopped = False
         self.watchdog = Watchdog(self.id)
         self.python = args.python or sys.executable
         if args.launcher == "ssh":
@@ -274,20 +318,66 @@ class Job:
             "DMLC_NODE_HOST": host,
             JOB_VARIABLE: self.id,
         }
+        if self.args.launcher == "local":
+            env[SECRET_VARIABLE] = self.secret
         if role == "worker":
             env["MXNET_GC_RANK_LINE"], env["MXNET_GC_END_LINE"] = RANK_LINE, END_LINE
         env.update(variables(self.args.env, role))
         return env
 
+    def ssh(self, where, option, command):
+        """ssh's argv that runs the shell line ``command`` on ``where`` (host, ssh port or None)."""
+        host, port = where
+        return (shlex.split(self.args.ssh) + [option, "-o", "StrictHostKeyChecking=no"]
+                + (["-p", str(port)] if port else []) + [host, command])
+
+    def on_every_host(self, command, data=b""):
+        """Runs the shell line ``command`` on each of the job's hosts at once through ssh, with ``data`` on its
+        stdin (ssh -T: no terminal, which would echo it); returns "HOST: why" for each host where it failed."""
+        env = dict(os.environ, **{JOB_VARIABLE: self.id})
+        runs = [(where[0], subprocess.Popen(self.ssh(where, "-T", command), env=env, stdin=subprocess.PIPE,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            start_new_session=True))  # (Ctrl-C reaches the launcher alone)
+                for where in dict.fromkeys(self.hosts)]
+        end = time.time() + SSH_TIMEOUT
+        failed = []
+        for host, run in runs:
+            try:  # (at least a second for one that has answered while the others were awaited)
+                _, err = run.communicate(data, timeout=max(1.0, end - time.time()))
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.wait()
+                failed.append("%s: no answer within %g s" % (host, SSH_TIMEOUT))
+                continue
+            if run.returncode:
+                why = err.decode("utf-8", "replace").strip() or "exit code %d" % run.returncode
+                failed.append("%s: %s" % (host, why))
+        return failed
+
+    def write_secret(self):
+        """--launcher ssh: writes the job's secret to a file only the user can read on each host, through ssh's
+        stdin (never a command line); the processes get its path (SECRET_FILE_VARIABLE).  The launcher removes
+        the files at the end of the job; the watchdog if the launcher is killed."""
+        for where in dict.fromkeys(self.hosts):
+            self.watchdog.at_end(self.ssh(where, "-T", self.remove_secret))
+        self.secret_written = True
+        failed = self.on_every_host('umask 077 && mkdir -p "%s" && cat > "%s"' % (SECRET_DIR, self.secret_file),
+                                    self.secret.encode())
+        for failure in failed:
+            print("mxnet_gc.launch: cannot write the job's secret file %s on %s" % (self.secret_file, failure),
+                  file=sys.stderr)
+        if failed:
+            raise SystemExit(1)
+
     def start(self, role, rank, where, command):
-        host, ssh_port = where
+        host = where[0]
         env = self.env(role, host)
         if self.args.launcher == "ssh":
-            remote = "cd %s && env %s %s" % (shlex.quote(os.getcwd()),
-                                             " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in env.items()),
+            assignments = ["%s=%s" % (k, shlex.quote(v)) for k, v in env.items()]
+            assignments.append('%s="%s"' % (SECRET_FILE_VARIABLE, self.secret_file))
+            remote = "cd %s && env %s %s" % (shlex.quote(os.getcwd()), " ".join(assignments),
                                              " ".join(shlex.quote(c) for c in command))
-            port = ["-p", str(ssh_port)] if ssh_port else []
-            argv = shlex.split(self.args.ssh) + ["-tt", "-o", "StrictHostKeyChecking=no"] + port + [host, remote]
+            argv = self.ssh(where, "-tt", remote)
             full_env = dict(os.environ, **{JOB_VARIABLE: self.id})
         else:
             argv = command
@@ -302,6 +392,8 @@ class Job:
         else:
             server = [self.python, SERVER]
             scheduler = [self.python, SCHEDULER]
+        if self.args.launcher == "ssh":
+            self.write_secret()
         self.start("scheduler", 0, self.hosts[0], scheduler)
         hosts = self.hosts
         for r in range(self.args.num_servers):
@@ -361,17 +453,21 @@ class Job:
         print("mxnet_gc.launch: ended all %d processes" % len(self.processes), file=sys.stderr)
 
     def stop(self):
-        """SIGTERM to every process group, then SIGKILL to what is left after KILL_GRACE seconds."""
+        """Ends every process of the job (end_job: each one's session, and every process with the job's id, such
+        as a child that started a session of its own), removes the secret's files, then releases the watchdog.
+        (A signal that comes while it runs stops the job again, in full; a later call does nothing.)"""
+        if self.stopped:
+            return
+        end_job(self.id, [p.popen.pid for p in self.processes])
         for p in self.processes:
-            p.signal(signal.SIGTERM)
-        end = time.time() + KILL_GRACE
-        while time.time() < end and any(p.poll() is None for p in self.processes):
-            time.sleep(0.05)
-        for p in self.processes:
-            p.signal(signal.SIGKILL)  # also reaches children left in the session
             p.poll(block=True)
             p.reader.join(timeout=1.0)
+        if self.secret_written:
+            for failure in self.on_every_host(self.remove_secret):
+                print("mxnet_gc.launch: cannot remove the job's secret file %s on %s" % (self.secret_file, failure),
+                      file=sys.stderr)
         self.watchdog.release()
+        self.stopped = True
 
 
 def parse_args(argv):

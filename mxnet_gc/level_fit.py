@@ -12,6 +12,10 @@ servers).  HEADROOM = 4 leaves two octaves for gradients that grow after the war
 lowest level's rounding bound wait in the residual until they add up to it.  Powers of two keep the
 levels exact in float32, and a gradient scaled by 2^k (batch size, loss scale) gets its ladder scaled by
 2^k.  The measurements behind it are in docs/accuracy.md ("The original 2bit context").
+
+A key whose levels the codec cannot use (gradients from about 1e37 on, whose top level overflows float32,
+also as a compressed pull's levels times the workers; or up to about 1e-44, whose lowest level underflows)
+fails the fit with a message naming it (``fit_failure``).
 """
 import math
 
@@ -43,14 +47,29 @@ def single(largest):
     return [_power_of_two_above(SINGLE_HEADROOM, largest)]
 
 
+def fit_failure(name, largest, levels, reason):
+    """The message for a key whose 'auto' levels (None: none could be fitted) cannot be used: the key, why, and
+    what to do."""
+    large = not math.isfinite(largest) or largest > 1
+    gives = ""
+    if levels is not None:
+        low, top = ("2^%d" % math.log2(t) for t in (levels[0], levels[-1]))  # (fitted levels are powers of two)
+        gives = ", gives levels %s" % (top if len(levels) == 1 else "%s .. %s" % (low, top))
+    return ("key %r: the 'auto' fit of its levels failed: its gradients are too %s to fit levels in float32 (largest "
+            "|value| %g, the workers' mean over the fit's steps%s: %s); scale the loss %s, or give the key fixed levels "
+            "in 'per_key'" % (name, "large" if large else "small", largest, gives, reason, "down" if large else "up"))
+
+
 class LevelFitter:
     """Collects, per key, the largest |gradient value| of each observed step (engine operations, no wait);
     then fits the ladders, agreed over the workers.  The store uses it in its warm-up, the Gluon trainer
     in its calibration phase (the same calls as groups.GroupSelector)."""
 
-    def __init__(self, calibration_steps=20, levels_of=ladder):
+    def __init__(self, calibration_steps=20, levels_of=ladder, check=None):
         self.calibration_steps = calibration_steps
         self.levels_of = levels_of  # largest value -> levels (ladder: 4bit's; single: gc_2bit's)
+        # (levels, num_workers) -> raises ValueError when the codec cannot use them (Compression.check_fit)
+        self.check = check
         self._maxima = {}  # key -> [one-value NDArrays, a step each, or floats restored from a checkpoint]
         self.table = None  # once fitted: a row per key (name, largest value, levels)
 
@@ -76,9 +95,22 @@ class LevelFitter:
         """{key: levels} from the workers' mean largest values (a collective call on ``kv``, once per
         ``name``); the table is ``self.table``."""
         largest = kv.average(name, self.local_largest(keys))
-        self.table = [{"name": n, "largest": float(m), "levels": self.levels_of(m)} for n, m in zip(names, largest)]
-        self._maxima = {}
+        table = [{"name": n, "largest": float(m), "levels": self.levels_of(m)} for n, m in zip(names, largest)]
+        for row in table:
+            self._check(row, kv.num_workers)
+        self.table, self._maxima = table, {}
         return {k: row["levels"] for k, row in zip(keys, self.table)}
+
+    def _check(self, row, num_workers):
+        """Raises ValueError (fit_failure) unless the codec can use a key's fitted levels."""
+        if not math.isfinite(row["largest"]):  # (each worker's is finite: their sum overflowed)
+            raise ValueError(fit_failure(row["name"], row["largest"], None,
+                                         "the sum of the workers' largest values is beyond float32"))
+        if self.check is not None:
+            try:
+                self.check(row["levels"], num_workers)
+            except ValueError as e:
+                raise ValueError(fit_failure(row["name"], row["largest"], row["levels"], e)) from None
 
     def choose_over_workers(self, kv, names, sizes):
         """The Gluon trainer's call (keys 0 .. n-1 in its order); returns the table."""

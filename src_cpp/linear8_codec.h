@@ -2,7 +2,8 @@
 // segment of a message), with error feedback.  Its kernels and its description (codec.h) in one place.
 //
 //   a = residual + grad (a non-finite a is sent as 0 and its residual keeps its previous value);
-//   s = max |a| / 127 (float32; 0 when every a is 0);  q = rint(a / s), in -127..127;
+//   s = max |a| / 127 (float32; 0 when every a is 0 or below ~9e-44);  q = rint(a / s), in -127..127
+//   (0 when s is 0);
 //   sent: q * s;  residual = a - q * s.
 //
 // Payload (float32 words, 1 + ceil(n / 4)): [s][n int8 codes, in memory order, zero bytes up to a whole
@@ -49,14 +50,14 @@ struct Linear8Codec {
     int8_t* codes = reinterpret_cast<int8_t*>(payload + 1);
     std::memset(payload, 0, payload_words(Params{}, n) * sizeof(float));
     payload[0] = scale;
-    if (!(scale > 0.0f)) {  // every a is 0 (or not finite): nothing to send, the residuals stay
-      return nonfinite;
-    }
+    // scale 0 (every finite a is 0 or below ~9e-44, so largest / 127 rounds to 0): every code is 0, and
+    // the residual is still a - 0, so that what cancelled to 0 is not sent again next step.
+    const bool sends = scale > 0.0f;
 #pragma omp parallel for num_threads(n >= (1 << 18) ? num_threads() : 1) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       const float a = residual[i] + grad[i];
       if (!finite(a)) continue;
-      const float q = std::fmin(127.0f, std::fmax(-127.0f, std::rint(a / scale)));
+      const float q = sends ? std::fmin(127.0f, std::fmax(-127.0f, std::rint(a / scale))) : 0.0f;
       codes[i] = static_cast<int8_t>(q);
       residual[i] = a - q * scale;
     }

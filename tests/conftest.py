@@ -16,6 +16,13 @@ os.environ["MXNET_GC_NETNS"] = "mxgct%d" % os.getpid()
 os.environ["PYTHONFAULTHANDLER"] = "1"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def checkpoint_folder(tmp_path_factory):
+    """The tests' jobs keep their checkpoints under pytest's temporary folder: their servers may write there
+    (MXNET_GC_CHECKPOINT_DIR, which every job started from this process inherits)."""
+    os.environ["MXNET_GC_CHECKPOINT_DIR"] = str(tmp_path_factory.getbasetemp())
+
+
 @pytest.hookimpl(tryfirst=True)  # (before -m selects: the unit marks must be there by then)
 def pytest_collection_modifyitems(config, items):
     """Tiers (pytest.ini): a test marked neither job nor system is unit; a root test is skipped without root.

@@ -7,13 +7,15 @@ powers of two so that sums of dequantized values are exact in any order of arriv
 import json
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import mxnet as mx
 
 import reference
-from dist.job import gradient, initial_value, run_job, run_scenarios
+from dist.job import LAUNCH, ROOT, gradient, initial_value, run_job, run_scenarios
 
 pytestmark = pytest.mark.job  # every test a real job (run_job)
 
@@ -41,6 +43,8 @@ SHARED = {
                      "partial_push": True, "groups": [["a", "b"]], "compression": {"type": "4bit", "thresholds": POW2}},
     "bad-compression": {"keys": [[0, [8]]], "steps": 2, "scale": 1.0, "seed": 8, "bad_compression": {"type": "3bit"},
                         "compression": {"type": "4bit", "thresholds": POW2}},
+    "pull-beyond-float32": {"keys": [[0, [8]]], "steps": 1, "scale": 1.0, "seed": 8, "compression": {"type": "none"},
+                            "bad_compression": {"type": "gc_2bit", "threshold": 3.4e38, "compressed_pull": True}},
     **{kind: {"keys": [[0, [33]], ["w", [6, 5]]], "steps": 4, "scale": 0.6, "seed": 4,
               "compression": {"type": kind, "threshold": 0.5}} for kind in ("gc_2bit", "2bit")},
 }
@@ -298,6 +302,44 @@ def test_bad_compression_params_rejected_before_any_traffic(shared):
         assert "unknown gradient compression type '3bit'" in message
         assert "none, 2bit, 4bit, 5bit, 8bit, gc_2bit" in message
     check(results, simulate(spec, 2), 2, spec)
+
+
+def test_a_threshold_the_compressed_pull_cannot_use_is_refused_at_once(shared):
+    """gc_2bit's threshold 3.4e38 with 'compressed_pull': the servers' sum of 2 workers would be pulled on 6.8e38,
+    beyond float32: set_gradient_compression refuses it on every worker (not the first compressed step, after
+    the warm-up); the job then runs normally."""
+    spec, results = SHARED["pull-beyond-float32"], shared["pull-beyond-float32"]
+    for saved in results.values():
+        message = str(saved["bad_compression_error"])
+        assert "gc_2bit: 'compressed_pull' with 2 workers" in message and "the threshold 3.4e+38" in message, message
+    check(results, simulate(spec, 2), 2, spec)
+
+
+BOUND_WORKER = """import os, sys
+try:  # the first worker to start: 1000, the other 2000
+    os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL))
+    os.environ["MXNET_GC_BIGARRAY_BOUND"] = "1000"
+except FileExistsError:
+    os.environ["MXNET_GC_BIGARRAY_BOUND"] = "2000"
+import mxnet as mx
+import mxnet_gc
+mx.kv.create("gc_dist_sync")
+print("store created")
+"""
+
+
+def test_workers_with_different_bigarray_bounds_all_stop(tmp_path):
+    """MXNET_GC_BIGARRAY_BOUND places the keys: workers that read different ones stop when the store starts,
+    each naming the variable and both values."""
+    worker = tmp_path / "bound_worker.py"
+    worker.write_text(BOUND_WORKER)
+    proc = subprocess.run([sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "60", sys.executable, str(worker),
+                           str(tmp_path / "first")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "store created" not in proc.stdout, proc.stdout[-3000:]
+    for rank in range(2):
+        assert re.search(r"\[worker %d\] ValueError: mxnet_gc: the workers set different environment settings "
+                         r"\(rank 0 / rank 1\): MXNET_GC_BIGARRAY_BOUND: (1000 / 2000|2000 / 1000); every worker must "
+                         r"give these variables the same value" % rank, proc.stdout), proc.stdout[-3000:]
 
 
 def test_workers_with_different_compression_all_stop(tmp_path):

@@ -1,6 +1,7 @@
 """tools/fault_matrix.py's short form: each case a real job (keys initialized in different orders, workers
 that disagree, a key one worker never pushes, a worker that leaves, an inf in every phase of 'lgc', a
-compression changed after pushes, checkpoints resumed on another number of servers, a missing command)
+compression changed after pushes, checkpoints resumed on another number of servers, a missing command,
+pickles planted in checkpoints, processes outside the job, double pushes and skipped steps)
 must end in an exact result or a clear error on every worker within 60 s (the tool checks each with
 numpy and the workers' output).  Recoverable cases that share a job (key orders, then a compression
 switch, on one store) run in one call of the tool."""
@@ -25,7 +26,9 @@ def test_the_short_form_covers_every_case_of_the_issue():
     assert {"key-order-ps", "key-order-horovod", "init-calls-ps", "init-calls-horovod", "shapes-horovod",
             "shapes-horovod-same-size", "missing-key-horovod-4bit", "missing-key-horovod-none", "worker-leaves",
             "worker-ends", "compression-switch-ps", "compression-switch-horovod",
-            "checkpoint-servers", "checkpoint-servers-lgc", "missing-command"} <= set(CASES)
+            "checkpoint-servers", "checkpoint-servers-lgc", "missing-command", "pickle-in-checkpoint",
+            "pickle-in-checkpoint-lgc", "stranger-worker", "stranger-server", "missing-key-once-ps", "double-push-ps",
+            "double-push-horovod", "skipped-step-ps", "skipped-step-horovod", "compression-one-worker-ps"} <= set(CASES)
     assert sorted(c for g in GROUPS for c in g) == sorted(CASES)
     here = os.path.dirname(os.path.abspath(__file__))
     for case, test_file in ELSEWHERE.items():

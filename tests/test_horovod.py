@@ -1,7 +1,9 @@
 """mxnet_gc's horovod store on real jobs started by horovodrun (Gloo, 2 processes on loopback): every
-pulled value against the numpy references, merged training as on the parameter server, and errors."""
+pulled value against the numpy references, merged training as on the parameter server, and errors; the
+order of pushes and pulls in a step (also on the dist store, whose refusals must be the same)."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -11,7 +13,10 @@ import pytest
 import reference
 import topk_reference as ref
 from mxnet_gc.kvstore.ring_scatter import PAIRWISE_WORDS
-from dist.job import HERE, ROOT, gradient, initial_value, output_of, split_scenarios
+from mxnet_gc.kvstore.step_order import RULE
+from dist.horovod_worker import label
+from dist.job import HERE, LAUNCH, ROOT, gradient, initial_value, output_of, split_scenarios
+from dist import step_worker
 from test_dist_kvstore import fitted_levels, simulate
 from test_dist_merge import check_sums
 
@@ -21,11 +26,21 @@ HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 
 
-def horovodrun(script, *args, np_=2, timeout=180, env=None):
-    argv = [HOROVODRUN, "-np", str(np_), "-H", "localhost:%d" % np_, "--gloo", "--start-timeout", "60",
-            sys.executable, os.path.join(HERE, script)] + [str(a) for a in args]
+def horovodrun(script, *args, np_=2, timeout=180, env=None, rank_env=None):
+    """Runs tests/dist/``script`` on ``np_`` ranks; ``rank_env``: {rank: {variable: value}} of one rank only."""
+    command = [sys.executable, os.path.join(HERE, script)] + [str(a) for a in args]
+    if rank_env:
+        exports = "".join('[ "$HOROVOD_RANK" = %d ] && export %s; ' % (r, " ".join(
+            "%s=%s" % (k, shlex.quote(v)) for k, v in e.items())) for r, e in rank_env.items())
+        command = ["sh", "-c", exports + 'exec "$@"', "sh"] + command
+    argv = [HOROVODRUN, "-np", str(np_), "-H", "localhost:%d" % np_, "--gloo", "--start-timeout", "60"] + command
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, **env) if env else None)
+
+
+def lines_of(proc, rank):
+    """What ``rank`` printed in a horovodrun job (its lines are prefixed '[rank]<stdout>:' or '<stderr>:')."""
+    return "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("[%d]<" % rank))
 
 
 def run_spec(tmp_path, spec, workers=2, env=None):
@@ -159,3 +174,123 @@ def test_merged_training_on_horovod(tmp_path, merge):
     assert len(plan["groups"]) == 1 if merge == "one" else len(plan["groups"]) >= 1
     check_sums([dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)], 2)
     assert "merge plan (%s)" % merge in proc.stdout
+
+
+def test_int_and_str_keys_of_the_same_digits_are_different_keys(tmp_path):
+    """Int key 3 and str key '3' in one init call: their init broadcasts have names of their own, and each
+    key's sums are its own."""
+    spec = {"keys": [[3, [4]], ["3", [5]]], "steps": 2, "scale": 1.0, "seed": 3,
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    proc, results = run_spec(tmp_path, spec)
+    assert proc.returncode == 0, output_of(proc)
+    expected = expected_sums(spec, 2)
+    for r, saved in enumerate(results):
+        for i, (key, shape) in enumerate(spec["keys"]):
+            np.testing.assert_array_equal(saved["%s/init" % label(key)], initial_value(spec["seed"], i, tuple(shape)))
+        for (key, step), want in expected.items():
+            np.testing.assert_array_equal(saved["%s/%d" % (label(key), step)], want,
+                                          err_msg="rank %d %r %d" % (r, key, step))
+
+
+def test_workers_with_different_alltoall_settings_fail_naming_it(tmp_path):
+    """MXNET_GC_ALLTOALL decides which collectives a compressed allreduce makes: the store compares it when it
+    starts, and every worker names the variable and both values (not keys "not pushed")."""
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps({"keys": [["w", [10]]], "steps": 1, "scale": 1.0, "seed": 1, "out": str(tmp_path),
+                                     "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}))
+    proc = horovodrun("horovod_worker.py", spec_path, rank_env={1: {"MXNET_GC_ALLTOALL": "at_once"}}, timeout=120)
+    assert proc.returncode != 0
+    for r in range(2):
+        assert 'the workers set different environment settings (rank 0 / rank 1): MXNET_GC_ALLTOALL: "rounds" / ' \
+               '"at_once"' in lines_of(proc, r), output_of(proc)
+    assert "not pushed" not in proc.stdout + proc.stderr
+
+
+def test_a_rank_that_exits_before_its_store_is_named_by_the_others(tmp_path):
+    """Horovod's own init would abort rank 0 after HOROVOD_GLOO_TIMEOUT_SECONDS (gloo's IoException, uncaught
+    in C++); the store's rendezvous first names the rank that never came, in a Python exception."""
+    proc = horovodrun("step_worker.py", "horovod", tmp_path, "none", "leave", timeout=120,
+                      env={"HOROVOD_GLOO_TIMEOUT_SECONDS": "5"})
+    assert proc.returncode != 0
+    assert "RuntimeError: mxnet_gc horovod store: rank(s) [1] of 2 did not start their store within 5 s " \
+           "(HOROVOD_GLOO_TIMEOUT_SECONDS)" in lines_of(proc, 0), output_of(proc)
+    assert "terminate called" not in proc.stdout + proc.stderr
+
+
+def run_steps(tmp_path, store, compression, mistake):
+    """tests/dist/step_worker.py's job on 2 workers of ``store``; returns (completed process, {rank: {name:
+    array}} of what each pulled before it ended), after checking every pulled value: each step's exact sum."""
+    if store == "horovod":
+        proc = horovodrun("step_worker.py", store, tmp_path, compression, mistake, timeout=120,
+                          env={"MXNET_GC_COLLECTIVE_TIMEOUT": "30"})
+    else:
+        proc = subprocess.run([sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "60", sys.executable,
+                               os.path.join(HERE, "step_worker.py"), store, tmp_path, compression, mistake],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    saved = {r: dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)
+             if (tmp_path / ("rank%d.npz" % r)).exists()}
+    for r, arrays in saved.items():
+        for name, got in arrays.items():
+            key, step = name.split("/")
+            np.testing.assert_array_equal(got, 2 * step_worker.gradient(int(step), key),
+                                          err_msg="rank %d %s" % (r, name))
+    assert "did not complete within" not in proc.stdout + proc.stderr  # (no worker waited for the collective timeout)
+    return proc, saved
+
+
+def test_the_step_worker_pulls_every_exact_sum_without_a_mistake(tmp_path):
+    proc, saved = run_steps(tmp_path, "horovod", "4bit-cpull", "none")
+    assert proc.returncode == 0, output_of(proc)
+    names = sorted("%s/%d" % (k, s) for k in step_worker.SHAPES for s in range(step_worker.STEPS))
+    assert [sorted(saved[r]) for r in range(2)] == [names, names]
+
+
+STEP_MISTAKES = {  # mistake: (the rank that makes it, its error)
+    "double_push": (0, "ValueError: push of key 'w' twice before its pull: " + RULE),
+    "skip_step": (1, "ValueError: pull of key 'w' without a push since its last pull: " + RULE),
+    "regroup": (0, "ValueError: regroup while key 'w' is pushed and not pulled yet: call it between steps, after "
+                   "the pull"),
+}
+
+
+@pytest.mark.parametrize("mistake, compression", [("double_push", "none"), ("double_push", "4bit"),
+                                                  ("double_push", "4bit-cpull"), ("skip_step", "none"),
+                                                  ("skip_step", "4bit-cpull"), ("regroup", "4bit")])
+def test_a_step_mistake_is_refused_by_the_worker_that_makes_it(tmp_path, mistake, compression):
+    """A second push of a key before its pull, a pull without a push (a skipped step), or a regroup between a
+    push and its pull: refused at once on the worker that makes it, naming the key and the rule; the other
+    worker's collective then fails (Horovod shuts down) or horovodrun ends it: the job fails at once, and no
+    worker pulled a wrong sum."""
+    proc, saved = run_steps(tmp_path, "horovod", compression, mistake)
+    offender, error = STEP_MISTAKES[mistake]
+    assert proc.returncode != 0
+    assert error in lines_of(proc, offender), output_of(proc)
+    assert "Process name: %d" % offender in proc.stdout + proc.stderr  # (the first to fail)
+    assert "another worker failed or ended before it" in lines_of(proc, 1 - offender) or \
+        "Terminating remaining workers after failure of Process %d" % offender in proc.stdout, output_of(proc)
+    assert sorted(saved[offender]) == ["b/0", "w/0"]  # (nothing pulled in the step of the mistake)
+
+
+def test_a_key_skipped_in_a_step_fails_the_job_naming_the_steps(tmp_path):
+    """Rank 1 pushes and pulls only 'b' in step 1 (in order, as far as it can tell): the next collective of 'w'
+    pairs rank 0's step 1 with rank 1's step 2, which the step words show; the job fails, and no worker
+    pulled a wrong sum."""
+    proc, saved = run_steps(tmp_path, "horovod", "none", "skip_key")
+    assert proc.returncode != 0
+    assert "the collective of key(s) ['w'] paired different steps of the workers (rank 0: step 1, rank 1: step 2)" \
+        in proc.stdout + proc.stderr, output_of(proc)
+    assert "b/1" in saved[1] and "w/1" not in saved[0]
+
+
+@pytest.mark.parametrize("mistake", ["double_push", "skip_step"])
+def test_the_parameter_server_refuses_the_same_mistakes(tmp_path, mistake):
+    """The dist store (no optimizer on its servers) refuses them at once too, with the same words: its servers
+    would count a second push as another worker's (as MXNet's dist_sync does, without a word), and a
+    skipped step would sum the others' pushes with the next step's."""
+    proc, saved = run_steps(tmp_path, "dist_sync", "4bit", mistake)
+    offender, error = STEP_MISTAKES[mistake]
+    assert proc.returncode != 0
+    assert "[worker %d] %s" % (offender, error) in proc.stdout, output_of(proc)
+    assert "job failed: worker %d" % offender in proc.stderr, output_of(proc)
+    assert sorted(saved[offender]) == ["b/0", "w/0"]
+

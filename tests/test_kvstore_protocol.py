@@ -51,15 +51,24 @@ def test_keys_land_on_the_chosen_server():
             seen.add(key)
 
 
+def test_a_server_knows_its_status_key():
+    for servers in (1, 2, 5):
+        allocator = protocol.KeyAllocator(servers)
+        assert [allocator.on_server(s) for s in range(servers)] == [protocol.status_key(s, servers) for s in range(servers)]
+
+
 def test_split_sizes():
     assert protocol.split_sizes(10, 3) == [3, 4, 3]
     assert sum(protocol.split_sizes(1_000_003, 4)) == 1_000_003
 
 
+SECRET = "a" * 64
+
+
 def test_commands_round_trip():
-    body = protocol.encode_command("config", rank=1, config={"type": "4bit"})
-    assert protocol.decode_command(body) == ("config", {"rank": 1, "config": {"type": "4bit"}})
-    assert protocol.decode_command("(dp0\n...") is None  # a stock MXNet optimizer pickle
+    body = protocol.Signer(SECRET, 1).command("config", rank=1, config={"type": "4bit", "x": "é\\n"})
+    assert protocol.Verifier(SECRET).open(body) == ("config", {"rank": 1, "config": {"type": "4bit", "x": "é\\n"}})
+    assert protocol.Verifier(SECRET).open("(dp0\n...") is None  # a stock MXNet optimizer pickle
     status = np.zeros(protocol.STATUS_WORDS, np.float32)
     protocol.write_message(status, "rejected a push ✓")
     assert protocol.read_message(status) == "rejected a push ✓"
@@ -89,14 +98,40 @@ def test_hello_is_an_optimizer_to_mxnet_own_server():
     """The first command: mxnet_gc's server reads it as ``hello``; MXNet's own server unpickles it as an
     optimizer and makes an updater of it (so that it survives the first pushes; see ServerLink)."""
     import pickle
+    import types
 
-    body = protocol.encode_hello(status_keys=[3, 4])
+    signer = protocol.Signer(SECRET, 0)
+    body = signer.hello()
     assert "\0" not in body and body.isascii()  # (ps-lite commands are NUL-free text)
-    assert protocol.decode_command(body) == ("hello", {"status_keys": [3, 4]})
-    assert protocol.decode_command(body.encode()) == ("hello", {"status_keys": [3, 4]})
+    assert protocol.Verifier(SECRET).open(body) == ("hello", {})
+    assert protocol.Verifier(SECRET).open(body.encode()) == ("hello", {})
+    # a command read out of the hello's text pickle keeps every character
+    text = "C:\\x\n\u00e9\""
+    wrapped = pickle.dumps(types.SimpleNamespace(mxnet_gc=signer.command("save_states", path=text)), 0).decode()
+    assert protocol.Verifier(SECRET).open(wrapped) == ("save_states", {"path": text})
     mx.optimizer.get_updater(pickle.loads(body.encode()))  # what MXNet's server does with command 0
     # a pickle of anything else is not an mxnet_gc command, and is never loaded by mxnet_gc's server
-    assert protocol.decode_command(pickle.dumps(mx.optimizer.SGD(), 0)) is None
+    assert protocol.Verifier(SECRET).open(pickle.dumps(mx.optimizer.SGD(), 0)) is None
+
+
+def test_a_command_runs_only_with_the_job_secret_and_once():
+    """ps-lite authenticates nothing: a server runs a command only if its HMAC proves the job's secret, and only
+    once (each sender numbers its commands)."""
+    signer, verifier = protocol.Signer(SECRET, 0), protocol.Verifier(SECRET)
+    first, second = signer.command("layout", messages=[]), signer.command("expect", value_keys=[1])
+    assert verifier.open(first) == ("layout", {"messages": []})
+    with pytest.raises(protocol.Unauthenticated, match="command 1 of worker 0 arrived again"):
+        verifier.open(first)
+    assert verifier.open(second) == ("expect", {"value_keys": [1]})
+    stranger = protocol.Signer("b" * 64, 0).command("optimizer", optimizer={})
+    with pytest.raises(protocol.Unauthenticated, match="not signed with the job's secret"):
+        verifier.open(stranger)
+    tampered = second.replace('"value_keys": [1]', '"value_keys": [2]')
+    with pytest.raises(protocol.Unauthenticated, match="not signed with the job's secret"):
+        protocol.Verifier(SECRET).open(tampered)
+    with pytest.raises(RuntimeError, match="no job secret .MXNET_GC_JOB_SECRET.: start the job with mxnet_gc's launcher"):
+        protocol.Signer("", 0)
+    assert protocol.server_proof(SECRET, 1) != protocol.server_proof(SECRET, 0) != protocol.server_proof("b" * 64, 0)
 
 
 def test_store_names_in_mxnet_registry():

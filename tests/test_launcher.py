@@ -1,4 +1,6 @@
-"""tools/launch.py: exit codes, failure reports, timeouts, Ctrl-C, the ssh launcher; no process left."""
+"""tools/launch.py: exit codes, failure reports, timeouts, Ctrl-C, the ssh launcher, the job's secret; no
+process left."""
+import hashlib
 import io
 import json
 import os
@@ -135,25 +137,31 @@ def test_ssh_launcher_with_a_stand_in_for_ssh(tag, tmp_path):
 @pytest.mark.job
 @pytest.mark.parametrize("launcher", ["local", "ssh"])
 def test_sigkill_of_the_launcher_ends_every_process(tag, tmp_path, launcher):
-    """kill -9 of the launcher (no handler runs): its watchdog ends scheduler, server and workers."""
+    """kill -9 of the launcher (no handler runs): its watchdog ends scheduler, server and workers (and removes
+    the secret's file of the ssh launcher)."""
     args = ["-n", "2", "-s", "1", "--timeout", "300"]
+    home = tmp_path / "home"  # (fake_ssh's shell's HOME)
+    home.mkdir()
     if launcher == "ssh":
         hostfile = tmp_path / "hosts"
         hostfile.write_text("127.0.0.1\n")
         args += ["--launcher", "ssh", "-H", str(hostfile), "--ssh",
                  "%s %s" % (sys.executable, os.path.join(HERE, "fake_ssh.py"))]
     proc = subprocess.Popen(LAUNCH + ["--env", tag] + args + [sys.executable, "-c", STORE + "import time; time.sleep(300)"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, HOME=str(home)))
     deadline = time.time() + 60
     while len(processes_with(tag)) < 4 and time.time() < deadline:
         time.sleep(0.2)
     assert len(processes_with(tag)) == 4
+    assert len(list(home.glob(".mxnet_gc/*"))) == (launcher == "ssh")
     proc.kill()
     proc.wait(timeout=10)
     deadline = time.time() + 20
-    while processes_with(tag) and time.time() < deadline:
+    while (processes_with(tag) or list(home.glob(".mxnet_gc/*"))) and time.time() < deadline:
         time.sleep(0.2)
     assert processes_with(tag) == []
+    assert list(home.glob(".mxnet_gc/*")) == []
 
 
 def test_the_watchdog_also_ends_a_process_it_was_not_told_of(tag):
@@ -239,3 +247,125 @@ def test_mxnet_launcher_command_forms_and_hostfile_ports(tag, tmp_path):
                  "%s %s" % (sys.executable, os.path.join(HERE, "fake_ssh.py")), "--timeout", "60",
                  sys.executable, "-c", show)
     assert ssh.returncode == 0 and "got - 127.0.0.1 2222" in ssh.stdout, ssh.stderr
+
+
+def stand_in(tmp_path, code):
+    """An executable Python script running ``code``: given as --python, the scheduler and servers run it (with
+    their script's path as its argument, unused) instead of ps-lite's, so that a job needs no MXNet."""
+    path = tmp_path / "stand_in"
+    path.write_text("#!%s\n%s\n" % (sys.executable, code))
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.job
+@pytest.mark.parametrize("end", ["exit", "failure", "timeout", "SIGINT", "SIGTERM"])
+def test_a_session_a_worker_started_ends_with_the_job(tag, tmp_path, end):
+    """A worker's child in a session of its own (a TensorBoard, a data server) ends with the job however it
+    ends: the launcher finds it by the job's id in its environment."""
+    code = ("import os, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+            "print('job', os.environ['MXNET_GC_JOB'], flush=True)\n"
+            + {"exit": "", "failure": "sys.exit(3)"}.get(end, "time.sleep(600)"))
+    # scheduler and server exit at once: the job ends as soon as the worker does
+    args = ["-n", "1", "-s", "1", "--python", stand_in(tmp_path, ""), "--timeout", "2" if end == "timeout" else "60"]
+    proc = subprocess.Popen(LAUNCH + ["--env", tag] + args + [sys.executable, "-c", code], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("[worker #0] job "), line + proc.stderr.read()
+    job = "MXNET_GC_JOB=" + line.split()[-1]
+    if end.startswith("SIG"):
+        proc.send_signal(getattr(signal, end))
+    start = time.time()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == {"exit": 0, "failure": 1, "timeout": 124, "SIGINT": 130, "SIGTERM": 143}[end], err
+    assert time.time() - start < 8  # (SIGTERM ends the child at once: no KILL_GRACE wait)
+    assert processes_with(job) == []
+
+
+SHOW_SECRET = """import hashlib, os, stat, sys, time
+secret, path, mode = os.environ.get("MXNET_GC_JOB_SECRET", ""), os.environ.get("MXNET_GC_JOB_SECRET_FILE"), "-"
+if path:
+    with open(path) as f:
+        secret = f.read()
+    mode = oct(stat.S_IMODE(os.stat(path).st_mode))
+print("secret", os.environ["DMLC_ROLE"], len(secret), hashlib.sha256(secret.encode()).hexdigest(), mode, path,
+      flush=True)
+while os.environ["DMLC_ROLE"] == "worker" and os.environ.get("GO") and not os.path.exists(os.environ["GO"]):
+    time.sleep(0.05)
+"""
+
+
+def secrets_shown(out):
+    """{role: [(length, sha256, mode, file)]} of the SHOW_SECRET lines in the launcher's output."""
+    shown = {}
+    for line in out.splitlines():
+        if "] secret " in line:
+            role, length, digest, mode, path = line.split("] secret ")[1].split()
+            shown.setdefault(role, []).append((int(length), digest, mode, path))
+    return shown
+
+
+@pytest.mark.job
+def test_every_local_process_gets_the_job_secret(tag, tmp_path):
+    """--launcher local: MXNET_GC_JOB_SECRET, the same in every process, new for each job unless the launcher's
+    environment has one; never in its output or its --report."""
+    python = stand_in(tmp_path, SHOW_SECRET)
+    args = ["-v", "-n", "2", "-s", "1", "--timeout", "60", "--python", python]
+    first, second = launch(tag, *args, python), launch(tag, *args, python)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    shown = secrets_shown(first.stdout)
+    assert sorted((role, len(rows)) for role, rows in shown.items()) == [("scheduler", 1), ("server", 1), ("worker", 2)]
+    assert {row[:3] for rows in shown.values() for row in rows} == {(64, shown["worker"][0][1], "-")}
+    assert secrets_shown(second.stdout)["worker"][0][1] != shown["worker"][0][1]
+
+    given = "a secret the launcher's environment already has"
+    report = tmp_path / "report.json"
+    proc = launch(tag, *args, "--report", str(report), python, env=dict(os.environ, MXNET_GC_JOB_SECRET=given))
+    assert proc.returncode == 0, proc.stderr
+    digests = {row[1] for rows in secrets_shown(proc.stdout).values() for row in rows}
+    assert digests == {hashlib.sha256(given.encode()).hexdigest()}
+    assert given not in proc.stdout + proc.stderr + report.read_text()
+
+
+@pytest.mark.job
+def test_ssh_processes_get_the_job_secret_in_a_file_of_their_user(tag, tmp_path):
+    """--launcher ssh: the secret goes to a file readable by its user alone on each host, through ssh's stdin;
+    the processes get its path (MXNET_GC_JOB_SECRET_FILE); it is on no command line while the job runs, and
+    its file is removed at the end."""
+    home, go = tmp_path / "home", tmp_path / "go"
+    home.mkdir()
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("127.0.0.1\n127.0.0.1:2222\n")  # (two hosts for the launcher: two writes, two removals)
+    python = stand_in(tmp_path, SHOW_SECRET)
+    fake_ssh = "%s %s" % (sys.executable, os.path.join(HERE, "fake_ssh.py"))
+    proc = subprocess.Popen(LAUNCH + ["--env", tag, "-v", "-n", "2", "-s", "1", "--timeout", "60", "--python", python,
+                                      "-H", str(hostfile), "--ssh", fake_ssh, python],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, HOME=str(home), GO=str(go)))  # (fake_ssh's shell: this HOME)
+    lines = []
+    try:  # (the workers wait for ``go``: the job runs meanwhile)
+        while len([line for line in lines if "] secret worker " in line]) < 2:
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines) + proc.stderr.read()
+        files = list((home / ".mxnet_gc").iterdir())
+        assert len(files) == 1 and (files[0].stat().st_mode & 0o777) == 0o600
+        secret = files[0].read_text()
+        assert len(bytes.fromhex(secret)) == 32
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmdline = f.read()
+            except OSError:  # (it has exited meanwhile)
+                continue
+            assert secret.encode() not in cmdline, cmdline
+    finally:
+        go.touch()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    shown = secrets_shown("".join(lines) + out)
+    assert sorted((role, len(rows)) for role, rows in shown.items()) == [("scheduler", 1), ("server", 1), ("worker", 2)]
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    assert {row for rows in shown.values() for row in rows} == {(64, digest, "0o600", str(files[0]))}
+    assert secret not in "".join(lines) + out + err
+    assert list((home / ".mxnet_gc").iterdir()) == []

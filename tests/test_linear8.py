@@ -9,23 +9,24 @@ import mxnet_gc
 from conftest import nd
 from dist.job import gradient, run_job
 from mxnet_gc.kvstore import protocol
+from mxnet_gc.message_plan import MessagePlan
 
 CODEC = {"type": "8bit"}
 F32 = np.float32
 
 
 def reference_encode(grad, residual):
-    """(payload as float32 words, new residual, the values sent) of one step."""
+    """(payload as float32 words, new residual, the values sent) of one step: the residual of every finite
+    value is a - sent, also when the scale is 0 (all codes 0, so residual = a)."""
     a = residual + grad
     finite = np.isfinite(a)
     scale = F32(np.max(np.abs(a[finite]), initial=F32(0)) / F32(127))
     codes = np.zeros(len(a), np.int8)
-    new_residual, sent = residual.copy(), np.zeros(len(a), F32)
     if scale > 0:
-        q = np.clip(np.rint(a[finite] / scale), -127, 127).astype(F32)
-        codes[finite] = q
-        sent[finite] = q * scale
-        new_residual[finite] = a[finite] - q * scale
+        codes[finite] = np.clip(np.rint(a[finite] / scale), -127, 127)
+    sent = codes.astype(F32) * scale
+    new_residual = residual.copy()
+    new_residual[finite] = a[finite] - sent[finite]
     body = np.zeros(4 * (-(-len(a) // 4)), np.int8)
     body[:len(a)] = codes
     return np.concatenate([np.array([scale], F32), body.view(F32)]), new_residual, sent
@@ -74,6 +75,43 @@ def test_non_finite_values_are_dropped_and_zeros_send_nothing():
     zero_residual = mx.nd.zeros(5)
     payload = codec.encode(mx.nd.zeros(5), zero_residual)
     assert not payload.asnumpy().any() and not zero_residual.asnumpy().any()
+
+
+def test_a_segment_with_scale_0_keeps_a_as_its_residual():
+    """Steps where a = residual + grad cancels exactly, or is below ~9e-44 (max |a| / 127 rounds to the
+    scale 0), in one segment of a message and not in the other: with error feedback, what cancelled is
+    not sent again, and the denormals add up in the residual until they are sent."""
+    tiny = F32(2e-44)  # a denormal: 2e-44 / 127 is 0 in float32
+    assert F32(tiny) / F32(127) == 0 and F32(tiny) > 0
+    grads = [np.array([0.5, -1.25, 3.0, 2.0], F32),  # sets residuals to cancel against next step
+             None,  # -a: the 'cancel' segment's a is exactly 0
+             np.array([tiny, -tiny, tiny, 0], F32),
+             np.array([tiny, 0, 0, tiny], F32),
+             np.array([1.0, 0.0, -0.5, 0.25], F32)]
+    codec = mxnet_gc.codecs.create(CODEC)
+    sizes = (4, 5)  # the second segment: ordinary values, its own scale
+    rng = np.random.default_rng(3)
+    plan = MessagePlan([(codec, 4, 0, 0, 0), (codec, 5, 4, 0, codec.payload_size(4))])
+    residuals = [codec.new_residual((n,)) for n in sizes]
+    want = [np.zeros(n, F32) for n in sizes]
+    scales_0, history = 0, []
+    for step, grad in enumerate(grads):
+        if grad is None:
+            grad = -want[0]
+        other = rng.standard_normal(sizes[1]).astype(F32)
+        segments = [reference_encode(g, r) for g, r in zip((grad, other), want)]
+        payload = mx.nd.full(codec.payload_size(4) + codec.payload_size(5), 7.0)
+        plan.push_encode([nd(grad), nd(other)], residuals, payload)
+        np.testing.assert_array_equal(payload.asnumpy().view(np.uint32),
+                                      np.concatenate([p for p, _, _ in segments]).view(np.uint32), err_msg=str(step))
+        want = [r for _, r, _ in segments]
+        for got, expected in zip(residuals, want):
+            np.testing.assert_array_equal(got.asnumpy().view(np.uint32), expected.view(np.uint32), err_msg=str(step))
+        scales_0 += segments[0][0][0] == 0
+        history.append(want[0])
+    assert scales_0 == 3  # the cancelling step and both denormal steps
+    assert history[0].any() and not history[1].any()  # cancelled: nothing left to send again
+    np.testing.assert_array_equal(history[3], [2 * tiny, -tiny, tiny, tiny])  # the denormals add up
 
 
 @pytest.mark.parametrize("scale, codes, message", [

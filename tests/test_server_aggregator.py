@@ -2,9 +2,7 @@
 arrays and engine: it waits for every received array before returning, never raises into MXNet,
 rejects what it cannot add (counting the push, so the workers stay in step) and reports every failure
 in the status the workers pull; fuzzed with random and adversarial pushes and commands."""
-import base64
 import json
-import pickle
 import threading
 import time
 
@@ -14,12 +12,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mxnet_gc
+from mxnet_gc import optimizer_state
 from mxnet_gc.kvstore import protocol
 from mxnet_gc.kvstore.aggregator import Aggregator
 from mxnet_gc.kvstore.layout import Layout
 
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 WORKERS = 2
+SECRET = "s" * 64
 CODECS = [None, {"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshold": 0.5},
           {"type": "layerwise_topk", "density": 0.25}]
 
@@ -27,11 +27,13 @@ CODECS = [None, {"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshol
 class Server:
     """An Aggregator with one message of the given keys (sizes) and codec, set up as the workers would."""
 
-    def __init__(self, sizes, codec, optimizer=None, compressed_pull=False, pull_stats=0):
-        self.agg = Aggregator(0, 1, WORKERS, pull_stats)
+    def __init__(self, sizes, codec, optimizer=None, compressed_pull=False, pull_stats=0, checkpoint_dir=".",
+                 **aggregator):
+        self.agg = Aggregator(0, 1, WORKERS, SECRET, checkpoint_dir, pull_stats, **aggregator)
+        self.signer = protocol.Signer(SECRET, 0)
         alloc = protocol.KeyAllocator(1)
         status_key = alloc.on_server(0)
-        self.agg.command(0, protocol.encode_command("hello", status_keys=[status_key]))
+        self.agg.command(0, self.signer.hello())
         layout = Layout(1, 10 ** 9, alloc)
         keys = ["k%d" % i for i in range(len(sizes))]
         (self.message,) = layout.add(keys, [(n,) for n in sizes], groups=[keys])
@@ -42,15 +44,14 @@ class Server:
         if compressed_pull:
             self.message.pull_key = alloc.on_server(0)
         value_keys = [status_key, self.message.value_key] + [self.message.pull_key] * compressed_pull
-        self.agg.command(0, protocol.encode_command("expect", value_keys=value_keys))
+        self.agg.command(0, self.signer.command("expect", value_keys=value_keys))
         self.status = self.register(status_key, protocol.STATUS_WORDS)
         self.value = self.register(self.message.value_key, self.message.size, fill=7.0)
         if compressed_pull:
             self.pulled = self.register(self.message.pull_key, self.message.pull_words)
-        self.agg.command(0, protocol.encode_command("layout", messages=[self.message.describe()]))
+        self.agg.command(0, self.signer.command("layout", messages=[self.message.describe()]))
         if optimizer is not None:
-            blob = base64.b64encode(pickle.dumps(optimizer)).decode()
-            self.agg.command(0, protocol.encode_command("optimizer", blob=blob))
+            self.agg.command(0, self.signer.command("optimizer", optimizer=optimizer_state.for_servers(optimizer)))
         self.words = self.message.payload_words if created is not None else self.message.size
 
     def register(self, key, size, fill=0.0):
@@ -194,6 +195,52 @@ def test_optimizer_that_cannot_run_is_refused_when_sent():
     assert not server.agg.optimizer.active
 
 
+def test_paths_outside_the_checkpoint_folder_are_refused(tmp_path):
+    """Commands name files only in the job's checkpoint folder (MXNET_GC_CHECKPOINT_DIR), symbolic links and
+    '..' resolved; inside it, the optimizer's states go to file and come back."""
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / "link").symlink_to(tmp_path)
+    server = Server([4], None, optimizer=mx.optimizer.SGD(learning_rate=0.1, momentum=0.9), checkpoint_dir=str(folder))
+    for path in ("/etc/x", str(folder / ".." / "x"), str(folder / "link" / "x")):
+        server.agg.command(0, server.signer.command("save_states", path=path, dump_optimizer=True))
+        assert "outside the job's checkpoint folder %s (MXNET_GC_CHECKPOINT_DIR)" % folder in server.message_text()
+    assert server.errors() == 3 and sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints"]
+    server.agg.command(0, server.signer.command("save_states", path=str(folder / "ck.opt"), dump_optimizer=True))
+    server.agg.command(0, server.signer.command("load_states", path=str(folder / "ck.opt")))
+    assert server.errors() == 3 and (folder / "ck.opt.server0").exists()
+
+
+def test_a_worker_place_never_joined_ends_the_job():
+    """A server that hears only some ranks join with the job's secret ends the job when the join timeout
+    passes, naming the ranks; one that hears every rank does not."""
+    ended = threading.Event()
+    server = Server([4], None, join_timeout=0.2, on_join_timeout=ended.set)
+    server.agg.command(0, server.signer.command("join", rank=0))
+    assert ended.wait(5) and "worker rank(s) [1] did not join with the job's secret within 0.2 s" in \
+        server.message_text()
+    complete = threading.Event()
+    server = Server([4], None, join_timeout=0.2, on_join_timeout=complete.set)
+    for rank, signer in enumerate([server.signer] + [protocol.Signer(SECRET, r) for r in range(1, WORKERS)]):
+        server.agg.command(0, signer.command("join", rank=rank))
+    assert not complete.wait(0.5)
+
+
+def test_an_unsigned_optimizer_is_never_loaded(tmp_path):
+    """The command that once carried a pickled optimizer: refused unread, whatever it holds."""
+    import base64
+    import pickle
+    from tools.planted import Planted
+    planted = Planted(str(tmp_path / "ran"))
+    server = Server([4], None)
+    body = 'mxgc1 {"op": "optimizer", "blob": "%s"}' % base64.b64encode(planted.pickle()).decode()
+    server.agg.command(0, body)
+    assert "refused a command (not run): not signed with the job's secret" in server.message_text()
+    assert not planted.ran() and not server.agg.optimizer.active
+    pickle.loads(planted.pickle()).close()  # (what it would have done)
+    assert planted.ran()
+
+
 def test_optimizer_failing_in_a_round_is_reported_and_the_round_ends():
     class Failing(mx.optimizer.SGD):
         calls = 0
@@ -212,13 +259,19 @@ def test_optimizer_failing_in_a_round_is_reported_and_the_round_ends():
     assert server.rounds() == 1 and server.agg.messages[server.message.push_key].count == 0
 
 
-@pytest.mark.parametrize("body", ["mxgc1 {not json", "mxgc1 " + '{"op": "explode"}', "mxgc1 " + '{"op": 3}',
-                                  "mxgc1 " + '{"op": "layout", "messages": 7}', "hello from a stock worker"])
+SIGNED = ['{not json', '{"op": "explode", "sender": 0, "sequence": 9}', '{"op": 3, "sender": 0, "sequence": 9}',
+          '{"op": "layout", "messages": 7, "sender": 0, "sequence": 9}', '{"op": "layout", "messages": []}']
+
+
+@pytest.mark.parametrize("body", SIGNED + ["mxgc1 " + '{"op": "layout", "messages": []}', "mxgc1 00 {}",
+                                          "hello from a stock worker"])
 def test_bad_commands_are_reported_not_raised(body):
     server = Server([4], None)
-    server.agg.command(5, body)
+    server.agg.command(5, server.signer.sign(body) if body in SIGNED else body)
     assert server.errors() == 1
     assert "command" in server.message_text()
+    if body.startswith("mxgc1"):
+        assert "not signed with the job's secret" in server.message_text()
 
 
 # ---- fuzzing: any bytes, any size, any dtype ----

@@ -12,9 +12,11 @@ run it); the full matrix adds every compression type and 3 workers.  Exits 1 unl
 "ok".
 """
 import argparse
+import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 from tools.jobfiles import write_section
+from tools.planted import Planted
 
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "fault_worker.py")
@@ -51,7 +54,7 @@ class Job:
     def error_line(self):
         """The first error a worker or the launcher printed (what the user reads first)."""
         for line in self.output.splitlines():
-            found = re.search(r"(\w*Error: .*|job failed: .*|mxnet_gc\.launch: cannot .*)", line)
+            found = re.search(r"(\w*(?:Error|CorruptCheckpoint): .*|job failed: .*|mxnet_gc\.launch: cannot .*)", line)
             if found:
                 return found.group(1).strip()
         return "(no error printed)"
@@ -64,16 +67,17 @@ class Job:
                        for line in lines) for r in ranks)
 
 
-def run(case, settings, workers=2, servers=1, out=None, env=None):
+def run(case, settings, workers=2, servers=1, out=None, env=None, launcher_args=()):
     """Runs tools/fault_worker.py CASE on ``settings["store"]``'s transport; returns the Job."""
     out = out or tempfile.mkdtemp(prefix="mxgc-fault-")
     args = [sys.executable, WORKER, case, json.dumps(settings), out]
-    full_env = dict(os.environ, **ENV, **(env or {}), MXGC_FAULT_JOB=out)  # (a tag every process inherits)
+    full_env = dict(os.environ, **ENV, **(env or {}), MXGC_FAULT_JOB=out,  # (a tag every process inherits)
+                    MXNET_GC_CHECKPOINT_DIR=out)
     if settings.get("store") == "horovod":
         argv = [HOROVODRUN, "-np", str(workers), "-H", "localhost:%d" % workers, "--gloo", "--start-timeout", "30"]
     else:
         argv = [sys.executable, os.path.join(HERE, "launch.py"), "-n", str(workers), "-s", str(servers),
-                "--timeout", str(int(2 * LIMIT))]
+                "--timeout", str(int(2 * LIMIT))] + list(launcher_args)
     start = time.time()
     proc = subprocess.run(argv + args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=3 * LIMIT)
     job = Job(proc, time.time() - start, out)
@@ -205,6 +209,75 @@ def checkpoint_servers(kind):
                    "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds), saved, job)
 
 
+def planted_in_checkpoint(kind):
+    """A checkpoint whose files, one at a time, hold a pickle that would create a file when loaded, their
+    checksums and the manifest's digests rewritten (as whoever can edit the files can): each load is refused,
+    naming the file, and nothing runs."""
+    folder = tempfile.mkdtemp(prefix="mxgc-fault-")
+    saved = run("save", {"kind": kind}, out=folder)
+    if saved.code != 0:
+        return verdict(False, "the saving job failed: " + saved.error_line(), saved)
+    manifest = os.path.join(folder, "ckpt.trainer.json")
+    with open(manifest) as f:
+        names = sorted(json.load(f)["checkpoints"][0]["files"]) + [os.path.basename(manifest)]
+    jobs, seen, ok, first = [saved], [], True, ""
+    for name in names:
+        out = tempfile.mkdtemp(prefix="mxgc-fault-")
+        for f in os.listdir(folder):
+            if f.startswith("ckpt"):
+                shutil.copy(os.path.join(folder, f), out)
+        planted = Planted(os.path.join(out, "ran"))
+        plant(out, name, planted.pickle())
+        job = run("load", {"kind": kind}, out=out)
+        jobs.append(job)
+        refused = job.code != 0 and name in job.output and not planted.ran() and job.seconds < LIMIT
+        ok = ok and refused
+        seen.append("%s%s" % (name, " (THE PICKLE RAN)" if planted.ran() else "" if refused else " (not refused)"))
+        first = first if len(seen) > 1 else job.error_line()
+    return verdict(ok, "%d files (%s), each refused naming it, nothing run; the first: %s"
+                   % (len(names), ", ".join(seen), first), *jobs)
+
+
+def plant(folder, name, data):
+    """Writes ``data`` as checkpoint file ``name`` with a matching checksum file and manifest digest."""
+    digest = hashlib.sha256(data).hexdigest()
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+    with open(os.path.join(folder, name + ".sha256"), "w") as f:
+        f.write("%s  %s\n" % (digest, name))
+    manifest = os.path.join(folder, "ckpt.trainer.json")
+    if name != os.path.basename(manifest):
+        with open(manifest) as f:
+            entries = json.load(f)
+        entries["checkpoints"][0]["files"][name] = digest
+        plant(folder, os.path.basename(manifest), json.dumps(entries).encode())
+
+
+def stranger_worker():
+    """A process without the job's secret in a worker's place sends the servers an optimizer as MXNet
+    pickles it, a command with a forged signature and a bare pickle: each refused, nothing run, and the
+    job ends when its place's worker never joins (MXNET_GC_JOIN_TIMEOUT, 5 s here)."""
+    out = tempfile.mkdtemp(prefix="mxgc-fault-")
+    job = run("stranger", {"store": "dist_sync"}, out=out, env={"MXNET_GC_JOIN_TIMEOUT": "5"})
+    refused = job.output.count("refused a command (not run)") == 2 and "not an mxnet_gc command" in job.output
+    ended = "did not join with the job's secret within 5 s" in job.output
+    ran = Planted(os.path.join(out, "ran")).ran()
+    said = [line.split("ERROR ", 1)[-1] for line in job.output.splitlines()
+            if "refused a command" in line or "did not join" in line]
+    return verdict(job.code != 0 and refused and ended and not ran and job.seconds < LIMIT,
+                   "server 0: %s (exit %d, %.0f s); %s" % (" / ".join(said[:1] + said[-1:]), job.code, job.seconds,
+                                                          "the pickle RAN" if ran else "nothing ran"), job)
+
+
+def stranger_server():
+    """A server with another secret (a process outside the job in a server's place): the workers refuse it
+    at their first contact, naming it, and the job ends."""
+    job = run("missing", {"store": "dist_sync"}, launcher_args=["--env-server", "MXNET_GC_JOB_SECRET=" + "0" * 64])
+    text = "server(s) [0] do not hold this job's secret"
+    return verdict(job.code != 0 and job.errors_on(text, range(2)) and job.seconds < LIMIT,
+                   "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds), job)
+
+
 def inf_in_lgc(store):
     """An inf in one worker's gradient of the coded tensor in each phase of 'lgc': every pulled value of
     every step finite (tests/test_dist_lgc.py checks the values against a reference)."""
@@ -255,6 +328,21 @@ CASES = [  # (name, fault, short form, full form)
     ("missing-key-horovod-none", "the same uncompressed", lambda: missing_key("none"), None),
     ("missing-key-horovod-4bit-cpull", "the same with 4bit by the compressed allreduce ('compressed_pull')",
      lambda: missing_key("4bit-cpull"), None),
+    ("missing-key-once-ps", "rank 1 does not push key 'k' at step 1 (pushes it at the others), parameter server",
+     lambda: clear_error("missing", {"store": "dist_sync", "once": True}, "key(s) ['k'] hold 1 of 2 workers' pushes",
+                         on=[0]), None),
+    ("double-push-ps", "rank 1 pushes key 'a' twice before its pull, parameter server",
+     lambda: clear_error("double", {"store": "dist_sync"}, "push of key 'a' twice before its pull", on=[1]), None),
+    ("double-push-horovod", "the same on Horovod",
+     lambda: clear_error("double", {"store": "horovod"}, "push of key 'a' twice before its pull", on=[1]), None),
+    ("skipped-step-ps", "rank 1 pulls key 'a' without pushing it at step 1, parameter server",
+     lambda: clear_error("skip", {"store": "dist_sync"}, "pull of key 'a' without a push since its last pull", on=[1]),
+     None),
+    ("skipped-step-horovod", "the same on Horovod",
+     lambda: clear_error("skip", {"store": "horovod"}, "pull of key 'a' without a push since its last pull", on=[1]),
+     None),
+    ("compression-one-worker-ps", "only rank 0 sets a compression (4bit) before init, parameter server",
+     lambda: clear_error("compress-one", {"store": "dist_sync"}, "the workers made different collective calls"), None),
     ("worker-leaves", "a worker exits 0 at its start while the other pushes, parameter server", worker_leaves, None),
     ("worker-ends", "a worker exits 0 (its store ends in order) after its first step, parameter server",
      lambda: clear_error("ends", {"store": "dist_sync"}, "worker 1 ended its part of the job", on=[0]), None),
@@ -265,6 +353,13 @@ CASES = [  # (name, fault, short form, full form)
      lambda: checkpoint_servers("server-optimizer"), None),
     ("checkpoint-servers-lgc", "an 'lgc' checkpoint of 2 servers resumed with 1", lambda: checkpoint_servers("lgc"),
      None),
+    ("pickle-in-checkpoint", "a pickle planted in each file of a checkpoint (optimizer on the servers), checksums "
+     "and manifest rewritten", lambda: planted_in_checkpoint("server-optimizer"), None),
+    ("pickle-in-checkpoint-lgc", "the same for an 'lgc' checkpoint (optimizer on the workers, the servers' "
+     "autoencoders)", lambda: planted_in_checkpoint("lgc"), None),
+    ("stranger-worker", "a process without the job's secret in a worker's place sends pickles and forged commands",
+     stranger_worker, None),
+    ("stranger-server", "a server with another secret than the workers'", stranger_server, None),
     ("inf-lgc-ps", "an inf in a gradient in each phase of 'lgc' (dense, ramp, train, lgc; leader and not), "
      "parameter server", None, lambda: inf_in_lgc("dist_sync")),
     ("inf-lgc-horovod", "the same on Horovod (LGC-RAR)", None, lambda: inf_in_lgc("horovod")),

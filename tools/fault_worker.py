@@ -11,22 +11,33 @@ expected to fail with a clear error:
             values each codec carries exactly (+-level or 0, so every sum is exact)
 - calls:    the same keys, one init call per key, in each worker's own order (must fail)
 - shapes:   rank 1 initializes a key with another shape ("shape" vs (10, 10); must fail)
-- missing:  rank 1 never pushes key 'k' (must fail on every worker, naming 'k' and rank 1)
+- missing:  rank 1 never pushes key 'k' (must fail on every worker, naming 'k' and rank 1); with "once",
+            only at step 1 (must fail before any pull pairs two steps, naming 'k')
+- double:   rank 1 pushes key 'a' twice before its pull at step 1 (must fail on rank 1, naming the rule)
+- skip:     rank 1 pulls key 'a' at step 1 without pushing it (must fail on rank 1, naming the rule)
+- compress-one: only rank 0 sets a compression before init (must fail on every worker: different calls)
 - leave:    the first worker to start exits 0 at once (must fail, naming it)
 - ends:     rank 1 exits 0 after its first step (must fail: rank 0 says rank 1 ended)
 - inf:      'lgc' through all its phases with an inf in a worker's gradient now and then
 - switch:   a 4bit residual, then the compression set to none: the next push sends what was owed
 - save / load: a Gluon trainer (optimizer on the servers, or 'lgc') saves a checkpoint; a job with
-            another number of servers loads it (must fail at load, naming the server count)
+            another number of servers loads it (must fail at load, naming the server count), or one with
+            a pickle planted in a file of it (must fail at load, naming the file, running nothing)
+- stranger: the first worker to start drops the job's secret and acts as a process outside the job that
+            took a worker's place: it sends the servers commands (an optimizer as MXNet pickles it, a forged
+            signature) and holds its place (the servers must refuse the commands, run nothing and end the job)
 """
+import base64
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import mxnet as mx
 
 import mxnet_gc
+from planted import Planted  # (tools/, this script's folder)
 
 LEVEL = {"none": 1.0, "2bit": 0.5, "gc_2bit": 0.5, "4bit": 1.0, "4bit-cpull": 1.0, "layerwise_topk": 1.0, "lgc": 1.0}
 PARAMS = {"none": {"type": "none"},
@@ -117,14 +128,35 @@ def inf_case(kv, saved):
             saved["%s/%d" % (k, step)] = o.asnumpy()
 
 
+def first_to_start(out, name):
+    """Whether this worker is the first of the job to get here (it creates OUT/name)."""
+    try:
+        os.close(os.open(os.path.join(out, name), os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+
+def stranger(out):
+    """A process without the job's secret in a worker's place: MXNet's own store, commands as a stranger
+    could send them, then it waits (a real worker of the job is left out: ps-lite has no place for it)."""
+    from mxnet_gc import _mx
+    del os.environ["MXNET_GC_JOB_SECRET"]
+    kv = mx.kv.create("dist_async")
+    planted = Planted(os.path.join(out, "ran"))
+    for body in ['mxgc1 {"op": "optimizer", "blob": "%s"}' % base64.b64encode(planted.pickle()).decode(),
+                 'mxgc1 %s {"op": "save_states", "path": "/tmp/x", "dump_optimizer": true, "sender": 0, '
+                 '"sequence": 99}' % ("0" * 64), planted.pickle(0).decode()]:
+        _mx.send_command_to_servers(kv, 0, body)
+    time.sleep(300)
+
+
 def main():
     case, settings, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-    if case == "leave":
-        try:
-            os.close(os.open(os.path.join(out, "left"), os.O_CREAT | os.O_EXCL))
-            sys.exit(0)  # the first worker here leaves before it creates a store
-        except FileExistsError:
-            pass
+    if case == "leave" and first_to_start(out, "left"):
+        sys.exit(0)  # the first worker here leaves before it creates a store
+    if case == "stranger" and first_to_start(out, "stranger"):
+        return stranger(out)
     if case in ("save", "load"):
         return checkpoint_case(case, settings, out)
     kv = mxnet_gc.kvstore.create(settings["store"])
@@ -137,14 +169,19 @@ def main():
             kv.init(k, mx.nd.zeros(s))
     elif case == "shapes":
         kv.init(["w", "v"], [mx.nd.zeros((10, 10) if rank == 0 else tuple(settings["shape"])), mx.nd.zeros(3)])
-    elif case in ("missing", "leave", "ends"):
-        kv.set_gradient_compression(PARAMS[settings.get("compression", "none")])
+    elif case in ("missing", "leave", "ends", "stranger", "double", "skip", "compress-one"):
+        if case != "compress-one" or rank == 0:
+            kv.set_gradient_compression(PARAMS[settings.get("compression", "4bit" if case == "compress-one" else "none")])
         kv.init(["a", "k"], [mx.nd.zeros(8), mx.nd.zeros(8)])
         for step in range(3):
             if case == "ends" and rank == 1 and step == 1:
                 sys.exit(0)  # (its store ends with the process, in order)
-            keys = ["a"] if case == "missing" and rank == 1 else ["a", "k"]
-            kv.push(keys, [mx.nd.ones(8) for _ in keys])
+            mistake = rank == 1 and (step == 1 or (case == "missing" and not settings.get("once")))
+            keys = ["a"] if case == "missing" and mistake else ["a", "k"]
+            if case == "double" and mistake:
+                kv.push("a", mx.nd.ones(8))
+            if case != "skip" or not mistake:
+                kv.push(keys, [mx.nd.ones(8) for _ in keys])
             outs = [mx.nd.zeros(8) for _ in keys]
             kv.pull(keys, out=outs)
             outs[0].asnumpy()

@@ -1,8 +1,9 @@
 """The '8bit' codec: linear quantization with one scale per array, and error feedback.
 
 Per array (per segment of a store's message): a = residual + grad; s = max |a| / 127; each value is
-sent as rint(a / s) * s, an integer in -127..127 times s, and residual = a - that.  A non-finite a is
-sent as 0 and its residual keeps its previous value.  4 values per float32 word, plus the scale: the
+sent as rint(a / s) * s, an integer in -127..127 times s, and residual = a - that (with s = 0, when a
+cancels to 0 or is below ~9e-44, everything is sent as 0 and residual = a).  A non-finite a is sent as 0
+and its residual keeps its previous value.  4 values per float32 word, plus the scale: the
 payload is 1 + ceil(n / 4) words, [s][int8 codes] (docs/wire_format.md).  No parameters: the scale
 follows the gradients, so it needs no tuning; a compressed pull re-encodes the servers' sum the same
 way.  Its kernels and C++ description are in src_cpp/linear8_codec.h.
@@ -17,6 +18,7 @@ class Linear8Codec(Codec):
 
     type = "8bit"
     kernel_name = "8bit"
+    hints = {"scale": "8bit takes no parameters: its scale is each array's largest |value| / 127"}
 
     def config(self):
         return {"type": self.type}

@@ -26,10 +26,19 @@ def available():
     return sorted(_CODECS)
 
 
-def create(params):
+def parameters(cls):
+    """The parameter names a codec class's constructor takes (none for one without a constructor of its
+    own, such as '8bit': object's ``*args, **kwargs`` are not parameters)."""
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [name for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name != "self" and p.kind in named]
+
+
+def create(params, also_accepted=()):
     """Builds a codec from a config such as ``{'type': '4bit', 'thresholds': [...]}``.
 
-    A codec instance is returned as it is.
+    A codec instance is returned as it is.  ``also_accepted``: the caller's own options beside the codec's
+    parameters (a store's), listed with them when a parameter is unknown.
     """
     from .base import Codec
 
@@ -43,10 +52,11 @@ def create(params):
     if kind not in _CODECS:
         raise ValueError("unknown codec type %r; supported types: %s" % (kind, ", ".join(available())))
     cls = _CODECS[kind]
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    accepted = parameters(cls)
     kwargs = {k: v for k, v in params.items() if k != "type"}
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
+        accepted += list(also_accepted)
         own, hints = getattr(cls, "hints", {}), []
         for u in unknown:
             close = difflib.get_close_matches(u, accepted, 1)

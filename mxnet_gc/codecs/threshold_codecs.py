@@ -42,7 +42,11 @@ class ThresholdCodec(Codec):
             raise ValueError("%s: 'rounding' must be 'floor' or 'nearest', got %r" % (self.type, rounding))
         self.group, self.rounding = group, rounding
         levels = np.array(group.levels, np.float32)
-        self._kernel_params = [float(t) for t in levels] + [float(d) for d in decision_bounds(levels, rounding)]
+        bounds = decision_bounds(levels, rounding)
+        if not bounds[0] > 0:  # (a bound of 0 would send every 0 as the lowest level)
+            raise ValueError("%s: the lowest level %g is too small to round to nearest in float32: half of it, its "
+                             "rounding bound, is 0; give a larger one, or 'rounding': 'floor'" % (self.type, levels[0]))
+        self._kernel_params = [float(t) for t in levels] + [float(d) for d in bounds]
 
     @property
     def word_values(self):

@@ -17,6 +17,8 @@ agreement.py      what the workers must agree on (keys, compression, groups) and
 arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
 dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)
 horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
+horovod_join.py   joining a horovodrun job, naming a rank that never creates its store
+step_order.py     a worker's pushes and pulls in step order, refused where they would pair other steps
 ring_scatter.py   the parts of its compressed allreduce (2bit and 4bit with 'compressed_pull')
 collective_wait.py  waiting for Horovod's collectives with a timeout
 server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)

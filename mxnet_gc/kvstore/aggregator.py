@@ -8,6 +8,8 @@ written to the status key every worker pulls after each round, and leaves the ro
 the push had been received, so that the workers stay in step.  ``server.py`` connects it to ps-lite.
 """
 import logging
+import os
+import threading
 
 import mxnet as mx
 import numpy as np
@@ -68,16 +70,24 @@ class MessageState:
 class Aggregator:
     """One server's messages, values, optimizer and status; ``update`` is MXNet's updater."""
 
-    def __init__(self, server_rank, num_servers, num_workers, pull_stats_every=0):
+    def __init__(self, server_rank, num_servers, num_workers, secret, checkpoint_dir, pull_stats_every=0,
+                 join_timeout=60.0, on_join_timeout=None):
         self.server_rank, self.num_servers, self.num_workers = server_rank, num_servers, num_workers
+        self.verifier = protocol.Verifier(secret)
+        self.checkpoint_dir = os.path.realpath(checkpoint_dir)
+        self.joined = set()  # ranks of the workers whose 'join' proved the job's secret
+        self.join_timer = threading.Timer(join_timeout, self._join_timed_out)
+        self.join_timer.daemon = True
+        self.on_join_timeout = on_join_timeout or (lambda: os._exit(1))
         self.pull_monitor = PullMonitor(pull_stats_every)
         self.values = {}  # value key -> the stored NDArray workers pull
         self.values_np = {}  # value key -> a numpy view of it
-        self.expected = set()  # value keys whose next push registers them
+        self.status_key = protocol.status_key(server_rank, num_servers)
+        self.expected = {self.status_key}  # value keys whose next push registers them
         self.messages = {}  # push key -> MessageState
-        self.status_key = None
         self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
         self.status[protocol.ST_MARK] = protocol.SERVER_MARK
+        self.status[protocol.ST_PROOF:protocol.ST_PROOF + protocol.PROOF_WORDS] = protocol.server_proof(secret, server_rank)
         self.configs = {}  # config round -> {worker rank: config}
         self.optimizer = ServerOptimizer()
         self.pushes = 0
@@ -196,7 +206,11 @@ class Aggregator:
     def command(self, cmd_id, body):
         """Runs one command body from a worker; a bad one is reported, never raised."""
         try:
-            decoded = protocol.decode_command(body)
+            try:
+                decoded = self.verifier.open(body)
+            except protocol.Unauthenticated as e:
+                self.error("refused a command (not run): %s" % e)
+                return
             if decoded is None:
                 self.error("command %d is not an mxnet_gc command (is this a stock MXNet worker?)" % cmd_id)
                 return
@@ -209,12 +223,40 @@ class Aggregator:
             log.exception("command %d", cmd_id)
             self.error("command failed on server %d: %s: %s" % (self.server_rank, type(e).__name__, e))
 
+    def on_join(self, rank):
+        """A worker proved the job's secret.  ps-lite lets any process that reaches the scheduler first take
+        a worker's place; a place whose worker never joins within the join timeout ends the job."""
+        if not (isinstance(rank, int) and 0 <= rank < self.num_workers):
+            raise ValueError("join from rank %r, outside this job's %d workers" % (rank, self.num_workers))
+        if not self.joined:
+            self.join_timer.start()
+        self.joined.add(rank)
+        if len(self.joined) == self.num_workers:
+            self.join_timer.cancel()
+
+    def _join_timed_out(self):
+        missing = sorted(set(range(self.num_workers)) - self.joined)
+        self.error("worker rank(s) %s did not join with the job's secret within %g s of the first worker "
+                   "(MXNET_GC_JOIN_TIMEOUT): a process outside the job holds its place (ps-lite authenticates "
+                   "nothing: any process that reaches the scheduler first becomes a worker), or that worker "
+                   "failed before creating its store; server %d ends the job"
+                   % (missing, self.join_timer.interval, self.server_rank))
+        self.on_join_timeout()
+
+    def checkpoint_path(self, path):
+        """``path`` if it lies in the job's checkpoint folder (MXNET_GC_CHECKPOINT_DIR), else ValueError."""
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, self.checkpoint_dir]) != self.checkpoint_dir:
+            raise ValueError("%s is outside the job's checkpoint folder %s (MXNET_GC_CHECKPOINT_DIR): the servers "
+                             "read and write no file elsewhere" % (path, self.checkpoint_dir))
+        return real
+
     def on_asynchronous(self):
         """dist_async: each push is decoded and applied with the optimizer at once."""
         self.asynchronous = True
 
-    def on_hello(self, status_keys):
-        self.status_key = status_keys[self.server_rank]
+    def on_hello(self):
+        """A worker's first command (MXNet's own server takes it for an optimizer: server_link.py)."""
 
     def on_expect(self, value_keys):
         mine = [k for k in value_keys if protocol.server_of(k, self.num_servers) == self.server_rank]
@@ -243,17 +285,26 @@ class Aggregator:
         whether the workers heard so far agree."""
         self.configs = {r: c for r, c in self.configs.items() if r >= round}  # (earlier rounds are over)
         seen = self.configs.setdefault(round, {})
-        seen[rank] = config
+        seen[rank] = (what, config)
         st = self.status
         st[protocol.ST_ROUND] = round
         st[protocol.ST_RECEIVED] = len(seen)
-        st[protocol.ST_CONFIG_HASH] = protocol.config_hash(seen[min(seen)])
-        message = agreement.disagreement(what, seen)
+        st[protocol.ST_CONFIG_HASH] = protocol.config_hash(seen[min(seen)][1])
+        message = agreement.different_calls({r: w for r, (w, _) in seen.items()}) or \
+            agreement.disagreement(what, {r: c for r, (_, c) in seen.items()})
         st[protocol.ST_MISMATCH] = message is not None
         if message is not None:
             log.error(message)
             protocol.write_message(st, message)
         self.publish_status()
+
+    def on_incomplete(self, rank):
+        """Worker ``rank`` found that this server completed other rounds than it pushed: say which rounds wait."""
+        waiting = ["key(s) %s hold %d of %d workers' pushes" % (m.keys, m.count, self.num_workers)
+                   for m in self.messages.values() if m.count]
+        self.error("worker %d pushed other rounds than server %d completed: %s" % (
+            rank, self.server_rank, "; ".join(waiting) if waiting else "no round waits for pushes (a round completed "
+            "with one worker's pushes of two steps)"))
 
     def on_ended(self, rank):
         """A worker ends its part of the job (at its exit); counted, so that workers still pushing say why
@@ -270,19 +321,19 @@ class Aggregator:
         self.lgc.configure(phase, step, options, groups, self.server_rank, self.values_np)
 
     def on_lgc_save(self, path):
-        self.lgc.save(path)
+        self.lgc.save(self.checkpoint_path(path))
 
     def on_lgc_load(self, path):
-        self.lgc.load(path)
+        self.lgc.load(self.checkpoint_path(path))
 
-    def on_optimizer(self, blob):
-        self.optimizer.set(blob, self.messages.values())
+    def on_optimizer(self, optimizer):
+        self.optimizer.set(optimizer, self.messages.values())
 
     def on_save_states(self, path, dump_optimizer):
-        self.optimizer.save("%s.server%d" % (path, self.server_rank), dump_optimizer)
+        self.optimizer.save(self.checkpoint_path("%s.server%d" % (path, self.server_rank)), dump_optimizer)
 
     def on_load_states(self, path):
-        self.optimizer.load("%s.server%d" % (path, self.server_rank), self.messages.values())
+        self.optimizer.load(self.checkpoint_path("%s.server%d" % (path, self.server_rank)), self.messages.values())
 
     # ---- helpers ----
 

@@ -2,9 +2,10 @@
 
 Both transports check these before any data moves: the compression settings, the keys of every init
 call (with their shapes, in a canonical order, so that the order in which a worker lists its keys never
-matters), merge groups, and LGC's phase switches.  The parameter server compares the workers' settings
-on the servers (``Aggregator.on_config``); Horovod gathers them on every worker.  Both use
-``disagreement`` for the message.
+matters), merge groups, and LGC's phase switches; the parameter server also, when its store starts, the
+environment settings its key layout follows (``config.Settings.shared``).  The parameter server compares
+the workers' settings on the servers (``Aggregator.on_config``); Horovod gathers them on every worker.
+Both use ``disagreement`` for the message.
 """
 import json
 
@@ -16,6 +17,8 @@ SUBJECTS = {
              "within a call)"),
     "groups": ("merge groups", "every worker must pass the same groups to regroup"),
     "lgc_phase": ("lgc phase settings", "every worker must push the coded keys at every step"),
+    "settings": ("environment settings", "every worker must give these variables the same value "
+                 "(docs/configuration.md)"),
 }
 
 
@@ -79,3 +82,16 @@ def disagreement(what, configs):
     message = "the workers set different %s (rank %d / rank %d): %s" % (
         name, first, other, "; ".join(differences(configs[first], configs[other])))
     return message + ("; " + hint if hint else "")
+
+
+def different_calls(subjects):
+    """The sentence saying that the workers made different collective calls at the same point (``subjects``:
+    {rank: what}), or None when they made the same."""
+    first = min(subjects)
+    other = next((r for r in sorted(subjects) if subjects[r] != subjects[first]), None)
+    if other is None:
+        return None
+    return ("the workers made different collective calls at the same point (rank %d sent its %s, rank %d its %s): every "
+            "worker must make the same calls in the same order (set_gradient_compression, init, regroup, "
+            "save_residuals and the trainer's steps that make them), not only some workers"
+            % (first, SUBJECTS[subjects[first]][0], other, SUBJECTS[subjects[other]][0]))

@@ -7,7 +7,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import log
+from .. import checkpoint_files, log
 from .. import schedule
 from . import agreement, arguments, residual_file
 from .compression import Compression
@@ -318,7 +318,7 @@ class StoreBase(KVStoreBase):
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
             arrays.update(lgc_arrays)
-        residual_file.write(fname, meta, arrays)
+        checkpoint_files.write_arrays(fname, meta, arrays)
         if self._lgc is not None:
             self._lgc.save_states(self._state_path(fname))
 
@@ -327,7 +327,7 @@ class StoreBase(KVStoreBase):
         'lgc', on either transport: a checkpoint of one loads into the other when the groups match), and
         where the store's warm-up was: a fresh 'thresholds': 'auto' store takes the saved levels fitted
         to the gradients.  A collective call when the saved warm-up was over (the codecs start)."""
-        meta, saved = residual_file.read(fname)
+        meta, saved = checkpoint_files.read_arrays(fname)
         saved_compression = meta["compression"]
         if saved_compression != json.loads(json.dumps(self._compression.config)):
             fitted = self._compression.as_fitted(saved_compression)

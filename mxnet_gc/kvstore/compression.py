@@ -42,6 +42,7 @@ PLACEHOLDER = {"4bit": "medium", "2bit": 0.5}  # (to check the other parameters 
 # threshold with floor rounding loses most of its accuracy under momentum on the servers (docs/accuracy.md).
 ROUNDING = {"4bit": "nearest", "2bit": "floor"}
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
+STORE_OPTIONS = ("compressed_pull", "warmup_steps", "per_key")  # a store's, beside an mxnet_gc codec's parameters
 
 
 def supported_types():
@@ -65,9 +66,14 @@ def _levels(value):
 
 
 class Compression:
-    """A validated compression setting: ``config`` is canonical JSON, equal on every worker that agrees."""
+    """A validated compression setting: ``config`` is canonical JSON, equal on every worker that agrees.
 
-    def __init__(self, params):
+    ``num_workers``: the job's, when known (a store's): with 'compressed_pull' each codec's pull codec is
+    then made too, so that levels the servers' sum cannot be re-encoded on are refused here, not at the
+    first compressed step.
+    """
+
+    def __init__(self, params, num_workers=None):
         if not isinstance(params, dict) or "type" not in params:
             raise ValueError("gradient compression params must be a dict with a 'type' (one of %s), such as "
                              "{'type': '4bit'}, got %r" % (", ".join(supported_types()), params))
@@ -77,6 +83,7 @@ class Compression:
         self.lgc = kind == "lgc"
         self.warmup_steps = 0
         self.fits_levels = False
+        self.num_workers = num_workers
         if self.lgc:  # a method with phases, not one codec: the store runs it (codec_for gives None)
             self.codec_type, self.compressed_pull, self._default, self._per_key = None, False, None, {}
             self.config = LGCOptions(params).config
@@ -110,15 +117,16 @@ class Compression:
                                  % (self.codec_type, field, field, "levels or a group name such as 'medium'"
                                     if self.codec_type == "4bit" else "a number"))
             params.setdefault("rounding", "nearest")  # (fitted levels round to nearest unless asked: see ROUNDING)
-            codecs.create(dict(params, type=self.codec_type, **{field: PLACEHOLDER[self.codec_type]}))  # (the others)
+            self._create(dict(params, **{field: PLACEHOLDER[self.codec_type]}))  # (checks the other parameters)
             self._default = None
             default = {"type": self.codec_type, field: AUTO, "rounding": params["rounding"]}
         else:
-            self._default = codecs.create(dict(params, type=self.codec_type))
+            self._default = self._pullable(self._create(params), self.num_workers)
             default = self._default.config()
+        self._codec_params = params
         self._params = dict(params, type=kind, compressed_pull=self.compressed_pull, warmup_steps=self.warmup_steps,
                             per_key={str(k): _levels(v) for k, v in per_key.items()})
-        self._per_key = {str(k): self._key_codec(params, k, v) for k, v in per_key.items()}
+        self._per_key = {str(k): self._key_codec(k, v) for k, v in per_key.items()}
         self.config = {"type": kind, "default": default, "compressed_pull": self.compressed_pull,
                        "per_key": {k: c.config() for k, c in sorted(self._per_key.items())},
                        "warmup_steps": self.warmup_steps}
@@ -153,7 +161,7 @@ class Compression:
         """This compression with ``levels`` ({key: levels}) as each key's thresholds in place of 'auto'."""
         per_key = {str(k): v for k, v in levels.items()}
         per_key.update(self._params["per_key"])  # (levels the user gave win)
-        return Compression(dict(self._params, per_key=per_key))
+        return Compression(dict(self._params, per_key=per_key), self.num_workers)
 
     def as_fitted(self, config):
         """This 'thresholds': 'auto' compression with the levels a fitted one (its ``config``) holds, or
@@ -167,18 +175,50 @@ class Compression:
             return None
         return candidate if json.loads(json.dumps(candidate.config)) == config else None
 
-    def _key_codec(self, params, key, value):
+    def check_fit(self, levels, num_workers):
+        """Raises ValueError (the codec's reason) unless a key can be sent on ``levels`` fitted by 'auto' (and,
+        with 'compressed_pull', its sum over ``num_workers`` pulled on them)."""
+        self._codec_with(levels, num_workers)
+
+    def _key_codec(self, key, value):
+        """The codec of ``key`` in 'per_key' (its errors name the key)."""
+        if self.codec_type == "4bit" and _levels(value) == AUTO:
+            raise ValueError("'per_key'[%r]: 'auto' applies to every key ('thresholds': 'auto')" % (key,))
+        try:
+            return self._codec_with(value, self.num_workers)
+        except ValueError as e:
+            raise ValueError("'per_key'[%r]: %s" % (key, e)) from None
+
+    def _codec_with(self, value, num_workers):
+        """The codec with a key's own ``value``: 4bit's levels, gc_2bit's one level as a list (a fit), or a dict
+        of parameters."""
         if self.codec_type == "4bit":
             override = {"thresholds": _levels(value)}
-            if override["thresholds"] == AUTO:
-                raise ValueError("'per_key'[%r]: 'auto' applies to every key ('thresholds': 'auto')" % (key,))
         elif self.codec_type == "2bit" and isinstance(value, list) and len(value) == 1:  # a fitted level
             override = {"threshold": value[0]}
         elif isinstance(value, dict):
             override = value
         else:
-            raise ValueError("'per_key'[%r] must be a dict of %s parameters, got %r" % (key, self.codec_type, value))
-        return codecs.create(dict(params, type=self.codec_type, **override))
+            raise ValueError("must be a dict of %s parameters, got %r" % (self.codec_type, value))
+        return self._pullable(self._create(dict(self._codec_params, **override)), num_workers)
+
+    def _create(self, params):
+        """The codec of ``params`` (without 'type'); an unknown parameter's message lists the store's options too."""
+        return codecs.create(dict(params, type=self.codec_type), also_accepted=STORE_OPTIONS)
+
+    def _pullable(self, codec, num_workers):
+        """``codec``, refused when 'compressed_pull' could not re-encode the servers' sum of ``num_workers``
+        pushes with it: a threshold codec pulls on its levels times num_workers, which must stay finite in float32."""
+        if self.compressed_pull and num_workers:
+            try:
+                codec.pull_codec(num_workers)
+            except ValueError as e:
+                levels = codec.group.levels  # (only the threshold codecs' pull codecs have limits)
+                what = "threshold %g" % levels[0] if len(levels) == 1 else "top level %g" % levels[-1]
+                raise ValueError("%s: 'compressed_pull' with %d workers re-encodes the servers' sum on the levels "
+                                 "times %d, and the %s is too large for that in float32 (%s); give smaller levels, or "
+                                 "leave 'compressed_pull' off" % (self.type, num_workers, num_workers, what, e)) from None
+        return codec
 
     @staticmethod
     def _check_mxnet_params(kind, params):

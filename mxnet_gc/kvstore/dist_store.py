@@ -5,16 +5,14 @@ encodes its gradient with its own residual and pushes only the payload; the serv
 worker's payload and sum; a pull returns that sum in float32 (or, with ``set_optimizer``, the weight
 the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/kvstore/protocol.py.
 """
-import base64
 import os
-import pickle
 import weakref
 
 import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import _mx, config, log, schedule
+from .. import _mx, config, log, optimizer_state, schedule
 from . import agreement
 from .base import StoreBase
 from .failure import exit_at_once_on_error
@@ -24,6 +22,7 @@ from .lgc_ps import PSRounds
 from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
 from .pull_stages import PushQueue, stages as pull_stages
+from .step_order import StepOrder
 
 
 def _end_job(port, end_line):
@@ -72,9 +71,12 @@ class DistSyncStore(StoreBase):
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
+        self._order = StepOrder()
         self._port.connect()
         self._queue = PushQueue(self._port)
         weakref.finalize(self, _end_job, self._port, settings.end_line)
+        self.agree("settings", settings.shared())
+        self._port.barrier()  # (every worker has read this round's status before any sends the next round's config)
         if self.asynchronous:
             self._port.stop_counting_rounds()
             self._port.command("asynchronous")
@@ -117,7 +119,7 @@ class DistSyncStore(StoreBase):
         Raises ValueError before any traffic for an unknown type or bad parameters, and on every
         worker when the workers' parameters differ.
         """
-        compression = Compression(compression_params)
+        compression = Compression(compression_params, self.num_workers)
         if self.asynchronous and (compression.compressed_pull or compression.lgc):
             raise ValueError("dist_async sends weights back, not gradients: 'compressed_pull' and 'lgc' need "
                              "dist_sync with the optimizer on the workers")
@@ -199,16 +201,18 @@ class DistSyncStore(StoreBase):
             raise ValueError("dist_async applies each push with the optimizer on the servers: call set_optimizer "
                              "first (Gluon: update_on_kvstore=True)")
         grads = self._gradients(key, value)
-        self._count_step(list(grads))
-        self._observe_warmup(grads)
-        keys, sent = self._lgc_push(grads)
-        messages = self._layout.messages_of(keys)
-        for m in messages:
+        for m in self._layout.messages_of(list(grads)):
             missing = [c.key for c in m.chunks if c.key not in grads]
             if missing:
                 raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
                                  "merge policy); push them in the same call"
-                                 % (missing, [k for k in keys if k in {c.key for c in m.chunks}]))
+                                 % (missing, [k for k in grads if k in {c.key for c in m.chunks}]))
+        if not self.asynchronous:  # (a server completes a round with as many pushes as workers: step_order.py)
+            self._order.push(grads)
+        self._count_step(list(grads))
+        self._observe_warmup(grads)
+        keys, sent = self._lgc_push(grads)
+        messages = self._layout.messages_of(keys)
         if self._queue.holds(messages):
             self._send(everything=True)  # (its payload buffer is about to be written again)
         # A pull still in flight must read the value before this push can start a new round: the engine
@@ -249,6 +253,8 @@ class DistSyncStore(StoreBase):
         message is a stage.  Every worker must pull the same keys.  dist_async: no barrier.
         """
         targets = self._targets(key, out)
+        # (the servers' sums need a push each step; weights the servers update may be read at any time)
+        self._order.pull(targets, needs_push=not (self.asynchronous or self._optimizer_on_servers))
         keys = list(targets)
         lgc_step, keys = self._lgc_pull(keys)
         pushed, self._pushed = self._pushed, []
@@ -289,6 +295,7 @@ class DistSyncStore(StoreBase):
                 token = _private(self._tokens, k, (1,))
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
+        self._order.pulled(targets)
 
     def _send(self, through=(), everything=False):
         """Hands queued pushes to the transport (pull_stages.PushQueue.send)."""
@@ -334,10 +341,10 @@ class DistSyncStore(StoreBase):
         if self._compression.compressed_pull or self._lgc is not None:
             raise ValueError("'%s' needs the optimizer on the workers (update_on_kvstore=False)"
                              % ("lgc" if self._lgc is not None else "compressed_pull"))
+        description = optimizer_state.for_servers(optimizer)  # (refused here, on every worker, if it cannot be sent)
         self._send(everything=True)
         if self.rank == 0:
-            blob = base64.b64encode(pickle.dumps(optimizer)).decode()
-            self._port.command("optimizer", blob=blob)
+            self._port.command("optimizer", optimizer=description)
         self._optimizer_on_servers = True
         self._port.synchronize()
 

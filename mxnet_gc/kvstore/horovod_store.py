@@ -16,6 +16,12 @@ on this store (Gluon: update_on_kvstore=False); workers apply the summed gradien
 Payloads have their codec's fixed size (for 'layerwise_topk': its capacity), so the collectives need
 no size exchange.  Keys, chunks and messages are the dist store's (layout.py), one chunk per key.
 With 'lgc', its train and lgc phases send the coded keys by the ring rounds of lgc_ring.py.
+
+Horovod pairs the workers' collectives of a message by name, one per push; the store pairs steps
+(step_order.py).  A worker refuses at once a push of a key twice before its pull, a pull without a push
+since the last pull, and a regroup or compression change between a push and its pull.  Each payload (or
+each owner's part) carries the step its worker pushed it in, and dense values one word per worker: a pull
+raises on every worker when a collective paired different steps (a worker skipped a key in a step).
 """
 import collections
 import json
@@ -31,11 +37,14 @@ from .base import StoreBase
 from .failure import PeerFailure, exit_at_once_on_error
 from .collective_wait import CollectiveError, Waiter
 from .compression import Compression
+from .horovod_join import init as join
 from .layout import Layout
 from .lgc_ring import RingRounds
 from .ring_scatter import RingScatter, scatters
+from .step_order import RULE, StepOrder
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole
+STEPS = 2 ** 24  # step numbers travel as float32 words: modulo this, exact
 
 
 class HorovodStore(StoreBase):
@@ -48,12 +57,14 @@ class HorovodStore(StoreBase):
         except ImportError as e:
             raise RuntimeError("mxnet_gc horovod store: cannot import horovod.mxnet (%s); `make install` builds "
                                "Horovod with MXNet and Gloo" % e) from e
-        hvd.init()
+        join(hvd)
         exit_at_once_on_error()
         self._hvd = hvd
         log.set_up(self.rank)
-        self._timeout = config.settings().collective_timeout
+        settings = config.settings()
+        self._timeout = settings.collective_timeout
         self._waiter = Waiter()
+        self._order = StepOrder()
         self._pushes = collections.Counter()  # collective name -> how often this worker started it
         self._inflight = {}  # collective name -> (its output, what it carries) until waited for
         self._values = {}
@@ -62,6 +73,8 @@ class HorovodStore(StoreBase):
         self._results = {}  # Message -> its last collective's result
         self._scatter = {}  # Message -> its RingScatter, when it travels by the compressed allreduce
         self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
+        # the settings that change which collectives a message makes (agreed before any is made)
+        self.agree("settings", {"MXNET_GC_ALLTOALL": settings.alltoall})
 
     # ---- the KVStoreBase interface ----
 
@@ -93,10 +106,11 @@ class HorovodStore(StoreBase):
 
     def set_gradient_compression(self, compression_params):
         """Selects the codec of later pushes (a collective call: every worker, the same params)."""
-        compression = Compression(compression_params)
+        compression = Compression(compression_params, self.num_workers)
         if compression.is_mxnet and compression.type == "2bit":
             raise ValueError("MXNet's built-in '2bit' runs only on MXNet's parameter server; use 'gc_2bit'")
         self._check_compression_replaceable()
+        self._order.between_steps("set_gradient_compression")
         self.agree("compression", compression.config)
         self._compression = compression
         self._clock.set_compression(compression)
@@ -111,35 +125,40 @@ class HorovodStore(StoreBase):
         for k, v in zip(keys, values):
             self._shapes[k] = v.shape
             self._values[k] = v.copy()
-            name = "mxgc.init.%s" % (k,)
+            name = _init_name(k)
             self.collective(name, "the init of key %r" % (k,),
                             lambda v=self._values[k], n=name: self._hvd.broadcast_(v, root_rank=0, name=n))
         if reduce_only:
             self._reduce_only.update(keys)
         self._assign_codecs(messages)
-        self.wait_collectives(["mxgc.init.%s" % (k,) for k in keys])
+        self.wait_collectives([_init_name(k) for k in keys])
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
         grads = self._gradients(key, value)
+        for m in self._layout.messages_of(list(grads)):
+            missing = [c.key for c in m.chunks if c.key not in grads]
+            if missing:
+                raise ValueError("push: keys %s share a message with %s; push them in the same call"
+                                 % (missing, list(grads)))
         for plan in self._decoding:  # a corrupt payload of the last pull, once its decode has run
             plan.raise_engine_error()
         self._decoding = set()
+        self._order.push(grads)  # (before anything is sent)
         self._count_step(list(grads))
         self._observe_warmup(grads)
         keys, sent = self._lgc_push(grads)
         messages = self._layout.messages_of(keys)
-        for m in messages:
-            missing = [c.key for c in m.chunks if c.key not in grads]
-            if missing:
-                raise ValueError("push: keys %s share a message with %s; push them in the same call" % (missing, keys))
+        step = self._order.step % STEPS
         for m in messages:
             send = self._send[m]
             self._encode(m, sent, send, priority)
             name = self._name(m)
             if m in self._scatter:
-                self._results[m] = self._reduce_scatter(m, send, name, priority)
+                self._results[m] = self._reduce_scatter(m, send, name, priority, step)
                 continue
+            at = m.payload_words if m.coded else m.size + self.rank  # (this worker's step word)
+            send[at:at + 1] = step
             if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
                 start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
             else:
@@ -153,6 +172,7 @@ class HorovodStore(StoreBase):
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
         targets = self._targets(key, out)
+        self._order.pull(targets, needs_push=True)
         lgc_step, keys = self._lgc_pull(list(targets))
         messages = self._layout.messages_of(keys)
         for m in messages:
@@ -169,7 +189,7 @@ class HorovodStore(StoreBase):
                 self._decoding.add(scatter.pull_plan)
             elif m.coded:  # the workers' payloads summed in rank order: the same sum on every worker
                 self._plans[m].push.push_decode(result, outputs, priority=priority, count=self.num_workers,
-                                                stride=m.payload_words)
+                                                stride=m.payload_words + 1)
                 self._decoding.add(self._plans[m].push)
             else:
                 self._plans[m].values.push_decode(result, outputs, priority=priority)
@@ -177,17 +197,20 @@ class HorovodStore(StoreBase):
                 for extra in targets.get(c.key, [])[1:]:
                     targets[c.key][0].copyto(extra)
         self.wait_collectives([self._name(m) for m in messages])  # (after the decodes are queued behind them)
+        for m in messages:
+            self._check_steps(m)
         if lgc_step is not None:
             self._lgc_finish({k: t[0] for k, t in targets.items()})
             if lgc_step in (schedule.AE_TRAIN, schedule.LGC):
                 for k in set(targets) - set(keys):
                     for extra in targets[k][1:]:
                         targets[k][0].copyto(extra)
+        self._order.pulled(targets)
 
-    def _reduce_scatter(self, m, send, name, priority):
+    def _reduce_scatter(self, m, send, name, priority, step):
         """The compressed allreduce of message ``m`` (ring_scatter.py): the alltoall of the payload's parts,
-        this worker's part of the sum re-encoded, the allgather of the parts; returns the allgather's
-        output."""
+        this worker's part of the sum re-encoded (followed by ``step``), the allgather of the parts;
+        returns the allgather's output."""
         scatter = self._scatter[m]
         what = "key(s) %s (the alltoall of their parts)" % [c.key for c in m.chunks]
         if scatter.pairwise:
@@ -198,7 +221,7 @@ class HorovodStore(StoreBase):
                                                                   priority=priority)[0], blocking=True))
             self.wait_collectives([name + ".parts"])
         try:
-            part = scatter.reduce(received)
+            part = scatter.reduce(received, step)
         except ValueError as e:
             raise ValueError("mxnet_gc horovod store: corrupt payload of key(s) %s: %s"
                              % ([c.key for c in m.chunks], e)) from None
@@ -229,6 +252,27 @@ class HorovodStore(StoreBase):
             self.wait_collectives([round_name])
             received[source * words:(source + 1) * words] = _mx.host_view(out)
         return received
+
+    def _check_steps(self, m):
+        """Raises RuntimeError unless message ``m``'s last collective (complete) paired the same step of
+        every worker: each worker's step word, after each payload (or each owner's part), or in a dense
+        message's word of that worker."""
+        result = self._results.get(m)
+        if result is None:
+            return
+        words, workers = _mx.host_view(result), self.num_workers
+        if m in self._scatter:
+            at = self._scatter[m].step_words
+        elif m.coded:
+            at = [(m.payload_words + 1) * (r + 1) - 1 for r in range(workers)]
+        else:
+            at = [m.size + r for r in range(workers)]
+        steps = [int(s) for s in words[at]]
+        if len(set(steps)) > 1:
+            raise RuntimeError("mxnet_gc horovod store: the collective of key(s) %s paired different steps of the "
+                               "workers (%s): a worker skipped these keys in a step, or pushed them in another "
+                               "step than the others; %s" % ([c.key for c in m.chunks], ", ".join(
+                                   "rank %d: step %d" % (r, s) for r, s in enumerate(steps)), RULE))
 
     def barrier(self):
         """Returns when every worker has called it."""
@@ -311,6 +355,7 @@ class HorovodStore(StoreBase):
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
         groups = agreement.canonical_groups(groups)
+        self._order.between_steps("regroup")
         self.agree("groups", groups)
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued
         owners = self._pull_residuals()  # (the new messages' parts have other owners)
@@ -367,16 +412,22 @@ class HorovodStore(StoreBase):
     # ---- messages ----
 
     def _assign_codecs(self, messages):
-        """Codecs, states and plans for the chunks of ``messages``, and each message's send buffer (its
-        payload words, or its values when dense)."""
+        """Codecs, states and plans for the chunks of ``messages``, and each message's send buffer: its
+        payload words then this worker's step, or its values then one step word per worker when dense
+        (the others 0: the allreduce sums every worker's into its own word); by the compressed allreduce,
+        its payload words alone (the owners' parts carry the step)."""
         self._give_codecs(messages)
         for m in messages:
-            self._send[m] = mx.nd.zeros(m.payload_words if m.coded else m.size)
             self._results.pop(m, None)
             self._scatter.pop(m, None)
             if self._compression.compressed_pull and scatters(m):
                 self._scatter[m] = RingScatter(m, self.num_workers, self.rank,
                                                rounds=config.settings().alltoall == "rounds")
+            if not m.coded:
+                words = m.size + self.num_workers
+            else:
+                words = m.payload_words if m in self._scatter else m.payload_words + 1
+            self._send[m] = mx.nd.zeros(words)
 
     def agree(self, what, config):
         """Raises ValueError on every worker, saying how they differ, unless all workers pass the same
@@ -405,3 +456,8 @@ class HorovodStore(StoreBase):
         ends = np.cumsum(lengths)
         return {r: json.loads(bytes(gathered[end - n:end].astype(np.uint8)).decode())
                 for r, (n, end) in enumerate(zip(lengths, ends))}
+
+
+def _init_name(key):
+    """The name of a key's init broadcast: int 3 and str '3' are different keys."""
+    return "mxgc.init.%s.%s" % (type(key).__name__, key)

@@ -8,14 +8,18 @@ sees every worker's push separately.  On top of it (docs/kvstore.md has the whol
   returns: the sum of the workers' gradients, or the weight when the optimizer runs on the servers)
   and, for mxnet_gc's codecs, a *payload key* that receives the compressed pushes.  Both live on the
   same server; chunks are placed to balance the bytes per server.
-- Workers send JSON commands (``encode_command``) through ps-lite's command channel: their
-  compression config, the key layout, the optimizer.  The first, ``hello``, is wrapped so that MXNet's
-  own server survives it (``encode_hello``): a worker then finds that server out by its status.
+- Workers send JSON commands (``Signer``) through ps-lite's command channel: their compression config,
+  the key layout, the optimizer.  ps-lite authenticates nothing, so each command carries an HMAC-SHA256
+  with the job's secret and a number per sender; a server runs only commands that prove the secret, each
+  once (``Verifier``).  The first, ``hello``, is wrapped so that MXNet's own server survives it
+  (``Signer.hello``): a worker then finds that server out by its status.
 - Every server has a *status key* whose value (``STATUS_WORDS`` float32) reports the configuration it
-  agreed on and the last error it saw; workers pull it after each synchronisation round and raise
-  on an error.
+  agreed on and the last error it saw, and proves that the server holds the job's secret
+  (``server_proof``); workers pull it after each synchronisation round and raise on an error.
 """
-import io
+import codecs
+import hashlib
+import hmac
 import json
 import pickle
 import types
@@ -31,8 +35,12 @@ STATUS_WORDS = 512
 # ST_MARK: SERVER_MARK, set by every mxnet_gc server (MXNet's own server leaves the status at zero).
 # ST_ENDED: how many workers have ended their part of the job (their store freed, at exit), the first
 # of them ST_ENDED_RANK: a worker still pushing then knows why its round cannot complete.
+# ST_PROOF: PROOF_WORDS words, a byte each, of the server's proof that it holds the job's secret.
 ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MARK, ST_ENDED, ST_ENDED_RANK, \
-    ST_MESSAGE_LEN, ST_MESSAGE = range(11)
+    ST_MESSAGE_LEN = range(10)
+PROOF_WORDS = 32
+ST_PROOF = ST_MESSAGE_LEN + 1
+ST_MESSAGE = ST_PROOF + PROOF_WORDS
 MAX_MESSAGE = STATUS_WORDS - ST_MESSAGE
 SERVER_MARK = 0x6D7867  # float32-exact
 ROUNDS_MODULUS = 2 ** 24
@@ -66,6 +74,12 @@ class KeyAllocator:
         return k
 
 
+def status_key(server, num_servers):
+    """Server ``server``'s status key: the first internal key on it (so a server knows its own before any
+    command, and publishes its status, and its proof, even to workers whose commands it refuses)."""
+    return KeyAllocator(num_servers).on_server(server)
+
+
 def split_sizes(n, parts):
     """Sizes of ``parts`` contiguous, nearly equal parts of n values."""
     edges = [round(n * i / parts) for i in range(parts + 1)]
@@ -77,40 +91,86 @@ def config_hash(config):
     return zlib.crc32(json.dumps(config, sort_keys=True).encode()) & 0xFFFFFF
 
 
-def encode_command(op, **fields):
-    """A command body: the prefix and a JSON object (ps-lite commands are NUL-free text)."""
-    return COMMAND_PREFIX + json.dumps(dict(op=op, **fields), sort_keys=True)
+class Unauthenticated(ValueError):
+    """A command that does not prove the job's secret, or one already run."""
 
 
-def encode_hello(**fields):
-    """The first command's body: the ``hello`` command inside an object MXNet's own server takes for an
-    optimizer (a text pickle, as MXNet sends optimizers).  MXNet's server unpickles every command as an
-    optimizer and aborts at the first push while it has none; given this one it lives on, so that the
-    worker can read its status, see that it is not mxnet_gc's server and end the job in order."""
-    hello = types.SimpleNamespace(aggregate_num=0, mxnet_gc=encode_command("hello", **fields))
-    return pickle.dumps(hello, 0).decode("ascii")
+def _mac(secret, data):
+    return hmac.new(secret.encode(), data, hashlib.sha256).hexdigest()
 
 
-class _HelloUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        if (module, name) == ("types", "SimpleNamespace"):
-            return types.SimpleNamespace
-        raise pickle.UnpicklingError("not an mxnet_gc hello")
+def server_proof(secret, server_rank):
+    """What server ``server_rank`` writes in its status (ST_PROOF): PROOF_WORDS bytes only the job's secret gives."""
+    return list(hmac.new(secret.encode(), b"mxnet_gc server %d" % server_rank, hashlib.sha256).digest())
 
 
-def decode_command(body):
-    """(op, fields) of a command body, or None for a body that is not an mxnet_gc command."""
-    if isinstance(body, str):
-        body = body.encode()
-    if not body.startswith(COMMAND_PREFIX.encode()):
-        try:
-            hello = _HelloUnpickler(io.BytesIO(body)).load()
-        except Exception:  # noqa: BLE001  (any other body, such as a stock MXNet worker's optimizer)
+class Signer:
+    """One worker's commands: prefix, HMAC-SHA256 of the JSON with the job's secret, JSON (ps-lite commands are
+    NUL-free text).  The JSON names the sender and numbers its commands, so that none can be run twice."""
+
+    def __init__(self, secret, sender):
+        if not secret:
+            raise RuntimeError("mxnet_gc: this process has no job secret (MXNET_GC_JOB_SECRET): start the job with "
+                               "mxnet_gc's launcher (python -m mxnet_gc.launch ...), which gives every process one, "
+                               "or set MXNET_GC_JOB_SECRET to the same random value in every process of the job")
+        self.secret, self.sender, self.sequence = secret, sender, 0
+
+    def command(self, op, **fields):
+        self.sequence += 1
+        return self.sign(json.dumps(dict(fields, op=op, sender=self.sender, sequence=self.sequence), sort_keys=True))
+
+    def sign(self, text):
+        """The body of a command whose JSON is ``text``."""
+        return "%s%s %s" % (COMMAND_PREFIX, _mac(self.secret, text.encode()), text)
+
+    def hello(self):
+        """The first command, ``hello``, inside an object MXNet's own server takes for an optimizer (a text
+        pickle, as MXNet sends optimizers).  MXNet's server unpickles every command as an optimizer and
+        aborts at the first push while it has none; given this one it lives on, so that the worker can read
+        its status, see that it is not mxnet_gc's server and end the job in order.  (mxnet_gc's server
+        reads the command out of the text: it unpickles nothing.)"""
+        hello = types.SimpleNamespace(aggregate_num=0, mxnet_gc=self.command("hello"))
+        return pickle.dumps(hello, 0).decode("ascii")
+
+
+class Verifier:
+    """A server's check of the workers' commands (``Signer``)."""
+
+    def __init__(self, secret):
+        self.secret = secret
+        self.last = {}  # sender -> the number of its last command run
+
+    def open(self, body):
+        """(op, fields) of a command body; None for a body that is not an mxnet_gc command (such as a stock MXNet
+        worker's optimizer); Unauthenticated for one that does not prove the job's secret or was run already."""
+        text = _command_text(body)
+        if text is None:
             return None
-        inner = getattr(hello, "mxnet_gc", None)
-        return decode_command(inner) if isinstance(inner, str) and inner.startswith(COMMAND_PREFIX) else None
-    fields = json.loads(body[len(COMMAND_PREFIX):].decode())
-    return fields.pop("op"), fields
+        mac, _, payload = text[len(COMMAND_PREFIX):].partition(" ")
+        if not hmac.compare_digest(mac.encode(), _mac(self.secret, payload.encode()).encode()):
+            raise Unauthenticated("not signed with the job's secret (MXNET_GC_JOB_SECRET): sent by a process outside "
+                                  "the job (ps-lite lets any process that reaches the scheduler first join as a worker), "
+                                  "or by a worker of another job")
+        fields = json.loads(payload)
+        sender, sequence = fields.pop("sender"), fields.pop("sequence")
+        if sequence <= self.last.get(sender, 0):
+            raise Unauthenticated("command %d of worker %s arrived again (after its command %d): a replay"
+                                  % (sequence, sender, self.last[sender]))
+        self.last[sender] = sequence
+        return fields.pop("op"), fields
+
+
+def _command_text(body):
+    """The command in ``body``: the body itself, or the hello's command read out of its text pickle (protocol
+    0 writes a str as a line 'V' + its raw-unicode-escape form; no unpickling)."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if body.startswith(COMMAND_PREFIX):
+        return body
+    for line in body.split("\n"):
+        if line.startswith("V" + COMMAND_PREFIX):
+            return codecs.decode(line[1:].encode("latin-1", "replace"), "raw_unicode_escape")
+    return None
 
 
 def write_message(status, message):

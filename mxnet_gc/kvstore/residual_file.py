@@ -2,13 +2,7 @@
 per chunk of a key (named ``chunk_name``), the residuals a changed compression left for a key's next push
 (``owed_name``), a key's residual of the compressed pull on the ring (``pull_name``), LGC's arrays, and a
 JSON ``__meta__`` (the compression, the number of servers, where the store's own step count was, LGC's
-state); written with its SHA-256 (checkpoint_files.py)."""
-import io
-import json
-
-import numpy as np
-
-from .. import checkpoint_files
+state); written and read by checkpoint_files.write_arrays and read_arrays."""
 
 
 def chunk_name(key, index):
@@ -22,18 +16,6 @@ def owed_name(key):
 def pull_name(key):
     """A key's residual of the compressed pull (the Horovod store's owners', whole)."""
     return "pull/%r" % (key,)
-
-
-def write(fname, meta, arrays):
-    buffer = io.BytesIO()
-    np.savez(buffer, __meta__=np.array(json.dumps(meta, sort_keys=True)), **arrays)
-    checkpoint_files.write(fname, buffer.getvalue())
-
-
-def read(fname):
-    """(meta, {name: array}) of a file ``write`` wrote, its digest checked."""
-    with np.load(io.BytesIO(checkpoint_files.read(fname))) as saved:
-        return json.loads(str(saved["__meta__"])), {n: saved[n] for n in saved.files if n != "__meta__"}
 
 
 def restore(fname, meta, arrays, items, num_servers):

@@ -8,8 +8,9 @@ server's compressed pull with every worker a server of one part:
    worker's payload (or, with ``rounds``, large parts in W - 1 pairwise rounds: ``pairwise``);
 3. worker r decodes the W parts and sums them in rank order, then re-encodes the sum on the pull levels
    (the push levels times W) with a residual of its own, the owner's (``owner_residual``);
-4. one ``allgather`` of the W re-encoded parts; every worker decodes the whole sum, so all workers hold
-   bit-identical values.
+4. one ``allgather`` of the W re-encoded parts, each followed by one word: the step its owner pushed (the
+   store checks that every owner's is the same, see step_order.py); every worker decodes the whole sum,
+   so all workers hold bit-identical values.
 
 A worker sends about (W-1)/W of its payload in the alltoall and receives as much in the allgather:
 2 (W-1)/W n/2 bytes per step for 4bit, constant in W (an allgather of whole payloads: (W-1) n/2).
@@ -70,11 +71,12 @@ class RingScatter:
             if mine else None
         self.owner_residual = np.zeros(cuts[rank + 1] - cuts[rank], np.float32)
         self._sum = np.zeros_like(self.owner_residual)
-        # every worker: the allgathered parts decoded into the keys
-        segments, first = [], 0
+        # every worker: the allgathered parts (each with its owner's step word) decoded into the keys
+        segments, first, self.step_words = [], 0, []
         for part, words in zip(pulled, self.pull_splits):
             segments += [(c.pull_codec, n, 0, key_at, first + word) for c, n, _, key_at, word, _ in part]
-            first += words
+            first += words + 1
+            self.step_words.append(first - 1)  # (where each owner's step is in the allgather's output)
         self.pull_plan = MessagePlan(segments)
         self.pull_keys = [c.key for part in pieces for c, *_ in part]  # the key each of its segments writes
 
@@ -108,15 +110,17 @@ class RingScatter:
                            c.codec.payload_size(hi - lo)))
         return pieces
 
-    def reduce(self, received):
-        """The owner's step: ``received`` (numpy float32) holds every worker's part of this worker's range, in
-        rank order; returns the re-encoded sum (numpy float32, ``splits[rank]`` words).  Raises
-        ValueError naming the rank whose part is corrupt."""
+    def reduce(self, received, step):
+        """The owner's work: ``received`` (numpy float32) holds every worker's part of this worker's range, in
+        rank order; returns the re-encoded sum (numpy float32, ``pull_splits[rank]`` words) followed by
+        ``step``, the number of the store's step (float32-exact).  Raises ValueError naming the rank whose
+        part is corrupt."""
         words = self.splits[self.rank]
         if received.size != words * self.num_workers:
             raise ValueError("the alltoall brought %d words, not %d workers' parts of %d"
                              % (received.size, self.num_workers, words))
-        out = np.empty(self.pull_splits[self.rank], np.float32)
+        out = np.empty(self.pull_splits[self.rank] + 1, np.float32)
+        out[-1] = step
         if self.owner_plan is None:  # (a message of fewer values than W payload words: no part here)
             return out
         for r in range(self.num_workers):

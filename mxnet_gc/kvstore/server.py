@@ -27,7 +27,8 @@ class CompressedServer(_mx.ServerBase):
             if self.aggregator is None:
                 settings = config.settings()
                 self.aggregator = Aggregator(self.kvstore.rank, settings.num_servers, settings.num_workers,
-                                             settings.pull_stats)
+                                             settings.job_secret, settings.checkpoint_dir, settings.pull_stats,
+                                             settings.join_timeout)
                 _mx.set_server_updater(self.kvstore, self.aggregator.update)
             self.aggregator.command(cmd_id, body)
         return handle
@@ -46,6 +47,10 @@ def main():
         return  # importing mxnet (above) already ran the scheduler to the end of the job
     if role != "server":
         sys.exit("mxnet_gc.kvstore.server: DMLC_ROLE must be 'server' or 'scheduler', got %r" % role)
+    if not config.settings().job_secret:
+        sys.exit("mxnet_gc.kvstore.server: no job secret (MXNET_GC_JOB_SECRET): start the job with mxnet_gc's "
+                 "launcher (python -m mxnet_gc.launch ...), or set MXNET_GC_JOB_SECRET to the same random value "
+                 "in every process of the job")
     CompressedServer().run()
 
 

@@ -7,7 +7,7 @@ server completed fewer rounds of pushes than this worker sent it (a push was los
 """
 import mxnet as mx
 
-from .. import _mx
+from .. import _mx, config
 from . import protocol
 
 
@@ -17,14 +17,17 @@ class ServerLink:
     def __init__(self, kv, num_servers, allocator):
         self.kv, self.num_servers = kv, num_servers
         self.rank = kv.rank
-        self.status_keys = [allocator.on_server(s) for s in range(num_servers)]
+        self.status_keys = [allocator.on_server(s) for s in range(num_servers)]  # (protocol.status_key: the first)
         self.status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(num_servers)]
         self.errors_seen = [0] * num_servers
         self.rounds_pushed = [0] * num_servers  # rounds of messages this worker pushed to each server
         self.count_rounds = True  # (dist_async: a round is one worker's push, of any worker)
         self.servers_are_ours = False  # (MXNet's own servers take every command for an optimizer)
+        secret = config.settings().job_secret
+        self.signer = protocol.Signer(secret, self.rank)
         if self.rank == 0:
-            _mx.send_command_to_servers(kv, 0, protocol.encode_hello(status_keys=self.status_keys))
+            _mx.send_command_to_servers(kv, 0, self.signer.hello())
+        _mx.send_command_to_servers(kv, 0, self.signer.command("join", rank=self.rank))
         kv.init(self.status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers)
         self.register(self.status_keys, [protocol.STATUS_WORDS] * num_servers)
         kv.pull(self.status_keys, out=self.status)
@@ -38,6 +41,14 @@ class ServerLink:
                 "hosts; MXNet's launcher runs the training script there, and `import mxnet` starts MXNet's server."
                 % stock)
         self.servers_are_ours = True
+        strangers = [s for s, status in enumerate(self.status) if list(status[protocol.ST_PROOF:protocol.ST_PROOF +
+                     protocol.PROOF_WORDS].asnumpy().astype(int)) != protocol.server_proof(secret, s)]
+        if strangers:
+            self.end_job()
+            raise RuntimeError("mxnet_gc: server(s) %s do not hold this job's secret (MXNET_GC_JOB_SECRET): processes "
+                               "outside the job took the servers' places (ps-lite authenticates nothing: any process "
+                               "that reaches the scheduler first becomes a server), or they belong to another job"
+                               % strangers)
 
     def end_job(self):
         """Ends this worker's part of the job in order (as MXNet does when its store is freed: a barrier,
@@ -51,7 +62,7 @@ class ServerLink:
     def command(self, op, all_ranks=False, **fields):
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
         if all_ranks or self.rank == 0:
-            _mx.send_command_to_servers(self.kv, 0, protocol.encode_command(op, **fields))
+            _mx.send_command_to_servers(self.kv, 0, self.signer.command(op, **fields))
 
     def register(self, value_keys, sizes):
         """Lets each server keep a handle on the value arrays it will write (one push each, by rank 0)."""
@@ -94,7 +105,18 @@ class ServerLink:
                                    % (int(s[protocol.ST_ENDED_RANK]), self.rank, server, int(s[protocol.ST_ROUNDS_DONE]),
                                       pushed))
             if self.count_rounds and int(s[protocol.ST_ROUNDS_DONE]) != pushed:
-                raise RuntimeError("mxnet_gc server %d completed %d rounds of pushes where this worker (rank %d) "
-                                   "pushed %d: a worker's push was lost (a process that bypasses mxnet_gc's store, "
-                                   "or pushes another dtype, which MXNet's server stores apart); the pulled values "
-                                   "cannot be trusted" % (server, int(s[protocol.ST_ROUNDS_DONE]), self.rank, pushed))
+                raise RuntimeError("mxnet_gc server %d completed %d rounds of pushes where this worker (rank %d) pushed "
+                                   "%d: %s.  The workers did not push the same messages: every worker must push each "
+                                   "key once per step and make the same collective calls (set_gradient_compression, "
+                                   "init, regroup, save_residuals) at the same steps (a push of another dtype by a "
+                                   "process that bypasses mxnet_gc's store is lost too); the pulled values cannot be "
+                                   "trusted" % (server, int(s[protocol.ST_ROUNDS_DONE]), self.rank, pushed,
+                                                self.incomplete_rounds(server)))
+
+    def incomplete_rounds(self, server):
+        """What ``server`` says of its rounds that hold fewer pushes than workers (asked for now)."""
+        self.command("incomplete", rank=self.rank, all_ranks=True)
+        self.kv.pull(self.status_keys[server], out=self.status[server])
+        s = self.status[server].asnumpy()
+        self.errors_seen[server] = int(s[protocol.ST_ERRORS])
+        return protocol.read_message(s)

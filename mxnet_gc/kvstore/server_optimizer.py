@@ -1,12 +1,10 @@
 """The optimizer on a parameter server (the workers' ``set_optimizer``, Gluon's update_on_kvstore): applied
 to each round's sum segment by segment, its states saved and loaded with the servers' checkpoints."""
-import base64
 import copy
-import pickle
 
 import mxnet as mx
 
-from .. import checkpoint_files
+from .. import optimizer_state
 
 
 class ServerOptimizer:
@@ -20,9 +18,10 @@ class ServerOptimizer:
     def active(self):
         return self.optimizer is not None
 
-    def set(self, blob, messages):
-        """Installs the pickled optimizer a worker sent (tried first: one the server cannot run fails here)."""
-        optimizer = pickle.loads(base64.b64decode(blob))
+    def set(self, description, messages):
+        """Installs the optimizer a worker described (optimizer_state.for_servers; tried first: one the server
+        cannot run fails here)."""
+        optimizer = optimizer_state.from_workers(description)
         trial_update(optimizer)
         self.optimizer = optimizer
         self.states = {}
@@ -63,47 +62,22 @@ class ServerOptimizer:
             setattr(opt, table, aliased)
 
     def save(self, path, dump_optimizer):
-        state = (self.states, self.optimizer) if dump_optimizer else self.states
-        checkpoint_files.write(path, pickle.dumps(_to_numpy(state)))
+        optimizer_state.save(path, self.states, self.optimizer if dump_optimizer else None)
 
     def load(self, path, messages):
-        state = _to_ndarray(pickle.loads(checkpoint_files.read(path)))
-        if isinstance(state, tuple):
-            self.states, self.optimizer = state
+        states, optimizer = optimizer_state.load(path)
+        self.states = states
+        if optimizer is not None:
+            trial_update(optimizer)
+            self.optimizer = optimizer
             self.alias(messages)
-        else:
-            self.states = state
 
 
 def trial_update(optimizer):
     """Runs one update of a copy of ``optimizer`` on a scratch array: a setting the optimizer cannot
     apply (such as clip_gradient='abc') fails here, when the workers send it, not in the first round."""
-    if not hasattr(optimizer, "update_multi_precision"):
-        raise TypeError("the optimizer sent to the servers is a %s, not an mxnet.optimizer.Optimizer"
-                        % type(optimizer).__name__)
     trial = copy.deepcopy(optimizer)
     weight, grad = mx.nd.zeros(4), mx.nd.ones(4)
     state = trial.create_state_multi_precision(0, weight)
     trial.update_multi_precision(0, weight, grad, state)
     weight.wait_to_read()
-
-
-def _to_numpy(obj):
-    """Optimizer states with NDArrays replaced by numpy arrays (so they pickle)."""
-    if isinstance(obj, mx.nd.NDArray):
-        return ("__ndarray__", obj.asnumpy())
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_numpy(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _to_numpy(v) for k, v in obj.items()}
-    return obj
-
-
-def _to_ndarray(obj):
-    if isinstance(obj, tuple) and len(obj) == 2 and obj[0] == "__ndarray__":
-        return mx.nd.array(obj[1])
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_ndarray(x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: _to_ndarray(v) for k, v in obj.items()}
-    return obj

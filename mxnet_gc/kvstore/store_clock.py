@@ -39,7 +39,7 @@ class StoreClock:
         self.schedule = Schedule(compression.phases())
         self.counts = not compression.lgc
         fit = compression.fit_steps
-        self.fitter = LevelFitter(fit, compression.levels_of) if fit and self.counts else None
+        self.fitter = LevelFitter(fit, compression.levels_of, compression.check_fit) if fit and self.counts else None
 
     def push(self, keys):
         """Before a push of ``keys`` (reduce-only keys left out): True when it starts the codecs (the first

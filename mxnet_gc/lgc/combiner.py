@@ -20,13 +20,12 @@ result) is that of training in line.  On a ring, rank 0 trains in line: its own 
 in the same process, and MXNet's front end (autograd, Gluon) is not thread-safe.
 """
 import logging
-import pickle
 import threading
 import time
 
 import numpy as np
 
-from .. import checkpoint_files
+from .. import checkpoint_files, plain_data
 from . import vectors
 from .autoencoder import Autoencoder, AutoencoderTrainer
 from .wire import CorruptMessage
@@ -179,25 +178,26 @@ class Combiner:
 
     def save(self, path, step):
         """Writes the autoencoder's training state (weights, Adam's, the replay buffer) and the group's next
-        ``step`` to ``path`` (pickle, sealed): the same file on either transport."""
+        ``step`` to ``path`` (arrays and JSON, checkpoint_files.write_arrays): the same file on either transport."""
         self.wait()
         state = dict(self._identity(step), trainer=self.trainer.state())
-        checkpoint_files.write(path, pickle.dumps(state))
+        arrays = {}
+        checkpoint_files.write_arrays(path, plain_data.encode(state, arrays), arrays)
 
     def _identity(self, step):
-        """What a saved state must share with this group to be loaded: its next step, tensors, workers and
-        which decoder serves whom (a state without the field was saved with one decoder per worker rank,
-        whose weights would load but be read as positions after the leader) and whether its decoders read
-        the vectors' signs (option signs: trained on channels that hold them)."""
+        """What a saved state must share with this group to be loaded: its next step, tensors, workers,
+        which decoder serves whom and whether its decoders read the vectors' signs (option signs: trained
+        on channels that hold them)."""
         return {"step": step, "sizes": self.fmt.sizes, "num_workers": self.fmt.num_workers,
                 "decoders": "own codes" if self.ae.own_codes else "by position after the leader",
                 "signs": self.options.signs}
 
     def load(self, path, step):
         """Restores ``save``'s state, checked against this group's tensors, workers and next ``step``."""
-        state = pickle.loads(checkpoint_files.read(path))
-        saved = dict(state, decoders=state.get("decoders", "by worker rank"), signs=state.get("signs", False))
-        differ = ["%s %s there, %s here" % (k, saved[k], v) for k, v in self._identity(step).items() if saved[k] != v]
+        meta, arrays = checkpoint_files.read_arrays(path)
+        state = plain_data.decode(meta, arrays)
+        differ = ["%s %s there, %s here" % (k, state.get(k), v) for k, v in self._identity(step).items()
+                  if state.get(k) != v]
         if differ:
             raise ValueError("lgc: %s does not match this job: %s" % (path, "; ".join(differ)))
         self.wait()

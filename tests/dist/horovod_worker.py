@@ -22,6 +22,11 @@ def main():
     np.savez(os.path.join(spec["out"], "rank%d.npz" % kv.rank), **saved)
 
 
+def label(key):
+    """The name a key's values are saved under: a str key's own, '#3' for int 3 (apart from str '3')."""
+    return key if isinstance(key, str) else "#%d" % key
+
+
 def run(kv, spec, named):
     """Runs one scenario (``spec``, as sent; ``named``: the same with the keys its results are saved under);
     returns {name: array}."""
@@ -30,7 +35,7 @@ def run(kv, spec, named):
         compression["density"] = 0.5
     kv.set_gradient_compression(compression)
     keys = [k for k, _ in spec["keys"]]
-    names = [k for k, _ in named["keys"]]
+    names = [label(k) for k, _ in named["keys"]]
     shapes = {k: tuple(s) for k, s in spec["keys"]}
     kv.init(keys, [mx.nd.array(initial_value(spec["seed"], i, shapes[k]) + kv.rank) for i, k in enumerate(keys)],
             groups=spec.get("groups"))
