@@ -15,6 +15,7 @@
 | MXNET_GC_JOB_SECRET_FILE | (set by the launcher over ssh) | a file holding the job's secret, where MXNET_GC_JOB_SECRET is not set (so that it is on no command line) |
 | MXNET_GC_JOIN_TIMEOUT | 60 | seconds a server waits, after the first worker joined, for every worker to join with the job's secret before it ends the job |
 | MXNET_GC_CHECKPOINT_DIR | the working directory | the folder (with its subfolders) in which servers write and read checkpoint files; a command naming a file elsewhere is refused |
+| HOROVOD_GLOO_RENDEZVOUS_ADDR, _PORT, HOROVOD_RANK, HOROVOD_SIZE, HOROVOD_ELASTIC, HOROVOD_GLOO_TIMEOUT_SECONDS | (set by horovodrun) | Horovod's: the horovod store waits on horovodrun's rendezvous server for every rank (static gloo jobs) for the gloo timeout (30 s) before hvd.init |
 | OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count (at most 1024) when MXNET_GC_NUM_THREADS is unset |
 | DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
 | MXNET_EXEC_BULK_EXEC_TRAIN | MXNet's (1) | MXNet's, read when it starts; pipelined merging overlaps more with 0 (the trainer warns) |
@@ -95,6 +96,12 @@ def _secret(environ):
     return secret
 
 
+def _rendezvous(environ):
+    """horovodrun --gloo's rendezvous server (http://ADDR:PORT), or '' outside a static gloo job."""
+    address, port = environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR"), environ.get("HOROVOD_GLOO_RENDEZVOUS_PORT")
+    return "http://%s:%s" % (address, port) if address and port and environ.get("HOROVOD_ELASTIC") != "1" else ""
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The parsed environment of this process."""
@@ -115,6 +122,10 @@ class Settings:
     job_secret: str  # '' when neither variable gives one
     join_timeout: float
     checkpoint_dir: str  # absolute
+    rendezvous: str  # horovodrun --gloo's rendezvous server, http://ADDR:PORT ('' outside a static gloo job)
+    horovod_rank: int
+    horovod_size: int
+    gloo_timeout: float
 
     @classmethod
     def from_environ(cls, environ):
@@ -134,7 +145,10 @@ class Settings:
                    collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0),
                    pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0), alltoall=alltoall,
                    job_secret=_secret(environ), join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT", 60.0, float, 0),
-                   checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()))
+                   checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()),
+                   rendezvous=_rendezvous(environ), horovod_rank=_int(environ, "HOROVOD_RANK", 0, 0),
+                   horovod_size=_int(environ, "HOROVOD_SIZE", 0, 0),
+                   gloo_timeout=_number(environ, "HOROVOD_GLOO_TIMEOUT_SECONDS", 30.0, float, 0))
 
     def shared(self):
         """The settings every worker of a parameter-server job must give alike, by variable (the key layout

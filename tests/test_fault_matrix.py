@@ -42,7 +42,9 @@ def test_case_ends_exactly_or_with_a_clear_error(cases, tmp_path):
     out = tmp_path / "rows.json"
     proc = subprocess.run([sys.executable, *TOOL, "--short", "--case", *cases, "--json", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
-    rows = json.loads(out.read_text())
+    made = json.loads(out.read_text())
+    rows = made["rows"]
+    assert made["provenance"]["command"].startswith("python -m tools.fault_matrix --short --case")
     assert sorted(r["case"] for r in rows) == sorted(cases)
     for row in rows:
         assert row["verdict"] == "ok" and proc.returncode == 0, row["seen"] + proc.stdout[-2000:] + proc.stderr[-2000:]

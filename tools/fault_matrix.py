@@ -28,6 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 from tools.jobfiles import write_section
 from tools.planted import Planted
+from tools import provenance
 
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "fault_worker.py")
@@ -375,10 +376,10 @@ MORE_TESTS = {
 }
 
 
-def markdown(rows, command):
-    """The table of docs/reliability.md's fault matrix, made from the rows of a run."""
+def markdown(rows, made):
+    """The table of docs/reliability.md's fault matrix, made from the rows of a run (``made``: its provenance)."""
     short = {name for name, _, form, _ in CASES if form is not None}
-    lines = ["`%s`, %s:" % (command, time.strftime("%Y-%m-%d")), "",
+    lines = [provenance.line(made) + ":", "",
              "| case | fault | what the user sees | verdict | seconds | test |", "|---|---|---|---|---:|---|"]
     for r in rows:
         tests = ["`tests/test_fault_matrix.py` (`[%s]`)" % r["case"]] if r["case"] in short else ["the full matrix"]
@@ -414,12 +415,12 @@ def main(argv=None):
         ok, seen = form()
         rows.append({"case": name, "fault": fault, "seen": seen, "verdict": ok, "seconds": round(time.time() - start, 1)})
         print("| %s | %s | %s | %s | %.0f |" % (name, fault, seen.replace("|", "/"), ok, rows[-1]["seconds"]), flush=True)
+    made = provenance.record(["python", "-m", "tools.fault_matrix"] + (argv if argv is not None else sys.argv[1:]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"provenance": made, "rows": rows}, f, indent=1)
     if args.markdown:
-        command = "python -m tools.fault_matrix" + (" --short" if args.short else "")
-        write_section(args.markdown, "fault_matrix", markdown(rows, command))
+        write_section(args.markdown, "fault_matrix", markdown(rows, made))
     return 0 if all(r["verdict"] == "ok" for r in rows) else 1
 
 

@@ -11,10 +11,11 @@ once every rank is there.  Outside horovodrun's static gloo jobs (mpirun, elasti
 runs, ``hvd.init`` is called alone.  The server is horovodrun's own, without authentication; only the
 status of its answers is read.
 """
-import os
 import time
 import urllib.error
 import urllib.request
+
+from .. import config
 
 SCOPE = "mxnet_gc"
 REQUEST_TIMEOUT = 10.0  # seconds for one request to the rendezvous server
@@ -23,11 +24,10 @@ POLL = 0.1  # seconds between two looks for a rank not there yet
 
 def init(hvd):
     """``hvd.init()``, after every rank of a static ``horovodrun --gloo`` job has announced itself."""
-    address = os.environ.get("HOROVOD_GLOO_RENDEZVOUS_ADDR")
-    port = os.environ.get("HOROVOD_GLOO_RENDEZVOUS_PORT")
-    if address and port and os.environ.get("HOROVOD_ELASTIC") != "1" and not hvd.is_initialized():
-        _wait_for_ranks("http://%s:%s/%s/" % (address, port, SCOPE), int(os.environ["HOROVOD_RANK"]),
-                        int(os.environ["HOROVOD_SIZE"]), int(os.environ.get("HOROVOD_GLOO_TIMEOUT_SECONDS") or 30))
+    settings = config.settings()
+    if settings.rendezvous and not hvd.is_initialized():
+        _wait_for_ranks("%s/%s/" % (settings.rendezvous, SCOPE), settings.horovod_rank, settings.horovod_size,
+                        settings.gloo_timeout)
     hvd.init()
 
 
@@ -58,7 +58,7 @@ def _wait_for_ranks(url, rank, size, timeout):
         elif time.monotonic() > deadline:
             missing = [r for r in missing if not request(r, "GET")]
             if missing:
-                raise RuntimeError("mxnet_gc horovod store: rank(s) %s of %d did not start their store within %d s "
+                raise RuntimeError("mxnet_gc horovod store: rank(s) %s of %d did not start their store within %g s "
                                    "(HOROVOD_GLOO_TIMEOUT_SECONDS): every rank must create it "
                                    "(mxnet_gc.kvstore.create('horovod')); a rank that exited or failed before says "
                                    "why in its output" % (missing, size, timeout))
