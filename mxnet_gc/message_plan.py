@@ -70,13 +70,15 @@ class MessagePlan:
                                                     None if counts is None else counts.handle,
                                                     ctypes.c_int(priority), error, _ERROR_SIZE), error)
 
-    def push_decode(self, payload, outputs, token=None, priority=0, count=1, stride=0):
+    def push_decode(self, payload, outputs, token=None, priority=0, count=1, stride=0, accumulate=False):
         """Engine operation: decodes the ``payload`` NDArray into ``outputs`` (per segment its key's whole
         NDArray, or None to skip it) and writes ``token``, a one-value NDArray to wait on (or None).
-        ``count`` payloads ``stride`` words apart in ``payload`` are summed in order."""
+        ``count`` payloads ``stride`` words apart in ``payload`` are summed in order; ``accumulate``: added
+        to the outputs' values."""
         error = ctypes.create_string_buffer(_ERROR_SIZE)
         self._check(self._lib.mxgc_plan_push_decode(self._handle, payload.handle, ctypes.c_int(count),
-                                                    ctypes.c_int64(stride), _handles(outputs),
+                                                    ctypes.c_int64(stride), ctypes.c_int(bool(accumulate)),
+                                                    _handles(outputs),
                                                     None if token is None else token.handle,
                                                     ctypes.c_int(priority), error, _ERROR_SIZE), error)
 

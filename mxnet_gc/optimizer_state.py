@@ -60,17 +60,19 @@ def from_workers(data):
     return optimizer
 
 
-def save(path, states, optimizer=None):
-    """Writes ``states`` ({index: state}, NDArrays and tuples of them) and, if given, the optimizer's
-    attributes to ``path`` (an .npz with its checksum)."""
+def save(path, states, optimizer=None, extra=None):
+    """Writes ``states`` ({index: state}, NDArrays and tuples of them), if given the optimizer's attributes,
+    and ``extra`` (a dict of numpy arrays, such as a server's weight gaps) to ``path`` (an .npz with its
+    checksum)."""
     arrays = {}
     meta = {"format": FORMAT, "states": plain_data.encode(states, arrays),
-            "optimizer": None if optimizer is None else plain_data.encode_object(optimizer, _attributes(optimizer), arrays)}
+            "optimizer": None if optimizer is None else plain_data.encode_object(optimizer, _attributes(optimizer), arrays),
+            "extra": plain_data.encode(extra or {}, arrays)}
     checkpoint_files.write_arrays(path, meta, arrays)
 
 
 def load(path, into=None):
-    """(states, optimizer) of a file ``save`` wrote.  The saved optimizer's attributes are written into
+    """(states, optimizer, extra) of a file ``save`` wrote.  The saved optimizer's attributes are written into
     ``into`` (the optimizer the caller has, of the same class) when given, else a new optimizer is rebuilt
     (MXNet's own classes only); None if the file holds no optimizer."""
     meta, arrays = checkpoint_files.read_arrays(path)
@@ -78,6 +80,7 @@ def load(path, into=None):
         raise checkpoint_files.CorruptCheckpoint("checkpoint file %s holds %r, not optimizer states" % (path, meta.get("format")))
     try:
         states = plain_data.decode(meta["states"], arrays)
+        extra = plain_data.decode(meta["extra"], arrays)
         optimizer = None
         if meta["optimizer"] is not None:
             optimizer = plain_data.decode(meta["optimizer"], arrays, builtin_classes(), into=into)
@@ -85,6 +88,6 @@ def load(path, into=None):
                 optimizer.param_dict = {}
     except ValueError as e:
         raise checkpoint_files.CorruptCheckpoint("checkpoint file %s: %s" % (path, e)) from None
-    if not isinstance(states, dict):
+    if not isinstance(states, dict) or not isinstance(extra, dict):
         raise checkpoint_files.CorruptCheckpoint("checkpoint file %s: its states are not a dict" % path)
-    return states, optimizer
+    return states, optimizer, extra

@@ -111,10 +111,11 @@ struct Job {
   std::vector<void*> values, states;  // encode: gradients and states; decode: outputs
   int count = 1;                      // decode: payloads summed, in order, ``stride`` words apart
   int64_t stride = 0;
+  bool accumulate = false;            // decode: added to the outputs' values (else written over them)
 
-  Job(PlanRef p, bool e, void* payload_handle, int c = 1, int64_t s = 0)
+  Job(PlanRef p, bool e, void* payload_handle, int c = 1, int64_t s = 0, bool a = false)
       : plan(std::move(p)), encode(e), payload(own(payload_handle)), values(plan->segments.size(), nullptr),
-        states(plan->segments.size(), nullptr), count(c), stride(s) {}
+        states(plan->segments.size(), nullptr), count(c), stride(s), accumulate(a) {}
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   ~Job() {
@@ -151,7 +152,7 @@ void run_job(void*, void* param) {
     }
     for (int k = 0; k < job->count; ++k) {
       std::string error;
-      if (!decode_segment(s, payload + k * job->stride + s.payload_offset, values, k > 0, &error)) {
+      if (!decode_segment(s, payload + k * job->stride + s.payload_offset, values, job->accumulate || k > 0, &error)) {
         job->plan->fail("segment " + std::to_string(i) + ": " + error);
         break;
       }
@@ -255,13 +256,14 @@ int mxgc_plan_push_encode(void* plan, void** values, void** states, void* payloa
 // Engine operation: decodes ``payload`` into ``outputs`` (an NDArray handle per segment: its key's whole
 // array, or null to skip the segment), and writes ``token`` (a one-value array a later operation
 // can wait on instead of the outputs; may be null).  ``count`` payloads ``stride`` words apart (the
-// workers' payloads of an allgather) are summed in order.  A corrupt segment is reported by
-// mxgc_plan_take_error.
-int mxgc_plan_push_decode(void* plan, void* payload, int count, int64_t stride, void** outputs, void* token,
-                          int priority, char* error, int error_size) {
+// workers' payloads of an allgather) are summed in order; with ``accumulate`` the sum is added to the
+// outputs (a compressed weight pull: a difference to the weights they hold).  A corrupt segment is
+// reported by mxgc_plan_take_error.
+int mxgc_plan_push_decode(void* plan, void* payload, int count, int64_t stride, int accumulate, void** outputs,
+                          void* token, int priority, char* error, int error_size) {
   const PlanRef& p = *static_cast<PlanRef*>(plan);
   const size_t n = p->segments.size();
-  auto job = new Job(p, false, payload, count, stride);
+  auto job = new Job(p, false, payload, count, stride, accumulate != 0);
   std::vector<void*> writes(outputs, outputs + n);
   writes.push_back(token);
   for (size_t i = 0; i < n; ++i) job->values[i] = own(outputs[i]);

@@ -115,7 +115,7 @@ def test_states_and_a_users_optimizer_round_trip_through_a_file(tmp_path):
     fresh = Mine(learning_rate=0.1, momentum=0.9, multi_precision=True,
                  lr_scheduler=mx.lr_scheduler.FactorScheduler(2, 0.5, base_lr=0.1))
     scheduler = fresh.lr_scheduler
-    states, restored = optimizer_state.load(path, into=fresh)
+    states, restored, _ = optimizer_state.load(path, into=fresh)
     assert restored is fresh and fresh.lr_scheduler is scheduler and fresh.num_update == saved.num_update == 3
     w = mx.nd.array(weight)
     for opt, st in ((saved, state), (fresh, states[0])):

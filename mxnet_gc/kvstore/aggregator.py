@@ -34,7 +34,8 @@ class MessageState:
         self.acc_np = _mx.host_view(self.acc)
         self.count = 0
         self.rejected = False
-        self.residual_np = None  # error feedback of the compressed pull, if any
+        self.residual_np = None  # error feedback of the compressed pull of sums, if any
+        self.gap_np = None  # compressed weight pulls: these weights minus the weights the workers hold
         self.set_layout(desc)
 
     def set_layout(self, desc):
@@ -43,6 +44,8 @@ class MessageState:
         self.pull_key = desc["pull_key"]
         if self.pull_key is not None and self.residual_np is None:
             self.residual_np = np.zeros(self.size, np.float32)
+        if self.pull_key is None:
+            self.gap_np = None  # (uncompressed pulls: the workers hold these weights)
         self.segments = [dict(seg, codec=None if seg["codec"] is None else codecs.create(seg["codec"]),
                               pull_codec=None if seg["codec"] is None else codecs.create(seg["pull_codec"]))
                          for seg in desc["segments"]]
@@ -65,6 +68,40 @@ class MessageState:
         self.pull_plan.encode_sum_now(self.acc_np, self.residual_np, out)
         if before is not None:
             monitor.record(self, before)
+
+
+    def start_difference(self, weights):
+        """Before a round's update of ``weights`` (compressed weight pulls, kvstore/weight_pulls.py): the gap
+        becomes minus the workers' weights, so that after the update it adds up to the difference."""
+        if self.gap_np is None:
+            self.gap_np = np.zeros(self.size, np.float32)  # (the workers' last pull was whole: they hold these)
+        self.gap_np -= weights
+
+    def encode_difference(self, weights, out, monitor):
+        """After the update: encodes the difference between ``weights`` and the workers' into ``out`` (a
+        payload); what the encoding leaves is the gap, sent with the next difference."""
+        before = weights + self.gap_np if monitor.due(self) else None
+        self.pull_plan.encode_sum_now(weights, self.gap_np, out)
+        if before is not None:
+            monitor.record(self, before)
+
+    def segment_gaps(self):
+        """{segment id: its part of the gap} (for checkpoints; empty without compressed weight pulls)."""
+        if self.gap_np is None:
+            return {}
+        return {seg["id"]: self.gap_np[seg["offset"]:seg["offset"] + seg["size"]].copy() for seg in self.segments}
+
+    def restore_gaps(self, gaps, weights):
+        """Takes the segments' gaps of a checkpoint back, adding them to ``weights`` (which hold the workers'
+        weights after a resume): both then are where they were when the checkpoint was saved."""
+        for seg in self.segments:
+            gap = gaps.get(seg["id"])
+            if gap is not None and gap.size == seg["size"]:
+                if self.gap_np is None:
+                    self.gap_np = np.zeros(self.size, np.float32)
+                part = slice(seg["offset"], seg["offset"] + seg["size"])
+                self.gap_np[part] = gap
+                weights[part] += gap
 
 
 class Aggregator:
@@ -174,16 +211,26 @@ class Aggregator:
         return None
 
     def finish_round(self, message):
+        on_weights = self.optimizer.active and not message.reduce_only
+        difference = on_weights and message.pull_key is not None  # compressed weight pulls (weight_pulls.py)
         try:
-            if not message.rejected:
-                if self.asynchronous and not self.optimizer.active and not message.reduce_only:
-                    raise ValueError("dist_async needs the optimizer on the servers (set_optimizer)")
-                if not self.optimizer.active or message.reduce_only:
-                    self.values_np[message.value_key][:] = message.acc_np
+            if self.asynchronous and not on_weights and not message.reduce_only:
+                raise ValueError("dist_async needs the optimizer on the servers (set_optimizer)")
+            weights = self.values_np[message.value_key]
+            if difference:
+                message.start_difference(weights)
+            try:
+                if message.rejected:
+                    pass
+                elif not on_weights:
+                    weights[:] = message.acc_np
                     if message.pull_key is not None:
                         message.encode_sum(self.values_np[message.pull_key], self.pull_monitor)
                 else:
                     self.optimizer.apply(self.values[message.value_key], message)
+            finally:  # (a rejected or failed round sends what the workers lack so far: the gap)
+                if difference:
+                    message.encode_difference(weights, self.values_np[message.pull_key], self.pull_monitor)
         except Exception as e:  # noqa: BLE001
             log.exception("round of keys %s", message.keys)
             self.error("the round of keys %s failed on server %d: %s: %s"
@@ -330,10 +377,13 @@ class Aggregator:
         self.optimizer.set(optimizer, self.messages.values())
 
     def on_save_states(self, path, dump_optimizer):
-        self.optimizer.save(self.checkpoint_path("%s.server%d" % (path, self.server_rank)), dump_optimizer)
+        gaps = {seg: gap for m in self.messages.values() for seg, gap in m.segment_gaps().items()}
+        self.optimizer.save(self.checkpoint_path("%s.server%d" % (path, self.server_rank)), dump_optimizer, gaps)
 
     def on_load_states(self, path):
-        self.optimizer.load(self.checkpoint_path("%s.server%d" % (path, self.server_rank)), self.messages.values())
+        gaps = self.optimizer.load(self.checkpoint_path("%s.server%d" % (path, self.server_rank)), self.messages.values())
+        for m in self.messages.values():
+            m.restore_gaps(gaps, self.values_np[m.value_key])
 
     # ---- helpers ----
 

@@ -41,6 +41,7 @@ class StoreBase(KVStoreBase):
         self._checked = {}  # key -> the arrays last checked for it (see _check)
         self._clock = StoreClock(self._compression)  # the step clock (store_clock.py)
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
+        self._weight_changes = None  # the dist store's with the optimizer on its servers (weight_pulls.py)
 
     @property
     def compression_config(self):
@@ -314,6 +315,8 @@ class StoreBase(KVStoreBase):
         arrays.update({residual_file.owed_name(k): owed for k, owed in self._owed.items()})
         meta = {"compression": self._compression.config, "servers": self.num_servers,
                 "warmup": self._clock.state_dict()}
+        if self._weight_changes is not None:
+            meta["weight_changes"] = self._weight_changes.state_dict()
         arrays.update(self._pull_residuals())
         if self._lgc is not None:
             meta["lgc"], lgc_arrays = self._lgc.state()
@@ -336,7 +339,11 @@ class StoreBase(KVStoreBase):
                                  % (fname, json.dumps(saved_compression, sort_keys=True),
                                     json.dumps(self._compression.config, sort_keys=True)))
             self._compression = fitted
-        if self._clock.load_state_dict(meta.get("warmup")):
+        restarted = self._clock.load_state_dict(meta.get("warmup"))
+        if self._weight_changes is not None and meta.get("weight_changes") is not None:
+            self._weight_changes.load_state_dict(meta["weight_changes"])
+            restarted = restarted or any(m.coded for m in self._layout.messages)  # (their pulls' levels)
+        if restarted:
             self._assign_codecs(self._layout.messages)
         residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers)
         self._owed = {k: saved[residual_file.owed_name(k)] for k in self._shapes if residual_file.owed_name(k) in saved}
@@ -373,7 +380,7 @@ class StoreBase(KVStoreBase):
         """Gives each chunk of ``messages`` its key's codec and, when coded, an error-feedback state of the
         codec's shape (a chunk keeps a state it has of that shape), and each message its plans; returns
         the messages whose payload size changed."""
-        changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers)]
+        changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers, self._weight_pull_codec())]
         for m in messages:
             push = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks],
                                drop_nonfinite=self._drops_nonfinite(m))
@@ -388,6 +395,11 @@ class StoreBase(KVStoreBase):
                 if c.codec is not None and c.residual is None:
                     c.residual = mx.nd.zeros(shape)
         return changed
+
+    def _weight_pull_codec(self):
+        """None, or the function (key, codec) -> the codec of a compressed pull of the key's weights'
+        differences (the dist store with the optimizer on its servers)."""
+        return None
 
     def _owe(self, chunk):
         """Drops a chunk's error-feedback state that no longer fits its codec (the compression changed):

@@ -17,8 +17,8 @@
   of phases run by the store itself (kvstore/lgc_rounds.py; its rounds lgc_ps.py or lgc_ring.py).
 
 With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
-re-encode the sum with their own residual, on the codec's levels times the number of workers (only
-without an optimizer on the servers, since weights are not gradients), and ``'warmup_steps': n``
+re-encode the sum with their own residual, on the codec's levels times the number of workers, or, with
+the optimizer on the servers, send the weights' differences (kvstore/weight_pulls.py); ``'warmup_steps': n``
 (default DEFAULT_WARMUP_STEPS) pushes dense float32 gradients for the first n steps before the codec
 starts: from a random initialization the first gradients are large and their quantization error can
 stop a network from learning at all (0: the codec from the first step, as MXNet's own 2bit).
@@ -174,6 +174,17 @@ class Compression:
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
         return candidate if json.loads(json.dumps(candidate.config)) == config else None
+
+    def weight_pull_codec(self, largest):
+        """The codec of a key's compressed weight pull (the optimizer on the servers: kvstore/weight_pulls.py):
+        the key's codec type on levels fitted, as 'auto' fits gradients (``levels_of``), to ``largest``, its
+        weights' largest change in a step; 8bit, which scales each segment itself, as it is."""
+        field = FITTED.get(self.codec_type)
+        if field is None:
+            return self._create(self._codec_params).pull_codec(1)
+        levels = self.levels_of(largest)
+        return self._create(dict(self._codec_params, **{field: levels if self.codec_type == "4bit" else levels[0]})
+                            ).pull_codec(1)
 
     def check_fit(self, levels, num_workers):
         """Raises ValueError (the codec's reason) unless a key can be sent on ``levels`` fitted by 'auto' (and,

@@ -22,6 +22,7 @@ from .lgc_ps import PSRounds
 from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
 from .pull_stages import PushQueue, stages as pull_stages
+from . import weight_pulls
 from .step_order import StepOrder
 
 
@@ -71,6 +72,7 @@ class DistSyncStore(StoreBase):
         self._tokens = {}  # user key -> a one-value array written after its pull
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
+        self._pulled_rounds = {}  # Message -> its pushes when its weights' difference was last pulled
         self._order = StepOrder()
         self._port.connect()
         self._queue = PushQueue(self._port)
@@ -123,8 +125,8 @@ class DistSyncStore(StoreBase):
         if self.asynchronous and (compression.compressed_pull or compression.lgc):
             raise ValueError("dist_async sends weights back, not gradients: 'compressed_pull' and 'lgc' need "
                              "dist_sync with the optimizer on the workers")
-        if compression.compressed_pull and self._optimizer_on_servers:
-            raise ValueError("'compressed_pull' needs the optimizer on the workers (update_on_kvstore=False)")
+        if self._optimizer_on_servers:
+            weight_pulls.check(compression, self.asynchronous)
         if compression.lgc and self._optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
         self._check_compression_replaceable()
@@ -264,6 +266,7 @@ class DistSyncStore(StoreBase):
         # weight arrays, which cannot be written through a flat view.  Summed gradients are pulled
         # straight into the outputs (MXNet writes weight gradients in its default layout).
         staged = self._optimizer_on_servers or not (pushed or coded)
+        before = self._weights_before(targets, pushed)
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
         stages = pull_stages(pushed, messages, self._pull_each_message, self.asynchronous)
@@ -284,6 +287,8 @@ class DistSyncStore(StoreBase):
             self._port.check()
         if lgc_step is not None:
             self._lgc_finish(dests)
+        for k, previous in before.items():
+            self._weight_changes.observe(k, previous, dests[k])
         for k, t in targets.items():
             for extra in (t if staged else t[1:]):
                 dests[k].copyto(extra)
@@ -301,6 +306,15 @@ class DistSyncStore(StoreBase):
         """Hands queued pushes to the transport (pull_stages.PushQueue.send)."""
         self._queue.send(through, everything)
 
+    def _weights_before(self, targets, pushed):
+        """{key: a copy of the weights this worker holds} for the keys whose change this pull measures (a
+        dense step's pull, after a push, while compressed weight pulls wait for their levels)."""
+        changes = self._weight_changes
+        if not (pushed and changes is not None and changes.largest is None and self._compression.compressed_pull):
+            return {}
+        return {k: self._staging[k].copy() for k in targets if k in self._staging and k not in self._reduce_only
+                and not any(c.codec is not None for c in self._layout.chunks[k])}
+
     def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
         """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
         asynchronously; returns the keys pulled straight into their arrays (the others are decoded or
@@ -308,10 +322,14 @@ class DistSyncStore(StoreBase):
         pull_keys, pull_outs, decodes, direct = [], [], [], set()
         for m in messages:
             outputs, buffers = [dests.get(c.key) for c in m.chunks], self._buffers[m]
-            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum
+            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum, or weights' difference
+                difference = self._optimizer_on_servers
+                if difference and self._pulled_rounds.get(m) == m.rounds:
+                    continue  # (no push since its last pull: the weights this worker holds are as new as it gets)
+                self._pulled_rounds[m] = m.rounds
                 pull_keys.append(m.pull_key)
                 pull_outs.append(buffers.pulled)
-                decodes.append((self._plans[m].pull, buffers.pulled, outputs, buffers.token))
+                decodes.append((self._plans[m].pull, buffers.pulled, outputs, buffers.token, difference))
             elif len(m.chunks) == 1:
                 c = m.chunks[0]
                 pull_keys.append(m.value_key)
@@ -320,7 +338,7 @@ class DistSyncStore(StoreBase):
             else:  # into the message's buffer, then each wanted key's segment into its output
                 pull_keys.append(m.value_key)
                 pull_outs.append(buffers.recv)
-                decodes.append((self._plans[m].values, buffers.recv, outputs, buffers.token))
+                decodes.append((self._plans[m].values, buffers.recv, outputs, buffers.token, False))
         if status:
             pull_keys += self._port.status[0]
             pull_outs += self._port.status[1]
@@ -330,22 +348,28 @@ class DistSyncStore(StoreBase):
             pull_outs += results[1]
         if pull_keys:
             self._port.pull(pull_keys, pull_outs, priority=priority)
-        for plan, payload, outputs, token in decodes:
-            plan.push_decode(payload, outputs, token, priority=priority)
+        for plan, payload, outputs, token, difference in decodes:
+            plan.push_decode(payload, outputs, token, priority=priority, accumulate=difference)
             self._decoding.append(plan)
             self._pulled.append(token)
         return direct
 
     def set_optimizer(self, optimizer):
-        """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective)."""
-        if self._compression.compressed_pull or self._lgc is not None:
-            raise ValueError("'%s' needs the optimizer on the workers (update_on_kvstore=False)"
-                             % ("lgc" if self._lgc is not None else "compressed_pull"))
+        """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective).
+        With 'compressed_pull' the servers then send the weights' differences (weight_pulls.py): call it
+        before the codecs start (Gluon and Module.fit do, before their first step)."""
+        if self._lgc is not None:
+            raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
+        weight_pulls.check(self._compression, self.asynchronous)
+        if self._compression.compressed_pull and any(m.pull_key is not None for m in self._layout.messages):
+            raise ValueError("set_optimizer with 'compressed_pull' must come before the compressed steps start (the "
+                             "pulls then carry the weights' differences, not the sums): call it before the first push")
         description = optimizer_state.for_servers(optimizer)  # (refused here, on every worker, if it cannot be sent)
         self._send(everything=True)
         if self.rank == 0:
             self._port.command("optimizer", optimizer=description)
         self._optimizer_on_servers = True
+        self._weight_changes = weight_pulls.WeightChanges()
         self._port.synchronize()
 
     def barrier(self):
@@ -383,13 +407,29 @@ class DistSyncStore(StoreBase):
 
     def _assign_codecs(self, messages, dropped=()):
         """Gives the chunks of ``messages`` their codecs; makes the buffers and payload keys they need (a
-        collective call)."""
+        collective call).  Compressed weight pulls start once their levels are fitted (here, when the
+        codecs start after the measuring steps) or restored (load_residuals)."""
         self._send(everything=True)
-        self._buffers.allocate(messages, self._give_codecs(messages), self._compression.compressed_pull)
+        changes = self._weight_changes
+        pull = self._compression.compressed_pull
+        if pull and changes is not None and changes.largest is None:
+            if changes.measured and any(self.codec_for(c.key) is not None for m in messages for c in m.chunks):
+                table = changes.fit(self, sorted((k for k in self._shapes if k not in self._reduce_only),
+                                                 key=agreement.key_order))
+                log.logger.info("compressed weight pulls: each key's largest change of its weights in a step over "
+                                "the last dense steps (the workers' mean), which its levels are fitted to:\n%s", table)
+            pull = changes.largest is not None
+        self._buffers.allocate(messages, self._give_codecs(messages), pull)
         if self.rank == 0:
             self._port.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
         self._port.synchronize()
+
+    def _weight_pull_codec(self):
+        changes = self._weight_changes
+        if changes is None or changes.largest is None:
+            return None
+        return lambda key, codec: changes.codec(self._compression, key)
 
     def _require_server_optimizer(self):
         if not self._optimizer_on_servers:

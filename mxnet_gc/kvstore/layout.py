@@ -64,13 +64,15 @@ class Message:
     def push_key(self):
         return self.payload_key if self.coded else self.value_key
 
-    def set_codecs(self, codec_for, num_workers):
-        """Gives each chunk its key's codec (and the codec of a compressed pull of the sum of num_workers
-        pushes); returns True if the size of the push or pull payload changed."""
+    def set_codecs(self, codec_for, num_workers, pull_codec_for=None):
+        """Gives each chunk its key's codec and the codec of a compressed pull: of the sum of num_workers
+        pushes, or ``pull_codec_for(key, codec)`` (the servers' weights' differences); returns True if the
+        size of the push or pull payload changed."""
         words = pull_words = 0
         for c in self.chunks:
             c.codec = codec_for(c.key)
-            c.pull_codec = None if c.codec is None else c.codec.pull_codec(num_workers)
+            c.pull_codec = None if c.codec is None else \
+                pull_codec_for(c.key, c.codec) if pull_codec_for else c.codec.pull_codec(num_workers)
             c.payload_offset, c.pull_offset = words, pull_words
             c.payload_words = c.size if c.codec is None else c.codec.payload_size(c.size)
             c.pull_words = c.size if c.codec is None else c.pull_codec.payload_size(c.size)

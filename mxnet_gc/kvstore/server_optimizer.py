@@ -61,16 +61,20 @@ class ServerOptimizer:
                         aliased[seg["id"]] = original[seg["index"]]
             setattr(opt, table, aliased)
 
-    def save(self, path, dump_optimizer):
-        optimizer_state.save(path, self.states, self.optimizer if dump_optimizer else None)
+    def save(self, path, dump_optimizer, gaps):
+        """Writes the states (and the optimizer, with ``dump_optimizer``) and ``gaps`` ({segment id: array}: the
+        compressed weight pulls' differences not yet sent) to ``path``."""
+        optimizer_state.save(path, self.states, self.optimizer if dump_optimizer else None, gaps)
 
     def load(self, path, messages):
-        states, optimizer = optimizer_state.load(path)
+        """Restores what ``save`` wrote; returns its gaps."""
+        states, optimizer, gaps = optimizer_state.load(path)
         self.states = states
         if optimizer is not None:
             trial_update(optimizer)
             self.optimizer = optimizer
             self.alias(messages)
+        return gaps
 
 
 def trial_update(optimizer):

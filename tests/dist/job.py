@@ -17,10 +17,15 @@ LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 JOB_TIMEOUT = 240  # seconds; the launcher ends the job, the test's own timeout is a second guard
 
 
-def gradient(seed, rank, step, key_index, shape, scale):
-    """The gradient a worker pushes: deterministic in (seed, rank, step, key)."""
+def gradient(seed, rank, step, key_index, shape, scale, nonfinite=None):
+    """The gradient a worker pushes: deterministic in (seed, rank, step, key); ``nonfinite``: [[rank, step, key
+    index, flat position, 'nan' or 'inf'], ...] puts those values in."""
     rng = np.random.default_rng([seed, rank, step, key_index])
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
+    g = (rng.standard_normal(shape) * scale).astype(np.float32)
+    for r, s, k, position, value in nonfinite or ():
+        if (r, s, k) == (rank, step, key_index):
+            g.reshape(-1)[position] = float(value)
+    return g
 
 
 def initial_value(seed, key_index, shape):

@@ -9,6 +9,11 @@ before any push), groups (init's: lists of keys, one message each).  Faults: bad
 saved), compression_by_rank ({rank: params}), corrupt_at_step (rank 1 pushes a payload of the wrong
 size to the first key), die_at_step (rank 1 kills itself), partial_push (push only the first key).
 save_states_at / load_states_at: steps after which the servers' optimizer states are saved / loaded.
+checkpoint_at: the step after which this worker saves its residuals (OUT/ckpt.rank<r>.residuals), the servers
+their optimizer states (OUT/ckpt.opt.server<s>) and rank 0 the weights pulled (OUT/ckpt.weights.npz);
+nonfinite: [[rank, step, key index, flat position, "nan" or "inf"], ...]: that value in that gradient.
+resume_from: such a checkpoint's folder and step: a new job initializes the keys with its weights, pulls
+them, loads the residuals and the servers' states and goes on from the next step.
 mkldnn_layout: before every pull of weights (pull_first, or each pull with an optimizer on the servers)
 the 4-d outputs are put into MKL-DNN's own layout, as an inference-mode Gluon forward leaves weights.
 scenarios: a list of such specs run one after the other on the same store, each on keys of its own (the
@@ -67,8 +72,14 @@ def run(kv, spec, named, out):
     if spec.get("optimizer"):
         name, params = spec["optimizer"]
         kv.set_optimizer(mx.optimizer.create(name, **params))
-    kv.init(keys, [mx.nd.zeros(s) if spec.get("zero_init") else mx.nd.array(initial_value(spec["seed"], i, s))
-                   for i, s in enumerate(shapes)], groups=spec.get("groups"))
+    resume = spec.get("resume_from")
+    if resume:
+        with np.load(os.path.join(resume[0], "ckpt.weights.npz")) as weights:
+            initial = [weights[str(k)] for k in keys]
+    else:
+        initial = [np.zeros(s) if spec.get("zero_init") else initial_value(spec["seed"], i, s)
+                   for i, s in enumerate(shapes)]
+    kv.init(keys, [mx.nd.array(v) for v in initial], groups=spec.get("groups"))
     outs = [mx.nd.zeros(s) for s in shapes]
     if spec.get("partial_push"):  # with shared messages, one key alone cannot be pushed
         try:
@@ -80,9 +91,12 @@ def run(kv, spec, named, out):
         kv.pull(keys, out=outs)
         for k, o in zip(names, outs):
             saved["%s/init" % k] = o.asnumpy()
-    for step in range(spec["steps"]):
+    if resume:
+        kv.load_residuals(os.path.join(resume[0], "ckpt.rank%d.residuals" % rank))
+        kv.load_optimizer_states(os.path.join(resume[0], "ckpt.opt"))
+    for step in range(resume[1] + 1 if resume else 0, spec["steps"]):
         scales = spec.get("key_scales") or [1.0] * len(keys)
-        grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"] * scales[i]))
+        grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"] * scales[i], spec.get("nonfinite")))
                  for i, s in enumerate(shapes)]
         if step == spec.get("die_at_step") and rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -109,6 +123,11 @@ def run(kv, spec, named, out):
             kv.save_optimizer_states(os.path.join(out, "states"))
         if step == spec.get("load_states_at"):
             kv.load_optimizer_states(os.path.join(out, "states"))
+        if step == spec.get("checkpoint_at"):
+            kv.save_residuals(os.path.join(out, "ckpt.rank%d.residuals" % rank))
+            kv.save_optimizer_states(os.path.join(out, "ckpt.opt"), dump_optimizer=True)
+            if rank == 0:
+                np.savez(os.path.join(out, "ckpt.weights.npz"), **{str(k): o.asnumpy() for k, o in zip(keys, outs)})
     if spec.get("final_pull"):  # the values once every worker's pushes are in
         kv.barrier()
         kv.pull(keys, out=outs)
