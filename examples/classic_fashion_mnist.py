@@ -37,10 +37,12 @@ def mlp(loss_scale):
 def compression_params(args):
     if args.gc_type == "none":
         return {"type": "none"}
-    rounding = {} if args.gc_rounding is None else {"rounding": args.gc_rounding}
+    options = {} if args.gc_rounding is None else {"rounding": args.gc_rounding}
+    if args.gc_compressed_pull:  # (the servers send the weights' differences: mxnet_gc/kvstore/weight_pulls.py)
+        options["compressed_pull"] = True
     if args.gc_type in ("2bit", "gc_2bit"):  # (MXNet's own 2bit takes no rounding: it says so)
-        return {"type": args.gc_type, "threshold": args.gc_threshold, **rounding}
-    params = {"type": "4bit", **rounding}
+        return {"type": args.gc_type, "threshold": args.gc_threshold, **options}
+    params = {"type": "4bit", **options}
     if args.gc_thresholds is not None:
         params["thresholds"] = args.gc_thresholds if "," not in args.gc_thresholds else \
             [float(t) for t in args.gc_thresholds.split(",")]
@@ -146,6 +148,8 @@ def parse_args(argv=None):
                    help="4bit's levels: a group name, 'auto' or comma-separated levels (default: the store's, 'auto')")
     p.add_argument("--gc-rounding", choices=["floor", "nearest"], default=None,
                    help="4bit's and gc_2bit's rounding (default: the codec's, 'nearest' for 4bit, 'floor' for gc_2bit)")
+    p.add_argument("--gc-compressed-pull", action="store_true",
+                   help="pull the weights compressed too (gc_2bit, 4bit): the servers send their difference")
     p.add_argument("--num-epochs", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=100, help="per worker")
     p.add_argument("--lr", type=float, default=0.1)
@@ -166,6 +170,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
+    if args.gc_compressed_pull and args.gc_type in ("none", "2bit"):
+        raise SystemExit("--gc-compressed-pull needs mxnet_gc's gc_2bit or 4bit")
     kv = mxnet_gc.kvstore.create(args.kv_store)
     kv.set_gradient_compression(compression_params(args))
     train, test = iterators(args, kv.rank, kv.num_workers)

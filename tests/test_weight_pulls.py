@@ -3,14 +3,18 @@ against a simulation here: every worker's gradients encoded with its residual, t
 optimizer applied to it, and after the dense warm-up the servers' weights minus the weights the workers
 hold encoded on levels fitted to the weights' changes, what the encoding leaves kept for the next step;
 each worker's pulled weights must equal the simulated weights the workers hold, bit for bit."""
+import json
 import math
+import os
+import subprocess
+import sys
 
 import mxnet as mx
 import numpy as np
 import pytest
 
 import reference
-from dist.job import gradient, initial_value, run_job
+from dist.job import HERE, LAUNCH, ROOT, gradient, initial_value, output_of, run_job
 
 pytestmark = pytest.mark.job  # every test a real job (tools/launch.py)
 
@@ -133,3 +137,66 @@ def test_a_resumed_job_pulls_what_the_uninterrupted_one_does(tmp_path):
             for step in (6, 7, 8):
                 np.testing.assert_array_equal(resumed[rank]["%s/%d" % (key, step)], whole[rank]["%s/%d" % (key, step)],
                                               err_msg="rank %d key %s step %d" % (rank, key, step))
+
+
+def replay(results, workers):
+    """{key: [the weights every worker holds after each step]} simulated from what the workers pushed (the
+    gradients their backward made) and the optimizer they sent, from rank 0's first pull (the weights it
+    initialized); the push levels are those the store fitted ('thresholds': 'auto')."""
+    first = results[0]
+    compression = json.loads(str(first["compression"]))
+    params = json.loads(str(first["optimizer"]))
+    warmup = compression["warmup_steps"]
+    expected = {}
+    for key in json.loads(str(first["keys"])):
+        push = compression["per_key"][str(key)]
+        opt = mx.optimizer.create("sgd", **params)
+        weight = mx.nd.array(first["pulled/%s" % key][0])
+        state = opt.create_state(0, weight)
+        held, residuals = weight.asnumpy(), [np.zeros_like(weight.asnumpy()) for _ in range(workers)]
+        changes, gap, levels, steps = [], None, None, []
+        for step in range(len(first["pushed/%s" % key])):
+            total = np.zeros_like(held)
+            for rank in range(workers):
+                g = results[rank]["pushed/%s" % key][step]
+                if step >= warmup:
+                    g, residuals[rank] = reference.quantize_array(g, residuals[rank], push["thresholds"], "nearest")
+                total = (total + g).astype(np.float32)
+            before = weight.asnumpy()
+            if step >= warmup:
+                gap = (np.zeros_like(held) if gap is None else gap) - before
+            opt.update(0, weight, mx.nd.array(total), state)
+            after = weight.asnumpy()
+            if step < warmup:
+                changes.append(np.abs(after - held).max())
+                held = after
+            else:
+                if levels is None:
+                    levels = fitted({"type": "4bit"}, workers_mean(max(changes[-FIT_STEPS:]), workers))
+                q, gap = reference.quantize_array(after, gap, levels, "nearest")
+                held = (held + q).astype(np.float32)
+            steps.append(held)
+        expected[key] = steps
+    return expected
+
+
+@pytest.mark.parametrize("api", ["module", "gluon"])
+def test_module_fit_and_a_plain_gluon_trainer_with_momentum_on_the_servers(tmp_path, api):
+    """MXNet's classic APIs (tests/dist/classic_worker.py: a small MLP, SGD with momentum 0.9 on the servers),
+    4bit both ways at its defaults after a warm-up of 4 steps: every weight pulled equals the replay."""
+    compression = {"type": "4bit", "compressed_pull": True, "warmup_steps": 4}
+    argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "120", sys.executable,
+            os.path.join(HERE, "classic_worker.py"), str(tmp_path), api, json.dumps(compression)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, output_of(proc)
+    results = {r: dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)}
+    expected = replay(results, 2)
+    assert len(expected) == 4  # (2 layers: weights and biases)
+    for key, steps in expected.items():
+        for rank in range(2):
+            pulled = results[rank]["pulled/%s" % key]
+            assert len(pulled) == len(steps) + 1 == 13  # (the first: the initial weights)
+            for step, want in enumerate(steps):
+                np.testing.assert_array_equal(pulled[step + 1], want, err_msg="%s rank %d key %s step %d"
+                                              % (api, rank, key, step))
+        assert not np.array_equal(steps[-1], steps[4])  # (the compressed steps move the weights)

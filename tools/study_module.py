@@ -24,6 +24,13 @@ with 'threshold': 'auto' (2 workers, momentum 0.9); uncompressed against 4bit's 
     .venv/bin/python -m tools.study_module --diagnose --json docs/results/module_study/module_diagnosis.json \
         --markdown docs/accuracy.md
     .venv/bin/python -m tools.study_module --json docs/results/module_study/module_study.json --markdown docs/accuracy.md
+
+``--weight-pulls``: Module.fit (2 and 4 workers) and a plain gluon.Trainer (2 workers), momentum 0.9, 5
+epochs, 3 seeds: uncompressed, 4bit's default with float32 weight pulls, and 4bit both ways
+('compressed_pull': the servers send their weights' difference).  Every run records its provenance.
+
+    .venv/bin/python -m tools.study_module --weight-pulls --json docs/results/module_study/weight_pulls.json \
+        --markdown docs/accuracy.md
 """
 import argparse
 import json
@@ -34,6 +41,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tools import provenance
 from tools.jobfiles import write_section
 from tools.study_accuracy import difference_text, t_interval, train
 
@@ -79,7 +87,9 @@ class Runs:
                 return run["log"]
         print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
         log = train(argv, workers, "classic_fashion_mnist.py")
-        self.runs.append({"argv": argv, "workers": workers, "log": log})
+        self.runs.append({"argv": argv, "workers": workers, "log": log, "provenance": provenance.record(
+            ["python", "tools/launch.py", "-n", str(workers), "-s", "1", "python", "examples/classic_fashion_mnist.py"]
+            + argv)})
         with open(self.path, "w") as f:
             json.dump({"runs": self.runs}, f)
         return log
@@ -112,9 +122,10 @@ def update_norm(log):
     return float(np.mean([np.sqrt(sum(v ** 2 for v in r["update_norm"].values())) for r in rows])) if rows else float("nan")
 
 
-def rows(runs, base, workers, seeds, configs, diagnostics, moms=("0.9", "0"), prefix=""):
+def rows(runs, base, workers, seeds, configs, diagnostics, moms=("0.9", "0"), prefix="", versus=None):
     """A table row per (momentum, configuration): the mean, min and max final accuracy over the seeds,
-    the paired difference to uncompressed and, with ``diagnostics``, the residual and update norms."""
+    the paired difference to uncompressed (and to the configuration ``versus``) and, with ``diagnostics``,
+    the residual and update norms."""
     lines = []
     for mom in moms:
         logs = {name: [runs.get(base + ["--mom", mom, "--seed", str(s)] + argv, workers) for s in seeds]
@@ -125,6 +136,9 @@ def rows(runs, base, workers, seeds, configs, diagnostics, moms=("0.9", "0"), pr
                 *t_interval([final(a) - final(u) for a, u in zip(by_seed, logs["uncompressed"])]))
             row = "| %d | %s | %s%s | %.4f | %.4f | %.4f | %s |" % (workers, mom, prefix, name, np.mean(finals),
                                                                min(finals), max(finals), diff)
+            if versus:
+                row += " %s |" % ("" if name in ("uncompressed", versus) else difference_text(
+                    *t_interval([final(a) - final(u) for a, u in zip(by_seed, logs[versus])])))
             if diagnostics:
                 ratios = [residual_growth(log)[0] for log in by_seed]
                 row += " %s | %.3g |" % ("–" if np.isnan(ratios).all() else "%.2f" % np.nanmean(ratios),
@@ -164,9 +178,27 @@ def study(runs, seeds, workers_list):
     return "\n".join(lines)
 
 
+WEIGHT_PULLS = {"uncompressed": CONFIGS["uncompressed"], "4bit default, float32 pulls": ["--gc-type", "4bit"],
+                "4bit both ways ('compressed_pull')": ["--gc-type", "4bit", "--gc-compressed-pull"]}
+
+
+def weight_pulls(runs, seeds, workers_list):
+    """Compressed weight pulls (the servers' weights' differences) against float32 pulls and uncompressed:
+    Module.fit with momentum 0.9 on the servers, 5 epochs, and a plain gluon.Trainer with 2 workers."""
+    base, versus = ["--num-epochs", "5"], "4bit default, float32 pulls"
+    lines = [HEADER + " difference to %s |" % versus, "|---:|---:|---|---:|---:|---:|---|---|"]
+    for workers in workers_list:
+        lines += rows(runs, base, workers, seeds, WEIGHT_PULLS, False, moms=("0.9",), versus=versus)
+    lines += rows(runs, base + ["--api", "gluon"], 2, seeds, WEIGHT_PULLS, False, moms=("0.9",),
+                  prefix="plain gluon.Trainer: ", versus=versus)
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--diagnose", action="store_true", help="the short setting, with the residual's norms")
+    p.add_argument("--weight-pulls", action="store_true",
+                   help="compressed weight pulls against float32 pulls (5 epochs, momentum 0.9)")
     p.add_argument("--json", required=True, help="the runs, kept as they finish")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
@@ -174,8 +206,9 @@ def main():
                                       "markers (NAME: diagnose or study) gets the table")
     args = p.parse_args()
     runs = Runs(args.json)
-    name = "diagnose" if args.diagnose else "study"
-    table = diagnose(runs, args.seeds) if args.diagnose else study(runs, args.seeds, args.workers)
+    name = "diagnose" if args.diagnose else "weight_pulls" if args.weight_pulls else "study"
+    table = diagnose(runs, args.seeds) if args.diagnose else weight_pulls(runs, args.seeds, args.workers) \
+        if args.weight_pulls else study(runs, args.seeds, args.workers)
     command = "`.venv/bin/python -m tools.study_module %s`" % " ".join(sys.argv[1:])
     text = "Command: %s (%s, %d runs, 2 cores)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs), table)
     print(text)

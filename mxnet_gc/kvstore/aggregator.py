@@ -350,8 +350,8 @@ class Aggregator:
         waiting = ["key(s) %s hold %d of %d workers' pushes" % (m.keys, m.count, self.num_workers)
                    for m in self.messages.values() if m.count]
         self.error("worker %d pushed other rounds than server %d completed: %s" % (
-            rank, self.server_rank, "; ".join(waiting) if waiting else "no round waits for pushes (a round completed "
-            "with one worker's pushes of two steps)"))
+            rank, self.server_rank, "; ".join(waiting) if waiting else "no round waits for pushes now (one completed "
+            "with pushes of different steps: a worker skipped or repeated a key)"))
 
     def on_ended(self, rank):
         """A worker ends its part of the job (at its exit); counted, so that workers still pushing say why

@@ -30,6 +30,7 @@ class Mode:
     pipeline: bool = True
     mxnet_defaults: bool = False  # a merge plan run with MXNet's default settings
     env: tuple = ()  # (name, value) pairs of mxnet_gc settings for the job's processes
+    classic: bool = False  # MXNet's own gluon.Trainer on mxnet_gc's store, the optimizer on the servers
 
     @property
     def sparse(self):
@@ -58,6 +59,18 @@ DENSE_MODES = [
          compression=FOUR_BIT, groups=True),
     Mode("4bit-cpull", "4bit, and the servers send the sum 4bit-encoded too (compressed pull; the optimizer "
          "then runs on the workers, in the others on the servers)", compression=dict(FOUR_BIT, compressed_pull=True)),
+]
+# A Module.fit-shaped job: MXNet's own gluon.Trainer (as Module.fit, it pushes gradients and pulls the weights the
+# servers updated with SGD, momentum 0.9), the compression set on mxnet_gc's store; the baseline is "none"
+CLASSIC_MODES = [
+    Mode("classic-2bit", "MXNet's built-in 2bit (MXNet's own kernels) on mxnet_gc's store, the optimizer on the "
+         "servers, float32 weight pulls (MXNet's own store refuses compression when the trainer pushes and pulls "
+         "together)", compression={"type": "2bit", "threshold": 0.5}, classic=True),
+    Mode("classic-4bit", "4bit pushes on mxnet_gc's store, the optimizer on the servers, float32 weight pulls",
+         compression=FOUR_BIT, classic=True),
+    Mode("classic-4bit-cpull", "4bit both ways: 4bit pushes, and the servers send the difference between their "
+         "weights and the workers' 4bit-encoded ('compressed_pull' with the optimizer on the servers; its levels "
+         "fitted in 2 dense steps)", compression=dict(FOUR_BIT, compressed_pull=True, warmup_steps=2), classic=True),
 ]
 SPARSE_MODES = [
     Mode("topk-layerwise", "every layer its own message, sent after the whole backward", compression=TOPK,
@@ -92,5 +105,5 @@ HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport=
     Mode(HOROVOD_PREFIX + "4bit-cpull-at-once", "the same, its alltoall to every peer at once instead of W - 1 "
          "pairwise rounds (MXNET_GC_ALLTOALL=at_once)", transport="horovod",
          compression=dict(FOUR_BIT, compressed_pull=True), env=(("MXNET_GC_ALLTOALL", "at_once"),))]
-MODES = {m.name: m for m in DENSE_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
+MODES = {m.name: m for m in DENSE_MODES + CLASSIC_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]

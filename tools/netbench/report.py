@@ -100,6 +100,18 @@ def targets(rows):
                     "allreduce step time" % (model, workers, rate), dense / ms)
                 add("ring_allreduce_vs_allgather", "%s, %d workers, %s: 4bit by allgather / by the compressed "
                     "allreduce step time" % (model, workers, rate), gathered / ms)
+        if mode == "classic-4bit-cpull" and model == "fmnist-cnn" and workers == 2 and rate == "100mbit":
+            if base:
+                add("classic_cpull_vs_dense", "%s, %d workers, %s: MXNet's dist_sync / 4bit both ways step time, the "
+                    "optimizer on the servers" % (model, workers, rate), base / ms)
+            if (model, workers, rate, "classic-2bit") in step:
+                add("classic_cpull_vs_2bit", "%s, %d workers, %s: MXNet's 2bit / 4bit both ways step time, the "
+                    "optimizer on the servers" % (model, workers, rate), step[model, workers, rate, "classic-2bit"] / ms)
+        if mode == "classic-4bit-cpull" and (model, workers, rate, "classic-4bit") in row_of:
+            add("classic_cpull_pull_bytes", "%s, %d workers, %s: bytes a worker receives per step, float32 weight "
+                "pulls / 4bit both ways" % (model, workers, rate),
+                row_of[model, workers, rate, "classic-4bit"]["worker0_received_mb_per_step"]
+                / row_of[model, workers, rate, mode]["worker0_received_mb_per_step"])
         if mode == "gc-none" and base:
             add("uncompressed_vs_mxnet", "%s, %d workers, %s: mxnet_gc's uncompressed / MXNet's dist_sync step time"
                 % (model, workers, rate), ms / base)

@@ -51,6 +51,9 @@ def make_trainer(mode, kv, params, bucket_bytes):
     import mxnet_gc
 
     optimizer = ("sgd", {"learning_rate": 0.01, "momentum": 0.9})
+    if mode.classic:
+        kv.set_gradient_compression(mode.compression)
+        return gluon.Trainer(params, *optimizer, kvstore=kv)
     if mode.store == "mxnet":
         if mode.compression:  # MXNet 1.9.1's dist store refuses pushpull with compression; gluon.Trainer calls it
             kv.pushpull = lambda key, value, out=None, priority=0: (
@@ -109,6 +112,8 @@ def run(mode, model, steps, warmup, bucket_bytes):
 
         schedule = Schedule(LGCOptions(mode.compression).phases())
     warmup += schedule.start(schedule.phases[-1].name) if schedule else 0
+    if mode.classic:  # (the store's own dense warm-up)
+        warmup += mode.compression.get("warmup_steps", 0)
     for i in range(warmup):
         step(i)
     server0 = server_cpu_seconds() if kv.rank == 0 else None
