@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test test-fast docs demo bench bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-lgc-seeds study-pareto bench-lgc asan clean
+.PHONY: install horovod data test test-fast docs demo bench bench-classic bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-lgc-seeds study-pareto bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -59,6 +59,15 @@ bench: install
 bench-network: install data
 	$(PY) -m tools.bench_network --csv docs/results/bench_network/bench_network.csv --plot docs/results/bench_network/bench_network.png \
 		--markdown docs/performance.md
+
+# The optimizer on the servers (a Module.fit-shaped job) at 100 Mbit/s (root; about 5 minutes): MXNet's dist_sync
+# against MXNet's 2bit, 4bit pushes and 4bit both ways on mxnet_gc's store; README's first table and a section
+# of docs/performance.md.
+bench-classic: install data
+	$(PY) -m tools.bench_network --models fmnist-cnn --modes none classic-2bit classic-4bit classic-4bit-cpull \
+		--rates 100mbit --workers 2 --repeats 3 --csv docs/results/bench_network/bench_classic.csv \
+		--markdown docs/performance.md --section classic
+	$(PY) -m tools.doc_tables
 
 # Push and pull overlapping at 100 Mbit/s (root; about 40 minutes on 2 cores): MXNet's dist_sync against
 # mxnet_gc's store uncompressed, 4bit and 4bit with compressed pulls, the 10M-parameter MLP, 2 and 4
