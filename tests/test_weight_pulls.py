@@ -146,7 +146,7 @@ def replay(results, workers):
     first = results[0]
     compression = json.loads(str(first["compression"]))
     params = json.loads(str(first["optimizer"]))
-    warmup = compression["warmup_steps"]
+    warmup = params.pop("dense_steps", compression["warmup_steps"])  # (mxnet_gc's trainer: its schedule's)
     expected = {}
     for key in json.loads(str(first["keys"])):
         push = compression["per_key"][str(key)]
@@ -180,10 +180,11 @@ def replay(results, workers):
     return expected
 
 
-@pytest.mark.parametrize("api", ["module", "gluon"])
+@pytest.mark.parametrize("api", ["module", "gluon", "gc"])
 def test_module_fit_and_a_plain_gluon_trainer_with_momentum_on_the_servers(tmp_path, api):
     """MXNet's classic APIs (tests/dist/classic_worker.py: a small MLP, SGD with momentum 0.9 on the servers),
-    4bit both ways at its defaults after a warm-up of 4 steps: every weight pulled equals the replay."""
+    and mxnet_gc's trainer with update_on_kvstore=True, 4bit both ways at its defaults after a warm-up of 4
+    steps: every weight pulled equals the replay."""
     compression = {"type": "4bit", "compressed_pull": True, "warmup_steps": 4}
     argv = [sys.executable, LAUNCH, "-n", "2", "-s", "1", "--timeout", "120", sys.executable,
             os.path.join(HERE, "classic_worker.py"), str(tmp_path), api, json.dumps(compression)]

@@ -340,6 +340,10 @@ class Aggregator:
         message = agreement.different_calls({r: w for r, (w, _) in seen.items()}) or \
             agreement.disagreement(what, {r: c for r, (_, c) in seen.items()})
         st[protocol.ST_MISMATCH] = message is not None
+        if len(seen) == self.num_workers:
+            st[protocol.ST_AGREED_ROUND] = round
+            st[protocol.ST_AGREED_MISMATCH] = st[protocol.ST_MISMATCH]
+            st[protocol.ST_AGREED_HASH] = st[protocol.ST_CONFIG_HASH]
         if message is not None:
             log.error(message)
             protocol.write_message(st, message)

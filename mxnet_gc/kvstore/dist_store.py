@@ -78,7 +78,6 @@ class DistSyncStore(StoreBase):
         self._queue = PushQueue(self._port)
         weakref.finalize(self, _end_job, self._port, settings.end_line)
         self.agree("settings", settings.shared())
-        self._port.barrier()  # (every worker has read this round's status before any sends the next round's config)
         if self.asynchronous:
             self._port.stop_counting_rounds()
             self._port.command("asynchronous")
@@ -146,7 +145,7 @@ class DistSyncStore(StoreBase):
         self._send(everything=True)
         self._round += 1
         self._port.command("config", rank=self.rank, round=self._round, config=config, what=what, all_ranks=True)
-        self._port.synchronize(config=config)
+        self._port.synchronize(config=config, round=self._round)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (a collective call, like MXNet's init).
@@ -212,6 +211,7 @@ class DistSyncStore(StoreBase):
         if not self.asynchronous:  # (a server completes a round with as many pushes as workers: step_order.py)
             self._order.push(grads)
         self._count_step(list(grads))
+        self._check_weight_pulls(grads)
         self._observe_warmup(grads)
         keys, sent = self._lgc_push(grads)
         messages = self._layout.messages_of(keys)
@@ -308,9 +308,10 @@ class DistSyncStore(StoreBase):
 
     def _weights_before(self, targets, pushed):
         """{key: a copy of the weights this worker holds} for the keys whose change this pull measures (a
-        dense step's pull, after a push, while compressed weight pulls wait for their levels)."""
+        dense step's pull, after a push, until compressed weight pulls have their levels: whatever the
+        compression of the dense steps, which a trainer may set to 'none')."""
         changes = self._weight_changes
-        if not (pushed and changes is not None and changes.largest is None and self._compression.compressed_pull):
+        if not (pushed and changes is not None and changes.largest is None):
             return {}
         return {k: self._staging[k].copy() for k in targets if k in self._staging and k not in self._reduce_only
                 and not any(c.codec is not None for c in self._layout.chunks[k])}
@@ -414,8 +415,8 @@ class DistSyncStore(StoreBase):
         pull = self._compression.compressed_pull
         if pull and changes is not None and changes.largest is None:
             if changes.measured and any(self.codec_for(c.key) is not None for m in messages for c in m.chunks):
-                table = changes.fit(self, sorted((k for k in self._shapes if k not in self._reduce_only),
-                                                 key=agreement.key_order))
+                keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
+                table = changes.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
                 log.logger.info("compressed weight pulls: each key's largest change of its weights in a step over "
                                 "the last dense steps (the workers' mean), which its levels are fitted to:\n%s", table)
             pull = changes.largest is not None
@@ -424,6 +425,17 @@ class DistSyncStore(StoreBase):
             self._port.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
         self._port.synchronize()
+
+    def _check_weight_pulls(self, grads):
+        """Raises if compressed weight pulls are asked for but could not start (no dense step measured the
+        weights' changes before the codecs started), rather than pulling float32 silently."""
+        changes = self._weight_changes
+        if changes is not None and changes.largest is None and self._compression.compressed_pull and \
+                any(c.codec is not None for k in grads for c in self._layout.chunks.get(k, ())):
+            raise RuntimeError("'compressed_pull' with the optimizer on the servers fits its levels to the weights' "
+                               "changes in dense steps (a push and a pull each) before the codecs start, and none "
+                               "was measured: give the compression a warm-up ('warmup_steps' >= 1, or the trainer's "
+                               "dense steps), or resume with load_residuals")
 
     def _weight_pull_codec(self):
         changes = self._weight_changes

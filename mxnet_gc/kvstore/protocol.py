@@ -36,8 +36,10 @@ STATUS_WORDS = 512
 # ST_ENDED: how many workers have ended their part of the job (their store freed, at exit), the first
 # of them ST_ENDED_RANK: a worker still pushing then knows why its round cannot complete.
 # ST_PROOF: PROOF_WORDS words, a byte each, of the server's proof that it holds the job's secret.
+# ST_AGREED_*: the last configuration round every worker took part in (its number, mismatch flag and hash): a
+# worker still reading a round's verdict when a faster one has started the next round finds it there.
 ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MARK, ST_ENDED, ST_ENDED_RANK, \
-    ST_MESSAGE_LEN = range(10)
+    ST_AGREED_ROUND, ST_AGREED_MISMATCH, ST_AGREED_HASH, ST_MESSAGE_LEN = range(13)
 PROOF_WORDS = 32
 ST_PROOF = ST_MESSAGE_LEN + 1
 ST_MESSAGE = ST_PROOF + PROOF_WORDS

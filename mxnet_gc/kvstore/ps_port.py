@@ -72,9 +72,10 @@ class PSPort:
         """Sends a command to every server (rank 0 only, unless ``all_ranks``)."""
         self._link.command(op, all_ranks=all_ranks, **fields)
 
-    def synchronize(self, config=None):
-        """A barrier, then every server's status, checked (``config``: this worker's settings to agree on)."""
-        self._link.synchronize(config)
+    def synchronize(self, config=None, round=None):
+        """A barrier, then every server's status, checked (``config``: this worker's settings to agree on in
+        configuration round ``round``)."""
+        self._link.synchronize(config, round)
 
     def check(self):
         """Checks the status last pulled with ``status_keys`` (a server's error, a lost push)."""

@@ -75,22 +75,27 @@ class ServerLink:
                 _mx.wait_to_write(z)
         _mx.barrier(self.kv)
 
-    def synchronize(self, config=None):
+    def synchronize(self, config=None, round=None):
         """A barrier of all workers, then every server's status, checked (see ``check``)."""
         _mx.barrier(self.kv)
         self.kv.pull(self.status_keys, out=self.status)
-        self.check(config)
+        self.check(config, round)
 
-    def check(self, config=None):
-        """Raises on a disagreement of the workers' settings (when ``config``, this worker's, is given; the
-        servers' message says how they differ, agreement.py), on a new server-side error, or (with
+    def check(self, config=None, round=None):
+        """Raises on a disagreement of the workers' settings in configuration round ``round`` (when ``config``,
+        this worker's, is given; the servers' message says how they differ, agreement.py), on a new
+        server-side error, or (with
         ``count_rounds``) on a server that completed other rounds than this worker pushed (``status``
         pulled already)."""
         for server, status in enumerate(self.status):
             s = status.asnumpy()
             message = protocol.read_message(s)
-            if config is not None:
-                if s[protocol.ST_MISMATCH] or s[protocol.ST_CONFIG_HASH] != protocol.config_hash(config):
+            if config is not None:  # (after the barrier every worker's config of ``round`` has arrived)
+                if s[protocol.ST_AGREED_ROUND] != round % protocol.ROUNDS_MODULUS:
+                    raise RuntimeError("mxnet_gc: server %d has no verdict on configuration round %d (its last: %d): "
+                                       "the workers' collective calls are out of step"
+                                       % (server, round, s[protocol.ST_AGREED_ROUND]))
+                if s[protocol.ST_AGREED_MISMATCH] or s[protocol.ST_AGREED_HASH] != protocol.config_hash(config):
                     raise ValueError("mxnet_gc: %s (this worker is rank %d; from server %d)"
                                      % (message, self.rank, server))
             errors = int(s[protocol.ST_ERRORS])

@@ -56,15 +56,15 @@ class WeightChanges:
     def measured(self):
         return bool(self._maxima)
 
-    def fit(self, store, keys):
+    def fit(self, store, keys, names):
         """The workers' mean of each key's largest change (a collective call on ``store``); returns the
-        table as text."""
+        table as text (``names``: the keys' names)."""
         local = [max([m.asscalar() for m in self._maxima.get(k, ())] or [0.0]) for k in keys]
         local = np.nan_to_num(np.array(local, np.float64), nan=0.0, posinf=0.0)
         largest = store.average("weight_changes", local)
         self.largest = {k: float(v) for k, v in zip(keys, largest)}
         self._maxima.clear()
-        return "\n".join("  %s: %.3g" % (k, v) for k, v in self.largest.items())
+        return "\n".join("  %-40s %.3g" % (n, self.largest[k]) for k, n in zip(keys, names))
 
     def codec(self, compression, key):
         """The codec of ``key``'s compressed weight pull."""

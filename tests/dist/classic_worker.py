@@ -1,7 +1,9 @@
 """A worker of tests/test_weight_pulls.py: MXNet's classic APIs (Module.fit, or a plain gluon.Trainer) with the
 optimizer on the servers, on a store that records what it is given and returns.
 
-    classic_worker.py OUT module|gluon COMPRESSION_JSON
+    classic_worker.py OUT module|gluon|gc COMPRESSION_JSON
+
+(gc: mxnet_gc.gluon.Trainer with the optimizer on the servers, its dense steps the compression's warm-up.)
 
 A small MLP trains on random data for STEPS steps.  The store records, per key and step, the gradient
 this worker pushed and the weights the pull returned; with what the job's optimizer was, they go to
@@ -64,12 +66,17 @@ def module(kv):
     return params
 
 
-def trainer(kv):
+def trainer(kv, compression=None):
+    """A plain gluon.Trainer, or with ``compression`` mxnet_gc's (update_on_kvstore=True)."""
     net = gluon.nn.HybridSequential()
     net.add(gluon.nn.Dense(16, activation="relu"), gluon.nn.Dense(3))
     mx.random.seed(3)
     net.initialize(mx.init.Xavier(magnitude=2))
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM}, kvstore=kv)
+    optimizer = ("sgd", {"learning_rate": LR, "momentum": MOMENTUM})
+    trainer = gluon.Trainer(net.collect_params(), *optimizer, kvstore=kv) if compression is None else \
+        mxnet_gc.gluon.Trainer(net.collect_params(), *optimizer, kvstore=kv, compression_params=compression,
+                               update_on_kvstore=True, dense_warmup_steps=compression["warmup_steps"],
+                               calibration_steps=compression["warmup_steps"])
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     for step in range(STEPS):
         x, y = data(kv.rank, step)
@@ -77,14 +84,20 @@ def trainer(kv):
             loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
         loss.backward()
         trainer.step(BATCH * kv.num_workers)
-    return {"learning_rate": LR, "momentum": MOMENTUM, "rescale_grad": 1.0 / (BATCH * kv.num_workers)}
+    params = {"learning_rate": LR, "momentum": MOMENTUM, "rescale_grad": 1.0 / (BATCH * kv.num_workers)}
+    if compression is not None:  # (its dense steps: until its schedule's last phase)
+        params["dense_steps"] = trainer.schedule.start(trainer.schedule.phases[-1].name)
+    return params
 
 
 def main():
     out, api, compression = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     kv = RecordingStore()
-    kv.set_gradient_compression(compression)
-    params = (module if api == "module" else trainer)(kv)
+    if api == "gc":
+        params = trainer(kv, compression)
+    else:
+        kv.set_gradient_compression(compression)
+        params = (module if api == "module" else trainer)(kv)
     keys = sorted((k for k in kv.pulled if not str(k).startswith("__mxgc_")), key=str)  # (not the store's own)
     saved = {"optimizer": np.array(json.dumps(params)), "compression": np.array(json.dumps(kv.compression_config)),
              "keys": np.array(json.dumps(keys))}
