@@ -61,7 +61,7 @@ def simulate(spec, workers):
         for step in range(spec["steps"]):
             total = np.zeros(shape, np.float32)
             for rank in range(workers):
-                g = gradient(spec["seed"], rank, step, i, shape, spec["scale"], spec.get("nonfinite"))
+                g = gradient(spec["seed"], rank, step, i, shape, spec["scale"], spec.get("nonfinite"), spec.get("grid"))
                 if step < warmup:  # dense: a non-finite value is sent as 0
                     q = np.where(np.isfinite(g), g, np.float32(0))
                 else:
@@ -111,8 +111,10 @@ def test_two_workers_two_servers_a_key_in_parts(tmp_path):
 
 def test_three_workers_one_server_gc_2bit_with_non_finite_gradients(tmp_path):
     """gc_2bit both ways; a NaN (dense warm-up: sent as 0) and an inf (compressed: dropped, the residual kept)
-    in the gradients, as the push path treats them."""
-    spec = spec_of({"type": "gc_2bit", "threshold": 0.5}, nonfinite=[[1, 1, 0, 7, "nan"], [2, 5, 1, 3, "inf"]])
+    in the gradients, as the push path treats them.  (Gradients on a grid of 2^-10: the servers add 3 dense
+    pushes in the order they arrive.)"""
+    spec = spec_of({"type": "gc_2bit", "threshold": 0.5}, nonfinite=[[1, 1, 0, 7, "nan"], [2, 5, 1, 3, "inf"]],
+                   grid=1024)
     _, results = run_job(tmp_path, spec, workers=3, servers=1)
     check(results, simulate(spec, 3), 3)
     for saved in results.values():

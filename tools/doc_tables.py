@@ -114,8 +114,8 @@ def steps_per_epoch(study, config):
 CLASSIC_ROWS = [("none", "MXNet's own `dist_sync`, uncompressed", "`mx.kv.create('dist_sync')`"),
                 ("classic-2bit", "MXNet's 2bit (its own kernels), on mxnet_gc's store",
                  "`{'type': '2bit', 'threshold': 0.5}`"),
-                ("classic-4bit", "4bit pushes, float32 weight pulls", "`{'type': '4bit'}`"),
-                ("classic-4bit-cpull", "**4bit both ways**", "`{'type': '4bit', 'compressed_pull': True}`")]
+                ("classic-4bit", "4bit pushes, float32 weight pulls", "`{'type': '4bit', 'compressed_pull': False}`"),
+                ("classic-4bit-cpull", "**4bit both ways** (the default)", "`{'type': '4bit'}`")]
 
 
 def speed_table():

@@ -16,7 +16,8 @@
 - ``{'type': 'lgc', 'density': d, ...}``: learned gradient compression (mxnet_gc/lgc): a schedule
   of phases run by the store itself (kvstore/lgc_rounds.py; its rounds lgc_ps.py or lgc_ring.py).
 
-With an mxnet_gc codec, ``'compressed_pull': True`` also compresses what workers pull: the servers
+With an mxnet_gc codec, ``'compressed_pull': True`` (4bit's default; ``False``: float32 pulls, as MXNet's
+2bit) also compresses what workers pull: the servers
 re-encode the sum with their own residual, on the codec's levels times the number of workers, or, with
 the optimizer on the servers, send the weights' differences (kvstore/weight_pulls.py); ``'warmup_steps': n``
 (default DEFAULT_WARMUP_STEPS) pushes dense float32 gradients for the first n steps before the codec
@@ -43,6 +44,10 @@ PLACEHOLDER = {"4bit": "medium", "2bit": 0.5}  # (to check the other parameters 
 ROUNDING = {"4bit": "nearest", "2bit": "floor"}
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
 STORE_OPTIONS = ("compressed_pull", "warmup_steps", "per_key")  # a store's, beside an mxnet_gc codec's parameters
+# Codec types whose pulls are compressed unless 'compressed_pull': False: 4bit's cost in accuracy against
+# float32 pulls stayed within 0.3 points on every path measured (docs/accuracy.md), and only both directions
+# compressed make a step faster (README's first table)
+PULLS_COMPRESSED_BY_DEFAULT = ("4bit",)
 
 
 def supported_types():
@@ -70,10 +75,11 @@ class Compression:
 
     ``num_workers``: the job's, when known (a store's): with 'compressed_pull' each codec's pull codec is
     then made too, so that levels the servers' sum cannot be re-encoded on are refused here, not at the
-    first compressed step.
+    first compressed step.  ``pulls_compressed``: whether pulls are compressed when the params do not say
+    (False on a store that pulls only float32, dist_async).
     """
 
-    def __init__(self, params, num_workers=None):
+    def __init__(self, params, num_workers=None, pulls_compressed=True):
         if not isinstance(params, dict) or "type" not in params:
             raise ValueError("gradient compression params must be a dict with a 'type' (one of %s), such as "
                              "{'type': '4bit'}, got %r" % (", ".join(supported_types()), params))
@@ -86,11 +92,14 @@ class Compression:
         self.num_workers = num_workers
         if self.lgc:  # a method with phases, not one codec: the store runs it (codec_for gives None)
             self.codec_type, self.compressed_pull, self._default, self._per_key = None, False, None, {}
+            self.pull_given = False
             self.config = LGCOptions(params).config
             return
         self.codec_type = _codec_type(kind)
         per_key = params.pop("per_key", {}) or {}
-        self.compressed_pull = params.pop("compressed_pull", False)
+        self.pull_given = "compressed_pull" in params  # (else the default: it gives way where it cannot run)
+        self.compressed_pull = params.pop("compressed_pull",
+                                          pulls_compressed and self.codec_type in PULLS_COMPRESSED_BY_DEFAULT)
         if not isinstance(self.compressed_pull, bool):
             raise ValueError("'compressed_pull' must be True or False, got %r" % (self.compressed_pull,))
         if self.codec_type is None:
@@ -161,7 +170,7 @@ class Compression:
         """This compression with ``levels`` ({key: levels}) as each key's thresholds in place of 'auto'."""
         per_key = {str(k): v for k, v in levels.items()}
         per_key.update(self._params["per_key"])  # (levels the user gave win)
-        return Compression(dict(self._params, per_key=per_key), self.num_workers)
+        return Compression(dict(self._params, per_key=per_key), self.num_workers)  # (compressed_pull is in _params)
 
     def as_fitted(self, config):
         """This 'thresholds': 'auto' compression with the levels a fitted one (its ``config``) holds, or
@@ -174,6 +183,10 @@ class Compression:
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
         return candidate if json.loads(json.dumps(candidate.config)) == config else None
+
+    def with_float32_pulls(self):
+        """This compression with 'compressed_pull': False."""
+        return Compression(dict(self._params, compressed_pull=False), self.num_workers)
 
     def weight_pull_codec(self, largest):
         """The codec of a key's compressed weight pull (the optimizer on the servers: kvstore/weight_pulls.py):

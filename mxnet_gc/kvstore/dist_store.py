@@ -120,12 +120,12 @@ class DistSyncStore(StoreBase):
         Raises ValueError before any traffic for an unknown type or bad parameters, and on every
         worker when the workers' parameters differ.
         """
-        compression = Compression(compression_params, self.num_workers)
+        compression = Compression(compression_params, self.num_workers, pulls_compressed=not self.asynchronous)
         if self.asynchronous and (compression.compressed_pull or compression.lgc):
             raise ValueError("dist_async sends weights back, not gradients: 'compressed_pull' and 'lgc' need "
                              "dist_sync with the optimizer on the workers")
         if self._optimizer_on_servers:
-            weight_pulls.check(compression, self.asynchronous)
+            compression = weight_pulls.applied(compression, self.asynchronous)
         if compression.lgc and self._optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
         self._check_compression_replaceable()
@@ -361,8 +361,8 @@ class DistSyncStore(StoreBase):
         before the codecs start (Gluon and Module.fit do, before their first step)."""
         if self._lgc is not None:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
-        weight_pulls.check(self._compression, self.asynchronous)
-        if self._compression.compressed_pull and any(m.pull_key is not None for m in self._layout.messages):
+        compression = weight_pulls.applied(self._compression, self.asynchronous)
+        if compression.compressed_pull and any(m.pull_key is not None for m in self._layout.messages):
             raise ValueError("set_optimizer with 'compressed_pull' must come before the compressed steps start (the "
                              "pulls then carry the weights' differences, not the sums): call it before the first push")
         description = optimizer_state.for_servers(optimizer)  # (refused here, on every worker, if it cannot be sent)
@@ -372,6 +372,9 @@ class DistSyncStore(StoreBase):
         self._optimizer_on_servers = True
         self._weight_changes = weight_pulls.WeightChanges()
         self._port.synchronize()
+        if compression is not self._compression:  # (float32 weight pulls where the default could not run)
+            self._compression = compression
+            self._assign_codecs(self._layout.messages)
 
     def barrier(self):
         """Returns when every worker has called it, and this worker's earlier pushes and pulls have been

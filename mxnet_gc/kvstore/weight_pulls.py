@@ -18,6 +18,7 @@ import collections
 import mxnet as mx
 import numpy as np
 
+from .. import log
 from .compression import FIT_STEPS
 
 TYPES = ("4bit", "2bit", "8bit")  # the codecs a weight pull can use (8bit scales each segment itself)
@@ -36,8 +37,23 @@ def check(compression, asynchronous):
                          "4bit, gc_2bit or 8bit; %r cannot (run the optimizer on the workers: update_on_kvstore=False)"
                          % compression.type)
     if compression.codec_type != "8bit" and compression.warmup_steps < 1:
-        raise ValueError("'compressed_pull' with the optimizer on the servers fits the levels of the weights' "
-                         "differences during the dense warm-up: 'warmup_steps' must be at least 1, got 0")
+        raise ValueError("'compressed_pull' (4bit's default) with the optimizer on the servers fits the levels of the "
+                         "weights' differences during the dense warm-up: 'warmup_steps' must be at least 1, got 0 (or "
+                         "give 'compressed_pull': False for float32 weight pulls)")
+
+
+def applied(compression, asynchronous):
+    """``compression`` as it runs with the optimizer on the servers.  An explicit 'compressed_pull' that cannot
+    run there raises ValueError (``check``); 4bit's default compressed pull gives way to float32 weight pulls
+    where it cannot (such as 'warmup_steps': 0, which leaves no step to fit its levels in), saying why once."""
+    try:
+        check(compression, asynchronous)
+        return compression
+    except ValueError as e:
+        if compression.pull_given:
+            raise
+        log.logger.info("mxnet_gc: weights pulled as float32: %s", e)
+        return compression.with_float32_pulls()
 
 
 class WeightChanges:

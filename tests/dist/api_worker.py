@@ -86,7 +86,7 @@ def main():
         p.asnumpy(), q.asnumpy(), r.asnumpy()
 
     # a NaN gradient under 4bit: warned (or raised) with the key's name, at the next push
-    kv.set_gradient_compression({"type": "4bit", "thresholds": POW2, "warmup_steps": 0})
+    kv.set_gradient_compression({"type": "4bit", "thresholds": POW2, "warmup_steps": 0, "compressed_pull": False})
     kv.set_nonfinite(policy)
     kv.set_key_names({"a": "dense0_weight"})
     nan = np.ones((3, 4), np.float32)

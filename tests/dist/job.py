@@ -17,11 +17,14 @@ LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 JOB_TIMEOUT = 240  # seconds; the launcher ends the job, the test's own timeout is a second guard
 
 
-def gradient(seed, rank, step, key_index, shape, scale, nonfinite=None):
+def gradient(seed, rank, step, key_index, shape, scale, nonfinite=None, grid=None):
     """The gradient a worker pushes: deterministic in (seed, rank, step, key); ``nonfinite``: [[rank, step, key
-    index, flat position, 'nan' or 'inf'], ...] puts those values in."""
+    index, flat position, 'nan' or 'inf'], ...] puts those values in; ``grid``: rounded to multiples of
+    1/grid (a power of two), so that a sum of 3 or more is exact in any order."""
     rng = np.random.default_rng([seed, rank, step, key_index])
     g = (rng.standard_normal(shape) * scale).astype(np.float32)
+    if grid:
+        g = (np.round(g * grid) / grid).astype(np.float32)
     for r, s, k, position, value in nonfinite or ():
         if (r, s, k) == (rank, step, key_index):
             g.reshape(-1)[position] = float(value)
@@ -34,10 +37,11 @@ def initial_value(seed, key_index, shape):
 
 
 def from_the_first_step(compression):
-    """A test's compression params, its codec from the first step (the stores' default is a dense warm-up)
-    unless they give 'warmup_steps' (MXNet's own types and 'lgc' take none)."""
+    """A test's compression params: its codec from the first step (the stores' default is a dense warm-up)
+    and float32 pulls (4bit's default compresses them), unless they give 'warmup_steps' or 'compressed_pull'
+    (MXNet's own types and 'lgc' take neither)."""
     if compression and compression["type"] not in ("none", "2bit", "lgc"):
-        return dict({"warmup_steps": 0}, **compression)
+        return dict({"warmup_steps": 0, "compressed_pull": False}, **compression)
     return compression
 
 

@@ -20,8 +20,9 @@ import mxnet_gc  # noqa: E402
 from dist.job import gradient  # noqa: E402
 
 KEYS = [["w", (5, 7)], [3, (130,)]]
-COMPRESSIONS = {"fixed": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0},
-                "auto": {"type": "4bit", "warmup_steps": 2},
+COMPRESSIONS = {"fixed": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0,
+                          "compressed_pull": False},
+                "auto": {"type": "4bit", "warmup_steps": 2, "compressed_pull": False},
                 "auto-gc_2bit": {"type": "gc_2bit", "threshold": "auto", "warmup_steps": 2}}
 COMPRESSIONS["compressed-pull"] = dict(COMPRESSIONS["fixed"], compressed_pull=True)
 SEED, SCALE, SAVED_STEPS = 21, 0.9, 3

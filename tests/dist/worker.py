@@ -12,6 +12,7 @@ save_states_at / load_states_at: steps after which the servers' optimizer states
 checkpoint_at: the step after which this worker saves its residuals (OUT/ckpt.rank<r>.residuals), the servers
 their optimizer states (OUT/ckpt.opt.server<s>) and rank 0 the weights pulled (OUT/ckpt.weights.npz);
 nonfinite: [[rank, step, key index, flat position, "nan" or "inf"], ...]: that value in that gradient.
+grid: gradients rounded to multiples of 1/grid (sums of 3 or more workers exact in any order).
 resume_from: such a checkpoint's folder and step: a new job initializes the keys with its weights, pulls
 them, loads the residuals and the servers' states and goes on from the next step.
 mkldnn_layout: before every pull of weights (pull_first, or each pull with an optimizer on the servers)
@@ -96,8 +97,8 @@ def run(kv, spec, named, out):
         kv.load_optimizer_states(os.path.join(resume[0], "ckpt.opt"))
     for step in range(resume[1] + 1 if resume else 0, spec["steps"]):
         scales = spec.get("key_scales") or [1.0] * len(keys)
-        grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"] * scales[i], spec.get("nonfinite")))
-                 for i, s in enumerate(shapes)]
+        grads = [mx.nd.array(gradient(spec["seed"], rank, step, i, s, spec["scale"] * scales[i], spec.get("nonfinite"),
+                                      spec.get("grid"))) for i, s in enumerate(shapes)]
         if step == spec.get("die_at_step") and rank == 1:
             os.kill(os.getpid(), signal.SIGKILL)
         if step == spec.get("corrupt_at_step"):

@@ -6,7 +6,7 @@ DEFAULT_RATES = ["100mbit", "1gbit", "unlimited"]  # (10 Mbit/s on request: a de
 TOPK = {"type": "layerwise_topk", "density": 0.01, "compressed_pull": True, "warmup_steps": 0}
 # (warmup_steps 0: the benchmark times the codecs from the first step; training from scratch keeps their
 # default dense warm-up)
-FOUR_BIT = {"type": "4bit", "thresholds": "medium", "warmup_steps": 0}
+FOUR_BIT = {"type": "4bit", "thresholds": "medium", "warmup_steps": 0, "compressed_pull": False}
 CALIBRATION_STEPS = 3  # dense steps of 4bit-groups before its groups are chosen (part of the warm-up)
 # LGC with its phases shortened for a benchmark: no dense phase and no ramp (their float32 and 25%-dense
 # pushes would take minutes a step on a 10 Mbit/s link), the autoencoder's training part of the warm-up;
