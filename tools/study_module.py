@@ -178,14 +178,14 @@ def study(runs, seeds, workers_list):
     return "\n".join(lines)
 
 
-WEIGHT_PULLS = {"uncompressed": CONFIGS["uncompressed"], "4bit default, float32 pulls": ["--gc-type", "4bit"],
-                "4bit both ways ('compressed_pull')": ["--gc-type", "4bit", "--gc-compressed-pull"]}
+WEIGHT_PULLS = {"uncompressed": CONFIGS["uncompressed"], "4bit, float32 pulls": ["--gc-type", "4bit"],
+                "4bit both ways (compressed weight pulls)": ["--gc-type", "4bit", "--gc-compressed-pull"]}
 
 
 def weight_pulls(runs, seeds, workers_list):
     """Compressed weight pulls (the servers' weights' differences) against float32 pulls and uncompressed:
     Module.fit with momentum 0.9 on the servers, 5 epochs, and a plain gluon.Trainer with 2 workers."""
-    base, versus = ["--num-epochs", "5"], "4bit default, float32 pulls"
+    base, versus = ["--num-epochs", "5"], "4bit, float32 pulls"
     lines = [HEADER + " difference to %s |" % versus, "|---:|---:|---|---:|---:|---:|---|---|"]
     for workers in workers_list:
         lines += rows(runs, base, workers, seeds, WEIGHT_PULLS, False, moms=("0.9",), versus=versus)
@@ -210,7 +210,11 @@ def main():
     table = diagnose(runs, args.seeds) if args.diagnose else weight_pulls(runs, args.seeds, args.workers) \
         if args.weight_pulls else study(runs, args.seeds, args.workers)
     command = "`.venv/bin/python -m tools.study_module %s`" % " ".join(sys.argv[1:])
-    text = "Command: %s (%s, %d runs, 2 cores)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs), table)
+    made = [r["provenance"] for r in runs.runs if "provenance" in r]
+    where = "; runs made at commit%s %s on %s" % ("s" if len({p["commit"] for p in made}) > 1 else "", ", ".join(
+        sorted({p["commit"] + ("" if p["clean"] else "+changes") for p in made})), made[0]["machine"]) if made else ""
+    text = "Command: %s (%s, %d runs, 2 cores%s)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs),
+                                                               where, table)
     print(text)
     if args.markdown:
         write_section(args.markdown, "study_module:%s" % name, text)
