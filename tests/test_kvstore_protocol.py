@@ -51,10 +51,12 @@ def test_keys_land_on_the_chosen_server():
             seen.add(key)
 
 
-def test_a_server_knows_its_status_key():
+def test_a_server_knows_its_control_keys():
+    """The status and counters keys a worker allocates first are those each server knows as its own."""
     for servers in (1, 2, 5):
         allocator = protocol.KeyAllocator(servers)
-        assert [allocator.on_server(s) for s in range(servers)] == [protocol.status_key(s, servers) for s in range(servers)]
+        status, counters = [allocator.on_server(s) for s in range(servers)], [allocator.on_server(s) for s in range(servers)]
+        assert list(zip(status, counters)) == [protocol.control_keys(s, servers) for s in range(servers)]
 
 
 def test_split_sizes():

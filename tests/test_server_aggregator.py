@@ -32,7 +32,7 @@ class Server:
         self.agg = Aggregator(0, 1, WORKERS, SECRET, checkpoint_dir, pull_stats, **aggregator)
         self.signer = protocol.Signer(SECRET, 0)
         alloc = protocol.KeyAllocator(1)
-        status_key = alloc.on_server(0)
+        status_key, _ = alloc.on_server(0), alloc.on_server(0)  # (the server's status and counters keys)
         self.agg.command(0, self.signer.hello())
         layout = Layout(1, 10 ** 9, alloc)
         keys = ["k%d" % i for i in range(len(sizes))]

@@ -119,8 +119,8 @@ class Aggregator:
         self.pull_monitor = PullMonitor(pull_stats_every)
         self.values = {}  # value key -> the stored NDArray workers pull
         self.values_np = {}  # value key -> a numpy view of it
-        self.status_key = protocol.status_key(server_rank, num_servers)
-        self.expected = {self.status_key}  # value keys whose next push registers them
+        self.status_key, self.counters_key = protocol.control_keys(server_rank, num_servers)
+        self.expected = {self.status_key, self.counters_key}  # value keys whose next push registers them
         self.messages = {}  # push key -> MessageState
         self.status = np.zeros(protocol.STATUS_WORDS, np.float32)
         self.status[protocol.ST_MARK] = protocol.SERVER_MARK
@@ -196,7 +196,7 @@ class Aggregator:
         self.expected.discard(key)
         self.values[key] = stored
         self.values_np[key] = _mx.host_view(stored)
-        if key == self.status_key:
+        if key in (self.status_key, self.counters_key):
             self.publish_status()
 
     @staticmethod
@@ -244,9 +244,10 @@ class Aggregator:
         """Counts a completed round in the status every worker pulls."""
         done = (self.status[protocol.ST_ROUNDS_DONE] + 1) % protocol.ROUNDS_MODULUS
         self.status[protocol.ST_ROUNDS_DONE] = done
-        status = self.values_np.get(self.status_key)
-        if status is not None:
-            status[protocol.ST_ROUNDS_DONE] = done
+        for key in (self.status_key, self.counters_key):
+            published = self.values_np.get(key)
+            if published is not None:
+                published[protocol.ST_ROUNDS_DONE] = done
 
     # ---- commands from workers ----
 
@@ -399,6 +400,8 @@ class Aggregator:
         self.publish_status()
 
     def publish_status(self):
-        array = self.values_np.get(self.status_key)
+        array, counters = self.values_np.get(self.status_key), self.values_np.get(self.counters_key)
         if array is not None:
             array[:] = self.status
+        if counters is not None:
+            counters[:] = self.status[:protocol.COUNTER_WORDS]

@@ -15,7 +15,8 @@ sees every worker's push separately.  On top of it (docs/kvstore.md has the whol
   (``Signer.hello``): a worker then finds that server out by its status.
 - Every server has a *status key* whose value (``STATUS_WORDS`` float32) reports the configuration it
   agreed on and the last error it saw, and proves that the server holds the job's secret
-  (``server_proof``); workers pull it after each synchronisation round and raise on an error.
+  (``server_proof``), and a *counters key* with the status's numbers; workers pull the counters after
+  each synchronisation round, the status when they show an error or a disagreement, and raise.
 """
 import codecs
 import hashlib
@@ -41,6 +42,7 @@ STATUS_WORDS = 512
 ST_ROUND, ST_RECEIVED, ST_MISMATCH, ST_CONFIG_HASH, ST_ERRORS, ST_ROUNDS_DONE, ST_MARK, ST_ENDED, ST_ENDED_RANK, \
     ST_AGREED_ROUND, ST_AGREED_MISMATCH, ST_AGREED_HASH, ST_MESSAGE_LEN = range(13)
 PROOF_WORDS = 32
+COUNTER_WORDS = ST_MESSAGE_LEN  # the status's numbers, also in a small key of their own pulled every round
 ST_PROOF = ST_MESSAGE_LEN + 1
 ST_MESSAGE = ST_PROOF + PROOF_WORDS
 MAX_MESSAGE = STATUS_WORDS - ST_MESSAGE
@@ -76,10 +78,14 @@ class KeyAllocator:
         return k
 
 
-def status_key(server, num_servers):
-    """Server ``server``'s status key: the first internal key on it (so a server knows its own before any
-    command, and publishes its status, and its proof, even to workers whose commands it refuses)."""
-    return KeyAllocator(num_servers).on_server(server)
+def control_keys(server, num_servers):
+    """Server ``server``'s status key and counters key: the first two internal keys on it (so a server knows
+    its own before any command, and publishes its status, and its proof, even to workers whose commands it
+    refuses).  Workers pull the counters (COUNTER_WORDS) with every round's values, the whole status (its
+    message) only when the counters show something to read: a pull per parameter (gluon.Trainer, Module)
+    then costs a few words, not STATUS_WORDS."""
+    allocator = KeyAllocator(num_servers)
+    return allocator.on_server(server), allocator.on_server(server)
 
 
 def split_sizes(n, parts):

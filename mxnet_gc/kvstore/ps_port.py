@@ -91,8 +91,9 @@ class PSPort:
 
     @property
     def status(self):
-        """(status keys, arrays to pull them into): pulled with a round's last values, then ``check``."""
-        return self._link.status_keys, self._link.status
+        """(the servers' counters keys, arrays to pull them into): pulled with a round's last values, then
+        ``check``."""
+        return self._link.counter_keys, self._link.counters
 
     def end_job(self):
         """Ends this worker's part of the job in order (server_link.py)."""

@@ -1,9 +1,10 @@
 """A worker's control plane to the servers of the compressed dist store: commands, value-key
 registration, and each server's status (errors, configuration agreement, completed rounds).
 
-Every server has a status key (protocol.STATUS_WORDS float32) that workers pull after each round; a
-worker raises when a server reports a new error, when the workers' configurations differ, or when a
-server completed fewer rounds of pushes than this worker sent it (a push was lost).
+Every server has a status key (protocol.STATUS_WORDS float32) and a counters key (its numbers) that
+workers pull after each round; a worker raises, with the status's message, when a server reports a new
+error, when the workers' configurations differ, or when a server completed other rounds of pushes than
+this worker sent it.
 """
 import mxnet as mx
 
@@ -17,8 +18,11 @@ class ServerLink:
     def __init__(self, kv, num_servers, allocator):
         self.kv, self.num_servers = kv, num_servers
         self.rank = kv.rank
-        self.status_keys = [allocator.on_server(s) for s in range(num_servers)]  # (protocol.status_key: the first)
+        # (protocol.control_keys: the first two keys of each server)
+        self.status_keys = [allocator.on_server(s) for s in range(num_servers)]
+        self.counter_keys = [allocator.on_server(s) for s in range(num_servers)]
         self.status = [mx.nd.zeros(protocol.STATUS_WORDS) for _ in range(num_servers)]
+        self.counters = [mx.nd.zeros(protocol.COUNTER_WORDS) for _ in range(num_servers)]
         self.errors_seen = [0] * num_servers
         self.rounds_pushed = [0] * num_servers  # rounds of messages this worker pushed to each server
         self.count_rounds = True  # (dist_async: a round is one worker's push, of any worker)
@@ -28,8 +32,10 @@ class ServerLink:
         if self.rank == 0:
             _mx.send_command_to_servers(kv, 0, self.signer.hello())
         _mx.send_command_to_servers(kv, 0, self.signer.command("join", rank=self.rank))
-        kv.init(self.status_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers)
-        self.register(self.status_keys, [protocol.STATUS_WORDS] * num_servers)
+        kv.init(self.status_keys + self.counter_keys, [mx.nd.zeros(protocol.STATUS_WORDS)] * num_servers
+                + [mx.nd.zeros(protocol.COUNTER_WORDS)] * num_servers)
+        self.register(self.status_keys + self.counter_keys,
+                      [protocol.STATUS_WORDS] * num_servers + [protocol.COUNTER_WORDS] * num_servers)
         kv.pull(self.status_keys, out=self.status)
         stock = [s for s, status in enumerate(self.status) if status[protocol.ST_MARK].asscalar() != protocol.SERVER_MARK]
         if stock:
@@ -78,18 +84,18 @@ class ServerLink:
     def synchronize(self, config=None, round=None):
         """A barrier of all workers, then every server's status, checked (see ``check``)."""
         _mx.barrier(self.kv)
-        self.kv.pull(self.status_keys, out=self.status)
+        self.kv.pull(self.counter_keys, out=self.counters)
         self.check(config, round)
 
     def check(self, config=None, round=None):
         """Raises on a disagreement of the workers' settings in configuration round ``round`` (when ``config``,
         this worker's, is given; the servers' message says how they differ, agreement.py), on a new
         server-side error, or (with
-        ``count_rounds``) on a server that completed other rounds than this worker pushed (``status``
-        pulled already)."""
-        for server, status in enumerate(self.status):
-            s = status.asnumpy()
-            message = protocol.read_message(s)
+        ``count_rounds``) on a server that completed other rounds than this worker pushed (the counters
+        pulled already; a server's message is pulled when needed)."""
+        for server, counters in enumerate(self.counters):
+            s = counters.asnumpy()
+            message = _Message(self, server)
             if config is not None:  # (after the barrier every worker's config of ``round`` has arrived)
                 if s[protocol.ST_AGREED_ROUND] != round % protocol.ROUNDS_MODULUS:
                     raise RuntimeError("mxnet_gc: server %d has no verdict on configuration round %d (its last: %d): "
@@ -118,6 +124,11 @@ class ServerLink:
                                    "trusted" % (server, int(s[protocol.ST_ROUNDS_DONE]), self.rank, pushed,
                                                 self.incomplete_rounds(server)))
 
+    def message(self, server):
+        """The last message of ``server``'s status (pulled now)."""
+        self.kv.pull(self.status_keys[server], out=self.status[server])
+        return protocol.read_message(self.status[server].asnumpy())
+
     def incomplete_rounds(self, server):
         """What ``server`` says of its rounds that hold fewer pushes than workers (asked for now)."""
         self.command("incomplete", rank=self.rank, all_ranks=True)
@@ -125,3 +136,13 @@ class ServerLink:
         s = self.status[server].asnumpy()
         self.errors_seen[server] = int(s[protocol.ST_ERRORS])
         return protocol.read_message(s)
+
+
+class _Message:
+    """A server's status message, pulled when it is formatted (most checks raise nothing)."""
+
+    def __init__(self, link, server):
+        self.link, self.server = link, server
+
+    def __str__(self):
+        return self.link.message(self.server)
