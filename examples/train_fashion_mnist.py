@@ -44,7 +44,8 @@ def compression_params(args):
     if args.compressed_pull and args.compression not in ("gc_2bit", "4bit"):
         raise SystemExit("--compressed-pull needs --compression gc_2bit or 4bit (layerwise_topk always compresses "
                          "its pulls), not %s" % args.compression)
-    pull = {"compressed_pull": True} if args.compressed_pull else {}
+    # (explicit either way: the stores' default for 4bit compresses pulls; this example's runs keep their meaning)
+    pull = {"compressed_pull": args.compressed_pull} if args.compression in ("gc_2bit", "4bit") else {}
     if args.compression in ("2bit", "gc_2bit"):
         return {"type": args.compression, "threshold": args.threshold, **pull}
     if args.compression == "layerwise_topk":  # servers send the summed sparse values back sparse

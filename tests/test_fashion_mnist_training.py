@@ -264,13 +264,15 @@ def test_a_loss_at_a_uniform_guess_or_not_finite_is_reported(monkeypatch):
 
 
 def test_compressed_pull_option(monkeypatch):
-    """--compressed-pull adds 'compressed_pull' to mxnet_gc's threshold codecs and is refused elsewhere."""
+    """--compressed-pull sets 'compressed_pull' of mxnet_gc's threshold codecs (False without it: the stores'
+    default compresses 4bit's pulls) and is refused elsewhere."""
     example = load_example(monkeypatch)
     params = example.compression_params(example.parse_args(["--compression", "4bit", "--compressed-pull"]))
     assert params == {"type": "4bit", "thresholds": "medium", "compressed_pull": True}
     params = example.compression_params(example.parse_args(["--compression", "gc_2bit", "--compressed-pull"]))
     assert params == {"type": "gc_2bit", "threshold": 0.005, "compressed_pull": True}
-    assert "compressed_pull" not in example.compression_params(example.parse_args(["--compression", "4bit"]))
+    assert example.compression_params(example.parse_args(["--compression", "4bit"]))["compressed_pull"] is False
+    assert "compressed_pull" not in example.compression_params(example.parse_args(["--compression", "2bit"]))
     with pytest.raises(SystemExit, match="--compressed-pull needs"):
         example.compression_params(example.parse_args(["--compression", "2bit", "--compressed-pull"]))
     params = example.compression_params(example.parse_args(["--compression", "4bit", "--compressed-pull",
