@@ -76,8 +76,9 @@ class Trainer(_mx.TrainerBase):
         What ``set_gradient_compression`` takes (``mxnet_gc.kvstore.Compression``): for example
         ``{'type': '4bit', 'thresholds': 'medium'}``.
     update_on_kvstore : bool, optional
-        As for ``gluon.Trainer``; False runs the optimizer on the workers (needed by ``merge``,
-        ``'compressed_pull'`` and ``'lgc'``).
+        As for ``gluon.Trainer``; False runs the optimizer on the workers (needed by ``merge`` and
+        ``'lgc'``).  With ``'compressed_pull'`` (4bit's default) the pulls carry the sums 4bit-encoded when the
+        optimizer runs on the workers, the servers' weights' changes when it runs on the servers.
     threshold_groups : 'auto' or dict, optional
         4bit only: give each parameter the threshold group with the smallest error on its gradients
         ('auto': the groups small, medium and large; a dict maps names to groups).
