@@ -45,19 +45,47 @@ def workers_mean(value, workers):
     return float(total) / workers
 
 
+class Servers:
+    """One key on the simulated servers: MXNet's optimizer applied to each step's sum; in the dense steps the
+    workers pull the weights, then the weights' difference from what they hold, encoded on the levels fitted to
+    the dense steps' changes, what the encoding leaves kept for the next step (the gap)."""
+
+    def __init__(self, opt, weight, warmup, codec_type, rounding, workers):
+        self.opt, self.weight, self.warmup, self.workers = opt, mx.nd.array(weight), warmup, workers
+        self.state = opt.create_state(0, self.weight)
+        self.codec_type, self.rounding = codec_type, rounding
+        self.held = self.weight.asnumpy()  # (pulled first)
+        self.changes, self.gap, self.levels = [], None, None
+
+    def step(self, step, total):
+        """The weights every worker holds after the step whose pushes summed to ``total``."""
+        before = self.weight.asnumpy()
+        if step >= self.warmup:
+            self.gap = (np.zeros_like(before) if self.gap is None else self.gap) - before
+        self.opt.update(0, self.weight, mx.nd.array(total), self.state)
+        after = self.weight.asnumpy()
+        if step < self.warmup:
+            self.changes.append(np.abs(after - self.held).max())
+            self.held = after
+        else:
+            if self.levels is None:
+                self.levels = fitted({"type": self.codec_type},
+                                     workers_mean(max(self.changes[-FIT_STEPS:]), self.workers))
+            q, self.gap = reference.quantize_array(after, self.gap, self.levels, self.rounding)
+            self.held = (self.held + q).astype(np.float32)
+        return self.held
+
+
 def simulate(spec, workers):
     """{(key, step): the weights every worker holds after the step's pull}."""
     comp = spec["compression"]
     warmup, rounding = comp["warmup_steps"], reference.rounding_of(comp)
     name, params = spec["optimizer"]
-    opt = mx.optimizer.create(name, **params)
     expected = {}
     for i, (key, shape) in enumerate(spec["keys"]):
-        weight = mx.nd.array(initial_value(spec["seed"], i, shape))
-        state = opt.create_state(i, weight)
-        held = weight.asnumpy()  # (pulled first)
+        servers = Servers(mx.optimizer.create(name, **params), initial_value(spec["seed"], i, shape), warmup,
+                          comp["type"], rounding, workers)
         residuals = [np.zeros(shape, np.float32) for _ in range(workers)]
-        changes, gap, levels = [], None, None
         for step in range(spec["steps"]):
             total = np.zeros(shape, np.float32)
             for rank in range(workers):
@@ -67,20 +95,7 @@ def simulate(spec, workers):
                 else:
                     q, residuals[rank] = reference.quantize_array(g, residuals[rank], push_levels(comp), rounding)
                 total = (total + q).astype(np.float32)
-            before = weight.asnumpy()
-            if step >= warmup:
-                gap = (np.zeros(shape, np.float32) if gap is None else gap) - before
-            opt.update(i, weight, mx.nd.array(total), state)
-            after = weight.asnumpy()
-            if step < warmup:
-                changes.append(np.abs(after - held).max())
-                held = after
-            else:
-                if levels is None:
-                    levels = fitted(comp, workers_mean(max(changes[-FIT_STEPS:]), workers))
-                q, gap = reference.quantize_array(after, gap, levels, rounding)
-                held = (held + q).astype(np.float32)
-            expected[key, step] = held
+            expected[key, step] = servers.step(step, total)
     return expected
 
 
@@ -152,32 +167,17 @@ def replay(results, workers):
     expected = {}
     for key in json.loads(str(first["keys"])):
         push = compression["per_key"][str(key)]
-        opt = mx.optimizer.create("sgd", **params)
-        weight = mx.nd.array(first["pulled/%s" % key][0])
-        state = opt.create_state(0, weight)
-        held, residuals = weight.asnumpy(), [np.zeros_like(weight.asnumpy()) for _ in range(workers)]
-        changes, gap, levels, steps = [], None, None, []
+        pulled = first["pulled/%s" % key]
+        servers = Servers(mx.optimizer.create("sgd", **params), pulled[0], warmup, "4bit", "nearest", workers)
+        residuals, steps = [np.zeros_like(pulled[0]) for _ in range(workers)], []
         for step in range(len(first["pushed/%s" % key])):
-            total = np.zeros_like(held)
+            total = np.zeros_like(pulled[0])
             for rank in range(workers):
                 g = results[rank]["pushed/%s" % key][step]
                 if step >= warmup:
                     g, residuals[rank] = reference.quantize_array(g, residuals[rank], push["thresholds"], "nearest")
                 total = (total + g).astype(np.float32)
-            before = weight.asnumpy()
-            if step >= warmup:
-                gap = (np.zeros_like(held) if gap is None else gap) - before
-            opt.update(0, weight, mx.nd.array(total), state)
-            after = weight.asnumpy()
-            if step < warmup:
-                changes.append(np.abs(after - held).max())
-                held = after
-            else:
-                if levels is None:
-                    levels = fitted({"type": "4bit"}, workers_mean(max(changes[-FIT_STEPS:]), workers))
-                q, gap = reference.quantize_array(after, gap, levels, "nearest")
-                held = (held + q).astype(np.float32)
-            steps.append(held)
+            steps.append(servers.step(step, total))
         expected[key] = steps
     return expected
 
