@@ -55,7 +55,7 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from mxnet_gc import launch
-from tools import jobfiles, netns_cluster
+from tools import jobfiles, netns_cluster, provenance
 from tools.netbench import jobs, models, report, worker
 from tools.netbench.modes import DEFAULT_MODES, DEFAULT_RATES, MODES, RATES_BITS
 
@@ -173,14 +173,16 @@ def main():
 
     signal.signal(signal.SIGTERM, interrupted)
     started = time.time()
+    made = provenance.record(["python", "-m", "tools.bench_network"] + sys.argv[1:])
     runs, left = run_all(args, "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex)
     rows, text = summary(args, runs, started)
+    text[0] += "; %s" % provenance.line(made).split(": `")[0]
     print("\n".join(text[2:]))
     if args.csv:
         with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]) + list(made))
             writer.writeheader()
-            writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"])) for r in rows)
+            writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"]), **made) for r in rows)
     if args.plot:
         report.plot(rows, args.plot)
         text += ["", "![step times](%s)" % link(args.plot, args.markdown)]
