@@ -87,6 +87,10 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
     parser.add_argument("--bucket-bytes", type=int, default=1 << 20, help="payload bytes per message of topk-fixed")
+    parser.add_argument("--dilation", type=netns_cluster.dilation_value, nargs="+", default=["auto"],
+                        help="time dilation D: each host 1/D of a core, links at rate / D, times divided by D ('auto': "
+                             "the smallest D at which a job's hosts fit this machine; 'none': hosts share every core); "
+                             "several: every job at each, and a table of how far they agree")
     parser.add_argument("--repeats", type=int, default=1, help="run every job this many times, in rounds, and pool")
     parser.add_argument("--job-timeout", type=int, default=1800, help="seconds before a job is ended")
     parser.add_argument("--csv", help="write the rows here")
@@ -114,14 +118,16 @@ def run_all(args, tag):
     for model in args.models:
         for workers in args.workers:
             for servers in dict.fromkeys(servers_of(s, workers) for s in args.servers):
-                jobs_list += [(model, mode, rate, workers, servers) for rate in args.rates for mode in args.modes
+                jobs_list += [(model, mode, rate, workers, servers, dilation) for rate in args.rates
+                              for mode in args.modes for dilation in args.dilation
                               if servers == servers_of(args.servers[0], workers) or not MODES[mode].horovod]
     runs = []
     try:
         for _ in range(args.repeats):
             runs.append([])
-            for model, mode, rate, workers, servers in jobs_list:
-                runs[-1].append(jobs.run(model, MODES[mode], rate, workers, servers, args, tag, codec[model, mode]))
+            for model, mode, rate, workers, servers, dilation in jobs_list:
+                runs[-1].append(jobs.run(model, MODES[mode], rate, workers, servers, dilation, args, tag,
+                                         codec[model, mode]))
                 print(report.table(runs[-1][-1:]).splitlines()[-1], flush=True)
     finally:
         left = launch.processes_with_env(tag)
@@ -145,6 +151,9 @@ def summary(args, runs, started):
                  "target's ratio is of those medians; 'each run' gives the ratio within each round." % (
                      args.repeats, args.repeats), ""]
     text.append(report.table(rows))
+    if len(args.dilation) > 1 or args.repeats >= 3:
+        text += ["", "Each job at %s, and its runs against their median (the emulation's validation):"
+                 % " and ".join("D = %s" % d for d in args.dilation), "", report.agreement(rows, runs)]
     found = report.targets(rows)
     if found:  # (no target is defined for some sets of modes)
         text += ["", "Targets, each a ratio of two rows above:", "",

@@ -7,7 +7,13 @@
 Creates hosts mxgc-h0 ... mxgc-h{N-1}, each a network namespace with one interface (address
 198.18.0.{i+1}/24, the range reserved for benchmarks) joined to the others through a bridge in its own
 namespace (mxgc-sw).  Each host's link is limited to --rate in both directions with tc's token
-bucket filter (``unlimited`` leaves it alone).  Then it runs tools/launch.py with the given arguments
+bucket filter (``unlimited`` leaves it alone).
+
+Hosts have a CPU of their own under time dilation (--dilation D, default 'auto': the smallest D at which
+the hosts fit this machine's cores; tools/host_cpu.py): each host gets 1/D of one core, every link
+D times less than --rate (a queue D times longer in time, so that it holds the same bytes), so the
+cluster behaves as hosts of one core on links of --rate, D times slower.  ``--dilation none`` leaves the
+hosts sharing every core (no CPU emulation).  Then it runs tools/launch.py with the given arguments
 across those hosts (its ssh launcher, with tools/netns_ssh.py in place of ssh: the scheduler on the
 first host, then servers and workers, one host each), prints each host's bytes sent and received
 (its interface's counters) and the packets its link's queues dropped, and removes every namespace it
@@ -48,6 +54,43 @@ SWITCH = NAME + "-sw"
 SUBNET = "198.18.0.%d"
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (host_cpu, also when run by its path)
+import host_cpu  # noqa: E402
+
+UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def rate_bits(rate):
+    """Bits per second of a tc rate such as '100mbit' or '1gbit'; None for 'unlimited'."""
+    if rate == "unlimited":
+        return None
+    for unit in sorted(UNITS, key=len, reverse=True):
+        number = rate[:-len(unit)]
+        if rate.endswith(unit) and number.replace(".", "", 1).isdigit():
+            return float(number) * UNITS[unit]
+    raise SystemExit("netns_cluster.py: %r is not a rate (a number with bit, kbit, mbit or gbit, or unlimited)" % rate)
+
+
+def dilation_value(text):
+    """--dilation's values: 'auto', 'none' or a number >= 1."""
+    if text in ("auto", "none"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError("a dilation is 'auto', 'none' or a number >= 1, not %r" % text)
+    return value
+
+
+def dilation_for(hosts, dilation):
+    """The dilation factor a request means: None for 'none' (or None), the smallest that fits for 'auto'."""
+    if dilation in (None, "none"):
+        return None
+    return host_cpu.smallest_dilation(hosts) if dilation == "auto" else float(dilation)
+
+
 def run(*argv, check=True):
     return subprocess.run(argv, check=check, capture_output=True, text=True)
 
@@ -57,14 +100,20 @@ def address(i):
 
 
 class Cluster:
-    """Namespaces, links and shaping for N hosts; ``close`` removes all of them."""
+    """Namespaces, links and shaping for N hosts, and with a ``dilation`` D each host's CPU share
+    (1/D core) and links at ``rate`` / D; ``close`` removes all of them."""
 
-    def __init__(self, hosts, rate):
-        self.hosts, self.rate = hosts, rate
-        self.made = []
+    def __init__(self, hosts, rate, dilation=None):
+        self.hosts, self.dilation = hosts, dilation
+        bits = rate_bits(rate)
+        self.rate = rate if bits is None or dilation is None else "%dbit" % round(bits / dilation)
+        self.latency_ms = 100 * (dilation or 1)  # the queue's bound in time: the same bytes at rate / D
+        self.made, self.cpu = [], None
 
     def __enter__(self):
         try:
+            if self.dilation is not None:
+                self.cpu = host_cpu.Hosts(PREFIX, self.hosts, self.dilation)
             self._ns(SWITCH)
             run("ip", "netns", "exec", SWITCH, "ip", "link", "add", "br0", "type", "bridge")
             run("ip", "netns", "exec", SWITCH, "ip", "link", "set", "br0", "up")
@@ -82,7 +131,7 @@ class Cluster:
                 if self.rate != "unlimited":  # egress of the host, and egress towards it from the switch
                     for where, dev in ((ns, "eth0"), (SWITCH, "p%d" % i)):
                         run("ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-                            self.rate, "burst", "256kbit", "latency", "100ms")
+                            self.rate, "burst", "256kbit", "latency", "%dms" % self.latency_ms)
         except BaseException:
             self.close()
             raise
@@ -132,15 +181,18 @@ class Cluster:
             run("ip", "netns", "del", ns, check=False)
             shutil.rmtree("/etc/netns/" + ns, ignore_errors=True)
         self.made = []
+        if self.cpu is not None:
+            self.cpu.close()
+            self.cpu = None
 
     def __exit__(self, *exc):
         self.close()
 
 
 def leftovers():
-    """Namespaces of an earlier run that did not end cleanly."""
+    """Namespaces and host cgroups of an earlier run that did not end cleanly."""
     names = run("ip", "netns", "list", check=False).stdout.split()
-    return [n for n in names if n.startswith(PREFIX) or n == SWITCH]
+    return [n for n in names if n.startswith(PREFIX) or n == SWITCH] + host_cpu.leftovers(PREFIX)
 
 
 def check_environment():
@@ -156,48 +208,56 @@ def check_environment():
     run("ip", "netns", "del", probe, check=False)
 
 
-def run_job(hosts, rate, launch_args):
-    """Runs tools/launch.py with ``launch_args`` across ``hosts`` new hosts shaped to ``rate``, then removes
-    them.  Returns (launch.py's exit code, {host address: (bytes sent, bytes received, packets dropped)
-    during the job})."""
+def run_job(hosts, rate, launch_args, dilation=None):
+    """Runs tools/launch.py with ``launch_args`` across ``hosts`` new hosts shaped to ``rate`` (dilated by
+    ``dilation``), then removes them.  Returns what run_command returns."""
     with tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
         hostfile.write("\n".join(address(i) for i in range(hosts)) + "\n")
         hostfile.flush()
         ssh = "%s %s" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py"))
         return run_command(hosts, rate, [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "--launcher",
-                                         "ssh", "-H", hostfile.name, "--ssh", ssh] + list(launch_args))
+                                         "ssh", "-H", hostfile.name, "--ssh", ssh] + list(launch_args),
+                           dilation=dilation)
 
 
-def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None):
-    """Runs ``argv`` (on host ``on_host``, else outside the hosts) with ``hosts`` new hosts shaped to
-    ``rate``, then removes them.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers such
-    as horovodrun that call ssh), plus ``env``; after ``timeout`` seconds it is ended (exit code 124).
-    Returns (exit code, {host address: (bytes sent, bytes received, packets dropped)}) during the run."""
+def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilation=None):
+    """Runs ``argv`` (on host ``on_host``, in its namespace and CPU share, else outside the hosts) with
+    ``hosts`` new hosts shaped to ``rate`` and dilated by ``dilation`` (a factor, or None: no CPU
+    emulation), then removes them.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers
+    such as horovodrun that call ssh), plus ``env``; after ``timeout`` seconds it is ended (exit code
+    124).  Returns (exit code, {host address: (bytes sent, bytes received, packets dropped)} during the
+    run, [(seconds the host's CPU quota held it back, periods throttled)] per host or None)."""
     check_environment()
     stale = leftovers()
     if stale:
-        sys.exit("netns_cluster.py: namespaces %s exist from an earlier run; delete them with "
-                 "`ip netns del NAME`" % ", ".join(stale))
-    with Cluster(hosts, rate) as cluster, tempfile.TemporaryDirectory() as bin_dir:
+        sys.exit("netns_cluster.py: namespaces or host cgroups %s exist from an earlier run; delete them with "
+                 "`ip netns del NAME` and `rmdir PATH`" % ", ".join(stale))
+    with Cluster(hosts, rate, dilation) as cluster, tempfile.TemporaryDirectory() as bin_dir:
         with open(os.path.join(bin_dir, "ssh"), "w") as f:
             f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py")))
         os.chmod(os.path.join(bin_dir, "ssh"), 0o755)
         env = dict(os.environ, **(env or {}), PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+        enter = None
         if on_host is not None:
             argv = ["ip", "netns", "exec", PREFIX + str(on_host)] + list(argv)
+            enter = lambda: host_cpu.enter(PREFIX, on_host)  # noqa: E731 (in the child, before its exec)
         before = cluster.counters()
         try:
-            code = subprocess.call(argv, cwd=os.getcwd(), env=env, timeout=timeout)
+            code = subprocess.call(argv, cwd=os.getcwd(), env=env, timeout=timeout, preexec_fn=enter)
         except subprocess.TimeoutExpired:  # call() killed argv; closing the cluster ends what it started
             code = 124
         after = cluster.counters()
-    return code, {host: tuple(a - b for a, b in zip(after[host], before[host])) for host in after}
+        throttled = cluster.cpu.throttled() if cluster.cpu else None
+    return code, {host: tuple(a - b for a, b in zip(after[host], before[host])) for host in after}, throttled
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, required=True, help="scheduler + servers + workers")
     parser.add_argument("--rate", default="unlimited", help="per-host link rate for tc (100mbit, 1gbit, ...)")
+    parser.add_argument("--dilation", type=dilation_value, default="auto",
+                        help="D: each host 1/D of a core, links at rate / D ('auto': the smallest D that fits this "
+                             "machine; 'none': hosts share every core)")
     parser.add_argument("launch_args", nargs=argparse.REMAINDER,
                         help="after --: the arguments of tools/launch.py (-n, -s, the worker command)")
     args = parser.parse_args(argv)
@@ -210,10 +270,15 @@ def main(argv=None):
     # (Python leaves SIGINT ignored when it started ignored, as in a background job of a script: Ctrl-C
     # and the tests' SIGINT must end the job and delete the hosts all the same)
     signal.signal(signal.SIGINT, interrupted)
-    code, traffic = run_job(args.hosts, args.rate, launch_args)
-    print("host          bytes sent  bytes received  packets dropped")
-    for host, (sent, received, dropped) in traffic.items():
-        print("%-12s %11d %15d %16d" % (host, sent, received, dropped))
+    dilation = dilation_for(args.hosts, args.dilation)
+    if dilation is not None:
+        print("dilation %g: each host 1/%g of a core, links at %s / %g; times in the job are %g times the "
+              "emulated cluster's" % (dilation, dilation, args.rate, dilation, dilation), flush=True)
+    code, traffic, throttled = run_job(args.hosts, args.rate, launch_args, dilation)
+    print("host          bytes sent  bytes received  packets dropped  cpu throttled s")
+    for i, (host, (sent, received, dropped)) in enumerate(traffic.items()):
+        print("%-12s %11d %15d %16d %16s" % (host, sent, received, dropped,
+                                            "%.2f" % throttled[i][0] if throttled else "-"))
     return code
 
 

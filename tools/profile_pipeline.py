@@ -134,7 +134,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for pipeline in (1, 0):
             trace = os.path.join(tmp, "trace%d.json" % pipeline)
-            code, _ = netns_cluster.run_job(4, args.rate, [
+            code = netns_cluster.run_job(4, args.rate, [
                 "-n", "2", "-s", "1", "--timeout", "600", "--env", "MXNET_EXEC_BULK_EXEC_TRAIN=0",
                 "--env", "MXNET_CPU_WORKER_NTHREADS=%d" % args.engine_threads,
                 *jobfiles.worker_command("tools.profile_pipeline", pipeline=pipeline, out=trace, model=args.model)])

@@ -27,15 +27,26 @@ def codec_seconds(mode, workers, encode, decode):
     return seconds
 
 
-def run(model, mode, rate, workers, servers, args, tag, codec):
-    """One job (``servers`` parameter servers; none for Horovod); returns its row.  ``codec``: (encode,
-    decode) seconds of the model's gradients."""
+def hosts_of(mode, workers, servers):
+    """The hosts a job needs: W for Horovod, else a scheduler, the servers and the workers."""
+    return workers if mode.horovod else 1 + servers + workers
+
+
+def run(model, mode, rate, workers, servers, dilation, args, tag, codec):
+    """One job (``servers`` parameter servers; none for Horovod) on hosts dilated by ``dilation`` (a
+    factor, 'auto' or 'none'); returns its row.  ``codec``: (encode, decode) seconds of the model's
+    gradients."""
     worker_argv = jobfiles.worker_command(BENCH, model=model, mode=mode.name, steps=args.steps, warmup=args.warmup,
                                           bucket_bytes=args.bucket_bytes)
-    env = {tag.split("=")[0]: tag.split("=")[1]}
-    # Each emulated host shares this machine's cores with the others: OpenMP teams sized for the whole
-    # machine in every process would mostly spin against each other.
-    env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // (workers + (0 if mode.horovod else 1 + servers))))
+    hosts = hosts_of(mode, workers, servers)
+    asked, dilation = dilation, netns_cluster.dilation_for(hosts, dilation)
+    slower = dilation or 1  # (every wait of the job, D times longer)
+    timeout = int(args.job_timeout * slower)
+    env = {tag.split("=")[0]: tag.split("=")[1], "MXNET_GC_COLLECTIVE_TIMEOUT": str(120 * slower),
+           "MXNET_GC_JOIN_TIMEOUT": str(60 * slower)}
+    # A dilated host has one core's share; undilated, the hosts share this machine's cores: OpenMP teams
+    # sized for the whole machine in every process would mostly spin against each other.
+    env["OMP_NUM_THREADS"] = "1" if dilation else str(max(1, (os.cpu_count() or 1) // hosts))
     env.update(mode.env)
     if mode.unbulked:  # each gradient its own engine operation; a second engine thread to encode on
         env.update(MXNET_EXEC_BULK_EXEC_TRAIN="0", MXNET_CPU_WORKER_NTHREADS="2")
@@ -46,26 +57,44 @@ def run(model, mode, rate, workers, servers, args, tag, codec):
             argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
                     "--gloo", "--network-interface", "eth0", "--start-timeout", "120",
                     # (Gloo's default 30 s is less than a float32 collective of mlp10m on 8 workers at 25 Mbit/s)
-                    "--gloo-timeout-seconds", str(args.job_timeout)] + worker_argv + ["--out", out]
-            code, traffic = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
-                                                      timeout=args.job_timeout)
+                    "--gloo-timeout-seconds", str(timeout)] + worker_argv + ["--out", out]
+            code, traffic, throttled = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
+                                                                 timeout=timeout, dilation=dilation)
         else:
-            launch = ["-n", str(workers), "-s", str(servers), "--timeout", str(args.job_timeout), "--report", report]
+            launch = ["-n", str(workers), "-s", str(servers), "--timeout", str(timeout), "--report", report]
             launch += ["--mxnet-servers"] if mode.store == "mxnet" else []
             for item in env.items():
                 launch += ["--env", "%s=%s" % item]
-            code, traffic = netns_cluster.run_job(1 + servers + workers, rate, launch + worker_argv + ["--out", out])
+            code, traffic, throttled = netns_cluster.run_job(hosts, rate, launch + worker_argv + ["--out", out],
+                                                             dilation)
         if code != 0:
             raise SystemExit("bench_network.py: job %s %s %s %d workers %d servers failed (exit %d)" % (
             model, mode.name, rate, workers, servers, code))
         ranks = jobfiles.load(out, workers)
         processes = [] if mode.horovod else jobfiles.load_json(report)
-    return row(model, mode, rate, workers, 0 if mode.horovod else servers, ranks, processes, traffic, codec)
+    return dict(row(model, mode, rate, workers, 0 if mode.horovod else servers, ranks, processes, traffic, codec,
+                    slower), dilation_asked=str(asked), **emulation(rate, dilation, throttled))
 
 
-def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec):
-    """The table row of a job from its workers' results, the launcher's report and the hosts' traffic."""
-    r0 = ranks[0]
+def emulation(rate, dilation, throttled):
+    """The columns that say how the hosts were emulated: D, each host's CPU quota, the nominal and the
+    applied link rates, and each host's time held back by its quota over the whole job (host order:
+    scheduler, servers, workers; Horovod: the ranks)."""
+    bits = RATES_BITS[rate]
+    cpu = netns_cluster.host_cpu
+    return {"dilation": dilation or 1.0, "emulated": dilation is not None,
+            "cpu_quota_us": float(cpu.QUOTA_US) if dilation else None,
+            "cpu_period_us": float(cpu.period_us(dilation)) if dilation else None,
+            "rate_nominal_bits": bits, "rate_applied_bits": bits / dilation if bits and dilation else bits,
+            "throttled_s_per_host": " ".join("%.2f" % t for t, _ in throttled) if throttled else "",
+            "throttled_s_max": max(t for t, _ in throttled) if throttled else None}
+
+
+def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec, slower=1):
+    """The table row of a job from its workers' results, the launcher's report and the hosts' traffic;
+    every wall time divided by ``slower`` (the dilation: times of the emulated cluster)."""
+    r0 = dict(ranks[0], step_s=[s / slower for s in ranks[0]["step_s"]], window_s=ranks[0]["window_s"] / slower,
+              compute_s=ranks[0]["compute_s"] / slower, comm_s=ranks[0]["comm_s"] / slower)
     worker_link = (max(r["received_per_step"] for r in ranks), max(r["sent_per_step"] for r in ranks))
     if mode.horovod:  # no server: the busiest link is a worker's
         server_in, server_out = worker_link

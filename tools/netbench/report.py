@@ -22,13 +22,19 @@ def busy(row):
     return "%.0f%%" % (100 * row["machine_cpu_busy"]) + ("" if kernel is None else " (%.0f%% kernel)" % (100 * kernel))
 
 
+def dilation(row):
+    """The row's dilation factor as the tables show it ('–': hosts shared every core)."""
+    return "%g" % row["dilation"] if row.get("emulated") else "–"
+
+
 def table(rows):
-    lines = ["| model | W | S | rate | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
+    lines = ["| model | W | S | rate | D | mode | step ms median | min–max | compute ms | comm ms | busiest link in / out "
              "MB/step | wire bound ms | codec ms (est.) | worker CPU ms/step | servers' CPU ms/step | machine CPU busy |",
-             "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %d | %s | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
-            r["model"], r["workers"], r["servers"] or "–", r["rate"], r["mode"], fmt(r["step_ms"]), fmt(r["step_ms_min"]),
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s–%s | %s | %s | %.2f / %.2f | %s | %s | %s | %s | %s |" % (
+            r["model"], r["workers"], r["servers"] or "–", r["rate"], dilation(r), r["mode"], fmt(r["step_ms"]),
+            fmt(r["step_ms_min"]),
             fmt(r["step_ms_max"]), fmt(r["compute_ms"]), fmt(r["comm_ms"]), r["server_in_mb_per_step"],
             r["server_out_mb_per_step"], fmt(r["wire_bound_ms"]) if r["rate"] != "unlimited" else "–",
             fmt(r["codec_ms"], 1), fmt(r["worker_cpu_ms_per_step"]), fmt(r.get("server_cpu_ms_per_step")),
@@ -47,9 +53,41 @@ def _check(name, ratio):
 
 
 def _first_servers(rows):
-    """The rows of the first number of servers in ``rows`` (and the Horovod rows, which have none)."""
+    """The rows of the first number of servers in ``rows`` (and the Horovod rows, which have none), at the
+    first dilation asked for (a job's D follows from its hosts: compared as emulated or not)."""
     first = next((r["servers"] for r in rows if r["servers"]), 0)
-    return [r for r in rows if r["servers"] in (first, 0)]
+    emulated = rows[0].get("emulated") if rows else None
+    return [r for r in rows if r["servers"] in (first, 0) and r.get("emulated") == emulated
+            and r.get("dilation_asked") == rows[0].get("dilation_asked")]
+
+
+AGREEMENT = 0.10  # rows at D and 2D: step times within 10% of each other after division
+STABILITY = 0.05  # each run's step time within 5% of the runs' median
+
+
+def agreement(rows, runs):
+    """The emulation's validation, as markdown: each job at every dilation asked for (its step time and
+    worker CPU time per step, the larger over the smaller at the two extremes), and each job's runs
+    against their median."""
+    key = lambda r: (r["model"], r["workers"], r["servers"], r["rate"], r["mode"])  # noqa: E731
+    jobs = sorted({key(r) for r in rows}, key=lambda k: [str(v) for v in k])
+    lines = ["| model | W | S | rate | mode | D | step ms | worker CPU ms/step | step: larger / smaller | within %d%% |"
+             " each run's step ms (smallest D) | farthest run from their median | within %d%% |"
+             % (100 * AGREEMENT, 100 * STABILITY), "|---|---:|---:|---|---|---|---|---|---:|---|---|---:|---|"]
+    for job in jobs:
+        same = sorted((r for r in rows if key(r) == job), key=lambda r: r["dilation"])
+        ratio = max(r["step_ms"] for r in same) / min(r["step_ms"] for r in same) if len(same) > 1 else None
+        per_run = [run_row["step_ms"] for run in runs for run_row in run  # (the runs at the smallest D)
+                   if key(run_row) == job and run_row["dilation"] == same[0]["dilation"]]
+        middle = sorted(per_run)[len(per_run) // 2]
+        spread = max(abs(x / middle - 1) for x in per_run)
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f%% | %s |" % (
+            job[0], job[1], job[2] or "–", job[3], job[4], " / ".join(dilation(r) for r in same),
+            " / ".join(fmt(r["step_ms"], 1) for r in same), " / ".join(fmt(r["worker_cpu_ms_per_step"], 1) for r in same),
+            fmt(ratio, 2), "–" if ratio is None else "yes" if ratio <= 1 + AGREEMENT else "**no**",
+            " ".join(fmt(x, 1) for x in per_run),
+            100 * spread, "yes" if spread <= STABILITY else "**no**"))
+    return "\n".join(lines)
 
 
 def targets(rows):
@@ -100,6 +138,11 @@ def targets(rows):
                     "allreduce step time" % (model, workers, rate), dense / ms)
                 add("ring_allreduce_vs_allgather", "%s, %d workers, %s: 4bit by allgather / by the compressed "
                     "allreduce step time" % (model, workers, rate), gathered / ms)
+        if mode in ("4bit-cpull", HOROVOD_PREFIX + "4bit-cpull") and rate == "100mbit":
+            r = row_of[model, workers, rate, mode]
+            add("cpull_near_bound", "%s, %d workers, %s: %s step time / max(wire bound %.0f ms, compute %.0f ms)"
+                % (model, workers, rate, mode, r["wire_bound_ms"], r["compute_ms"]),
+                ms / max(r["wire_bound_ms"], r["compute_ms"]))
         if mode == "classic-4bit-cpull" and model == "fmnist-cnn" and workers == 2 and rate == "100mbit":
             if base:
                 add("classic_cpull_vs_dense", "%s, %d workers, %s: MXNet's dist_sync / 4bit both ways step time, the "
