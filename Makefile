@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install horovod data test test-fast docs demo bench bench-classic bench-emulation-check bench-emulated bench-emulated-full bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-lgc-seeds study-pareto bench-lgc asan clean
+.PHONY: install horovod data test test-fast docs demo bench bench-classic bench-emulation-check bench-emulated bench-emulated-targets bench-emulated-full bench-network bench-overlap bench-sparse study study-seeds study-resnet20 study-lgc study-lgc-seeds study-pareto bench-lgc asan clean
 
 # Reinstalls when the requirements, setup.py or the C++ sources change.
 $(VENV)/.installed: requirements.txt requirements-test.txt constraints.txt setup.py $(wildcard src_cpp/*)
@@ -71,26 +71,33 @@ bench-classic: install data
 
 # Emulated hosts (root, alone on the machine): each host 1/D of a core, links at rate / D, times divided by D
 # (docs/performance.md, "Emulated hosts").  bench-emulation-check: the validation, the same CNN rows at D = 3
-# and 6, 3 runs each (about 15 minutes).  bench-emulated: the step-time targets, the CNN at 2 and 4 workers,
-# 100 Mbit/s, every mode, 3 runs each (about 60 minutes), then the 8-worker Horovod rows of mlp10m (about
-# 30 minutes); bench-emulated-full: the whole matrix, both models, 2 to 16 workers, 100 Mbit/s and 1 Gbit/s
-# (many hours: the 16-worker jobs run at D = 15).
+# and 6, 3 runs each (about 10 minutes).  bench-emulated: every mode on the CNN, 2 and 4 workers, 100 Mbit/s,
+# one run each (about 20 minutes).  bench-emulated-targets: the same 3 times, then the 8-worker Horovod rows of
+# mlp10m 3 times (4 timed steps; about 75 minutes): the step-time targets, README's step times.  bench-emulated-full: the
+# whole matrix, both models, 2 to 16 workers, 100 Mbit/s and 1 Gbit/s, 3 runs (many hours: 16 workers and 8
+# servers run at D = 15).
 EMULATED_MODES = none mxnet-2bit gc-none 4bit-groups 4bit-cpull topk-1e-3 lgc hvd-gc-none hvd-4bit hvd-4bit-cpull \
 	hvd-topk-1e-3 hvd-lgc
-EMULATED = $(PY) -m tools.bench_network --servers half --steps 8 --repeats 3 --markdown docs/performance.md
+CLASSIC = classic-2bit classic-4bit classic-4bit-cpull
+EMULATED = $(PY) -m tools.bench_network --servers half --steps 8
 bench-emulation-check: install data
 	$(PY) -m tools.bench_network --models fmnist-cnn --modes none 4bit-cpull topk-1e-3 lgc --rates 100mbit \
 		--workers 2 --steps 8 --repeats 3 --dilation 3 6 --csv docs/results/bench_emulated/validation.csv \
 		--markdown docs/performance.md --section emulation-validation
 bench-emulated: install data
-	$(EMULATED) --models fmnist-cnn --modes $(EMULATED_MODES) --rates 100mbit --workers 2 4 \
-		--csv docs/results/bench_emulated/cnn.csv --scaling-plot docs/results/bench_emulated/cnn.png --section emulated-cnn
-	$(EMULATED) --models mlp10m --modes hvd-gc-none hvd-4bit hvd-4bit-cpull --rates 100mbit --workers 8 \
-		--csv docs/results/bench_emulated/mlp10m_ring.csv --section emulated-ring
+	$(EMULATED) --models fmnist-cnn --modes $(EMULATED_MODES) $(CLASSIC) --rates 100mbit --workers 2 4 \
+		--csv docs/results/bench_emulated/cnn_one_run.csv
+bench-emulated-targets: install data
+	$(EMULATED) --repeats 3 --models fmnist-cnn --modes $(EMULATED_MODES) $(CLASSIC) --rates 100mbit --workers 2 4 \
+		--csv docs/results/bench_emulated/cnn.csv --scaling-plot docs/results/bench_emulated/cnn.png \
+		--markdown docs/performance.md --section emulated-cnn
+	$(EMULATED) --repeats 3 --models mlp10m --modes hvd-gc-none hvd-4bit hvd-4bit-cpull --rates 100mbit --workers 8 \
+		--steps 4 --warmup 1 \
+		--csv docs/results/bench_emulated/mlp10m_ring.csv --markdown docs/performance.md --section emulated-ring
 	$(PY) -m tools.doc_tables
 bench-emulated-full: install data
-	$(EMULATED) --models fmnist-cnn mlp10m --modes $(EMULATED_MODES) --rates 100mbit 1gbit --workers 2 4 8 16 \
-		--csv docs/results/bench_emulated/full.csv --scaling-plot docs/results/bench_emulated/full.png --section emulated-full
+	$(EMULATED) --repeats 3 --models fmnist-cnn mlp10m --modes $(EMULATED_MODES) --rates 100mbit 1gbit \
+		--workers 2 4 8 16 --csv docs/results/bench_emulated/full.csv --scaling-plot docs/results/bench_emulated/full.png
 
 # Push and pull overlapping at 100 Mbit/s (root; about 40 minutes on 2 cores): MXNet's dist_sync against
 # mxnet_gc's store uncompressed, 4bit and 4bit with compressed pulls, the 10M-parameter MLP, 2 and 4

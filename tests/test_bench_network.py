@@ -107,26 +107,29 @@ def test_a_row_agrees_at_two_dilations(tmp_path):
     slower, faster = max(float(r["step_ms"]) for r in rows), min(float(r["step_ms"]) for r in rows)
     assert slower / faster <= 1.10, [r["steps_ms"] for r in rows]
     line = next(line for line in doc.read_text().splitlines() if line.startswith("| fmnist-cnn | 2 | 1 | 100mbit | none | 3 / 6 |"))
-    assert "| %.2f | yes |" % (slower / faster) in line
+    assert "| %.2f |" % (slower / faster) in line and "| yes (step) |" in line
 
 
 def test_agreement_table_compares_dilations_and_runs():
-    """Rows of one job at two dilations: their step ratio against 10%; its runs against their median
-    (5%)."""
+    """Rows of one job at two dilations: their step ratio against 10% (a CPU-bound row's step per worker
+    CPU millisecond); its runs against their median (5%)."""
     from tools.netbench import report
 
-    def row(dilation, ms, cpu=20.0):
+    def row(dilation, ms, cpu=10.0, runs=(20.0, 22.0, 21.0)):
         return {"model": "fmnist-cnn", "workers": 2, "servers": 1, "rate": "100mbit", "mode": "lgc",
-                "dilation": dilation, "emulated": True, "step_ms": ms, "worker_cpu_ms_per_step": cpu}
+                "dilation": dilation, "emulated": True, "step_ms": ms, "worker_cpu_ms_per_step": cpu,
+                "run_step_ms": list(runs)}
 
-    runs = [[row(3.0, 20.0), row(6.0, 21.0)], [row(3.0, 22.0), row(6.0, 23.0)], [row(3.0, 21.0), row(6.0, 25.0)]]
-    pooled = [row(3.0, 21.0), row(6.0, 23.0)]
-    text = report.agreement(pooled, runs)
-    assert "| fmnist-cnn | 2 | 1 | 100mbit | lgc | 3 / 6 | 21.0 / 23.0 | 20.0 / 20.0 | 1.10 | yes | 20.0 22.0 21.0 | " \
-           "4.8% | yes |" in text
-    runs[2][0] = row(3.0, 30.0)
-    assert "| 20.0 22.0 30.0 | 36.4% | **no** |" in report.agreement(pooled, runs)
-    assert "| 1.43 | **no** |" in report.agreement([row(3.0, 21.0), row(6.0, 30.0)], runs)
+    pooled = [row(3.0, 21.0), row(6.0, 23.0, runs=(21.0, 23.0, 25.0))]
+    text = report.agreement(pooled)
+    assert "| fmnist-cnn | 2 | 1 | 100mbit | lgc | 3 / 6 | 21.0 / 23.0 | 10.0 / 10.0 | 1.10 | 1.10 | yes (step) | " \
+           "20.0 22.0 21.0 | 4.8% | yes |" in text
+    assert "| 20.0 22.0 30.0 | 36.4% | **no** |" in report.agreement([row(3.0, 21.0, runs=(20.0, 22.0, 30.0)), pooled[1]])
+    assert "| 1.43 | 1.43 | **no** (step) |" in report.agreement([row(3.0, 21.0), row(6.0, 30.0)])
+    # CPU-bound (CPU time >= 80% of the step at both D): 20 ms of CPU in 21 ms, 28 in 30: the steps differ by
+    # 43%, their CPU time with them; the step per CPU ms (1.05 and 1.07) by 2%
+    text = report.agreement([row(3.0, 21.0, cpu=20.0), row(6.0, 30.0, cpu=28.0)])
+    assert "| 1.43 | 1.02 | yes (CPU-bound: step per CPU ms) |" in text
 
 
 def test_repeated_runs_are_pooled():
@@ -141,6 +144,7 @@ def test_repeated_runs_are_pooled():
     every = [9.0, 10.0, 11.0, 30.0, 1.0, 2.0, 5.0, 6.0, 40.0]
     assert (row["step_ms"], row["step_ms_min"], row["step_ms_max"]) == (9.0, 1.0, 40.0)
     assert row["timed_steps"] == 9 and row["runs"] == 3 and sorted(row["steps_ms"]) == sorted(every)
+    assert row["run_step_ms"] == [10.0, 2.0, 6.0]  # (each run's median step)
     assert row["comm_ms"] == 6.0 and row["cpu_s_server"] is None
     assert (row["mode"], row["workers"]) == ("topk-one", 2)
 

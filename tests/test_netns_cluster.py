@@ -9,6 +9,7 @@ import time
 import pytest
 
 from dist.job import HERE, ROOT, output_of
+from tools import host_cpu
 
 pytestmark = [pytest.mark.system, pytest.mark.root]  # network namespaces (ip netns, tc)
 
@@ -44,6 +45,20 @@ def test_job_across_shaped_hosts(tmp_path):
     assert elapsed >= server_received * 8 / 20e6
 
 
+def test_refuses_hosts_that_do_not_fit_the_cores():
+    """Hosts of 1/2 core: one a core fits (a core's 90% for the hosts); one more is refused, with what
+    would fit, before any namespace or cgroup is made."""
+    if host_cpu.missing():
+        pytest.skip("hosts cannot get a CPU share here: %s" % host_cpu.missing())
+    cores = len(host_cpu.cores())
+    proc = subprocess.run([sys.executable, *CLUSTER, "--hosts", str(cores + 1), "--dilation", "2", "--", "-n", "1",
+                           "true"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "%d hosts of 1/2 core each do not fit %d cores" % (cores + 1, cores) in proc.stderr, output_of(proc)
+    assert "at most %d fit" % cores in proc.stderr and "--dilation" in proc.stderr
+    assert not [n for n in namespaces() if n.startswith(NAME + "-")] and host_cpu.leftovers(NAME + "-h") == []
+
+
 def test_refuses_when_namespaces_of_an_earlier_run_exist():
     subprocess.run(["ip", "netns", "add", NAME + "-h0"], check=True)
     try:
@@ -70,10 +85,13 @@ def test_ctrl_c_removes_namespaces_and_processes():
         assert len(processes_with_env(tag)) >= 3
         assert sorted(n for n in namespaces() if n.startswith(NAME + "t-")) == \
             [NAME + "t-h0", NAME + "t-h1", NAME + "t-h2", NAME + "t-sw"]
+        assert sorted(os.path.basename(p) for p in host_cpu.leftovers(NAME + "t-h")) == \
+            sorted(2 * [NAME + "t-h0", NAME + "t-h1", NAME + "t-h2"])  # (each host in cpu and cpuset)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
         assert proc.returncode != 0
         assert not [n for n in namespaces() if n.startswith(NAME + "t-")]
+        assert host_cpu.leftovers(NAME + "t-h") == []
         deadline = time.time() + 10
         while time.time() < deadline and processes_with_env(tag):
             time.sleep(0.2)

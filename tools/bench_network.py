@@ -153,7 +153,7 @@ def summary(args, runs, started):
     text.append(report.table(rows))
     if len(args.dilation) > 1 or args.repeats >= 3:
         text += ["", "Each job at %s, and its runs against their median (the emulation's validation):"
-                 % " and ".join("D = %s" % d for d in args.dilation), "", report.agreement(rows, runs)]
+                 % " and ".join("D = %s" % d for d in args.dilation), "", report.agreement(rows)]
     found = report.targets(rows)
     if found:  # (no target is defined for some sets of modes)
         text += ["", "Targets, each a ratio of two rows above:", "",
@@ -181,6 +181,9 @@ def main():
         raise KeyboardInterrupt("signal %d" % signum)
 
     signal.signal(signal.SIGTERM, interrupted)
+    section = "bench_network" + (":" + args.section if args.section else "")
+    if args.markdown:
+        jobfiles.read_section_page(args.markdown, section)
     started = time.time()
     made = provenance.record(["python", "-m", "tools.bench_network"] + sys.argv[1:])
     runs, left = run_all(args, "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex)
@@ -191,7 +194,8 @@ def main():
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]) + list(made))
             writer.writeheader()
-            writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"]), **made) for r in rows)
+            writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"]),
+                                  run_step_ms=" ".join("%.1f" % ms for ms in r["run_step_ms"]), **made) for r in rows)
     if args.plot:
         report.plot(rows, args.plot)
         text += ["", "![step times](%s)" % link(args.plot, args.markdown)]
@@ -199,8 +203,7 @@ def main():
         report.plot_scaling(rows, args.scaling_plot)
         text += ["", "![step time against workers](%s)" % link(args.scaling_plot, args.markdown)]
     if args.markdown:
-        jobfiles.write_section(args.markdown, "bench_network" + (":" + args.section if args.section else ""),
-                               "\n".join(text))
+        jobfiles.write_section(args.markdown, section, "\n".join(text))
     return 1 if left else 0
 
 

@@ -9,8 +9,8 @@ Each number in those tables is read from one file: the 6-epoch accuracy studies 
 results/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
 results/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`,
 results/lgc_study/lgc_study_w2.json, lgc_study_w4.json and lgc_study_cnn-fc_w2.json; `make study-lgc-seeds`,
-results/lgc_study/seeds/lgc_study_w2.json) and the step times on shaped links (`make bench-lgc`,
-results/bench_lgc/bench_lgc.csv; `make bench-classic`, results/bench_network/bench_classic.csv).  tests/test_doc_numbers.py runs ``--check`` and, in
+results/lgc_study/seeds/lgc_study_w2.json) and the step times on emulated hosts (`make
+bench-emulated-targets`, results/bench_emulated/cnn.csv).  tests/test_doc_numbers.py runs ``--check`` and, in
 README.md and docs/choosing.md, also refuses a measured number written by hand outside the tables.
 """
 import argparse
@@ -100,9 +100,13 @@ def sparse_study(workers=2, model="cnn", folder="lgc_study", command="make study
                  command, "docs/results/%s/%s" % (folder, name), 3 if workers == 2 else 6)
 
 
+STEPS = "`make bench-emulated-targets`"
+STEPS_FILE = ("bench_emulated", "cnn.csv")
+
+
 def step_times():
-    """`make bench-lgc`: {(mode, rate, workers): row}."""
-    with open(os.path.join(RESULTS, "bench_lgc", "bench_lgc.csv")) as f:
+    """Step times of the CNN on emulated hosts (`make bench-emulated-targets`): {(mode, rate, workers): row}."""
+    with open(os.path.join(RESULTS, *STEPS_FILE)) as f:
         return {(r["mode"], r["rate"], int(r["workers"])): r for r in csv.DictReader(f)}
 
 
@@ -121,8 +125,7 @@ CLASSIC_ROWS = [("none", "MXNet's own `dist_sync`, uncompressed", "`mx.kv.create
 def speed_table():
     """README.md's first table: a Module.fit-shaped step (the optimizer on the servers) per setting, with its
     speed-up over MXNet's uncompressed dist_sync and the bytes a worker receives."""
-    with open(os.path.join(RESULTS, "bench_network", "bench_classic.csv")) as f:
-        rows = {r["mode"]: r for r in csv.DictReader(f)}
+    rows = {mode: r for (mode, rate, workers), r in step_times().items() if (rate, workers) == ("100mbit", 2)}
     base = float(rows["none"]["step_ms"])
     out = ["| what the workers send and pull | `set_gradient_compression(...)` | step, ms | faster than MXNet's "
            "dist_sync | received per step, KB |", "|---|---|---:|---:|---:|"]
@@ -130,12 +133,12 @@ def speed_table():
         r = rows[mode]
         out.append("| %s | %s | %.0f | %.1fx | %.0f |" % (name, params, float(r["step_ms"]), base / float(r["step_ms"]),
                                                          1e3 * float(r["worker0_received_mb_per_step"])))
-    return "\n".join(out + ["", "Source: `make bench-classic` (docs/results/bench_network/bench_classic.csv: the "
-                                "Fashion-MNIST CNN, %s parameters, 2 workers and a server on links shaped to "
-                                "100 Mbit/s, MXNet's own gluon.Trainer with SGD and momentum 0.9 on the servers as "
+    return "\n".join(out + ["", "Source: %s (docs/results/%s: the Fashion-MNIST CNN, %s parameters, 2 workers and "
+                                "a server, emulated hosts of one core each on links of 100 Mbit/s, MXNet's own "
+                                "gluon.Trainer with SGD and momentum 0.9 on the servers as "
                                 "Module.fit trains; the median step of 3 runs, timed after the warm-up; the benchmark gives 4bit the fixed "
                                 "levels 'medium', which change no byte)."
-                             % "{:,}".format(int(rows["none"]["parameters"]))])
+                             % (STEPS, "/".join(STEPS_FILE), "{:,}".format(int(rows["none"]["parameters"])))])
 
 
 def methods_table():
@@ -175,7 +178,7 @@ def methods_table():
          "without momentum", "LGC-RAR, every worker's candidates, density x workers, DGC momentum", None),
     ]
     out = ["| method | `compression_params` | final test accuracy | vs uncompressed, points | bytes sent by rank 0 "
-           "per step | step at 100 Mbit/s, ms |", "|---|---|---:|---:|---:|---:|"]
+           "per step | step, emulated hosts at 100 Mbit/s, ms |", "|---|---|---:|---:|---:|---:|"]
     for name, params, config, mode in rows:
         cells = [name, params]
         if config is None:
@@ -192,10 +195,10 @@ def methods_table():
                                 "server, %d epochs, seeds %s; each difference the mean over seeds of the paired "
                                 "difference to uncompressed; bytes: rank 0's sockets in the last epoch, a "
                                 "parameter-server worker's pushes, on Horovod everything it sends); step times "
-                                "`make bench-lgc` (docs/results/bench_lgc/bench_lgc.csv: the same model, 2 workers, "
-                                "links shaped to 100 Mbit/s, median of 3 runs)."
+                                "%s (docs/results/%s: the same model, 2 workers, emulated hosts of one core each "
+                                "on links of 100 Mbit/s, median of 3 runs)."
                                 % (study.command, study.source, study.epochs,
-                                   ", ".join(map(str, study.seeds("uncompressed"))))])
+                                   ", ".join(map(str, study.seeds("uncompressed"))), STEPS, "/".join(STEPS_FILE))])
 
 
 def choosing_table():
@@ -209,8 +212,8 @@ def choosing_table():
             study.difference(config), study.epochs, len(study.seeds(config)), study.command)
 
     def step(mode, workers=2):
-        return "%.0f ms a step at 100 Mbit/s, %d workers (`make bench-lgc`)" % (
-            float(bench[(mode, "100mbit", workers)]["step_ms"]), workers)
+        return "%.0f ms a step on emulated hosts at 100 Mbit/s, %d workers (%s)" % (
+            float(bench[(mode, "100mbit", workers)]["step_ms"]), workers, STEPS)
 
     rows = [
         ("`{'type': 'none'}` on mxnet_gc's store", "nothing on the wire", "", "the baseline; small models on fast "

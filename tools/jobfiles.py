@@ -56,14 +56,22 @@ def local_job(worker_argv, out, workers, servers=1, env=(), mxnet_servers=False,
     return load(out, workers)
 
 
-def write_section(path, name, text):
-    """Replaces the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the page ``path`` (the
-    tools that write a page's measured section)."""
+def read_section_page(path, name):
+    """The page ``path``, refused unless it has ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` (a
+    benchmark checks this before it runs, not after)."""
     begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
     with open(path) as f:
         doc = f.read()
     if begin not in doc or end not in doc:
         raise SystemExit("%s has no %s ... %s markers" % (path, begin, end))
+    return doc
+
+
+def write_section(path, name, text):
+    """Replaces the text between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->`` in the page ``path`` (the
+    tools that write a page's measured section)."""
+    doc = read_section_page(path, name)
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
     head, rest = doc.split(begin, 1)
     with open(path, "w") as f:
         f.write(head + begin + "\n" + text.rstrip("\n") + "\n" + end + rest.split(end, 1)[1])

@@ -145,5 +145,6 @@ def pool(runs):
               for name, value in runs[0].items()}
     steps = [ms for r in runs for ms in r["steps_ms"]]
     pooled.update(step_ms=statistics.median(steps), step_ms_min=min(steps), step_ms_max=max(steps),
-                  timed_steps=len(steps), runs=len(runs), steps_ms=steps)
+                  timed_steps=len(steps), runs=len(runs), steps_ms=steps,
+                  run_step_ms=[statistics.median(r["steps_ms"]) for r in runs])
     return pooled
