@@ -6,6 +6,7 @@ import pytest
 import mxnet as mx
 
 import mxnet_gc
+from tools import host_cpu
 
 # The network-namespace clusters of each test process get their own names, so that namespaces left by an
 # interrupted benchmark, another run on the machine or the other pytest-xdist worker (whose system tests
@@ -29,12 +30,15 @@ def pytest_collection_modifyitems(config, items):
     Files with system tests first, then those with jobs, then the rest: `make test`'s 2 processes take
     whole files in this order (--dist loadfile --no-loadscope-reorder), so the short files fill the end."""
     needs_root = pytest.mark.skip(reason="needs root: network namespaces and tc link shaping (ip netns, tc)")
+    no_host_cpu = host_cpu.missing()  # (None with root and cgroup v1's cpu and cpuset controllers writable)
     tier = {}  # file -> 0 (has system tests), 1 (has jobs), 2
     for item in items:
         if item.get_closest_marker("job") is None and item.get_closest_marker("system") is None:
             item.add_marker(pytest.mark.unit)
         if item.get_closest_marker("root") is not None and os.geteuid() != 0:
             item.add_marker(needs_root)
+        elif item.get_closest_marker("host_cpu") is not None and no_host_cpu:
+            item.add_marker(pytest.mark.skip(reason="emulated hosts cannot get a CPU share here: " + no_host_cpu))
         rank = 0 if item.get_closest_marker("system") else 1 if item.get_closest_marker("job") else 2
         tier[item.fspath] = min(rank, tier.get(item.fspath, 2))
     items.sort(key=lambda item: tier[item.fspath])  # (stable: each file's tests stay in order)

@@ -25,6 +25,7 @@ def check_wire_bounds(r, rate_bits=100e6):
 
 @pytest.mark.system  # the benchmark on network namespaces with shaped links
 @pytest.mark.root
+@pytest.mark.host_cpu
 def test_small_benchmark_run(tmp_path):
     """Training steps of the Fashion-MNIST CNN at 100 Mbit/s, 2 workers, in one run of the harness: on the
     parameter server (2 servers) dense, 4bit and merged+pipelined top-k; horovodrun across the same
@@ -87,6 +88,7 @@ def test_small_benchmark_run(tmp_path):
 
 @pytest.mark.system  # the benchmark on emulated hosts, twice
 @pytest.mark.root
+@pytest.mark.host_cpu
 def test_a_row_agrees_at_two_dilations(tmp_path):
     """The emulation's validation in small: MXNet's dist_sync step of the CNN at 100 Mbit/s (2 workers, a
     server) at D = 3 and D = 6 (links at 33 and 17 Mbit/s, hosts of 1/3 and 1/6 core) agrees within 10%

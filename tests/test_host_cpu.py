@@ -67,12 +67,10 @@ print(json.dumps({"code": code, "throttled": throttled}))
 
 @pytest.mark.system  # cgroups and network namespaces
 @pytest.mark.root
+@pytest.mark.host_cpu
 def test_a_process_on_a_dilated_host_gets_its_quota_and_one_core():
     """0.3 s of CPU on a host of 1/4 core takes at least 4 x 0.3 s, less a period's slice; the process
     is in the host's cgroups, on one core, and the cgroups are gone afterwards."""
-    reason = host_cpu.missing()
-    if reason:
-        pytest.skip("hosts cannot get a CPU share here: %s" % reason)
     proc = subprocess.run([sys.executable, "-c", RUN_ON_HOST, BUSY], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, output_of(proc)

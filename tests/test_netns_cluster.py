@@ -21,6 +21,7 @@ def namespaces():
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
 
 
+@pytest.mark.host_cpu  # (the cluster's default: hosts under time dilation)
 def test_job_across_shaped_hosts(tmp_path):
     """6 MB of dense pushes through a 20 Mbit/s server link cannot take less than 2.4 s."""
     out = tmp_path / "out"
@@ -45,11 +46,10 @@ def test_job_across_shaped_hosts(tmp_path):
     assert elapsed >= server_received * 8 / 20e6
 
 
+@pytest.mark.host_cpu
 def test_refuses_hosts_that_do_not_fit_the_cores():
     """Hosts of 1/2 core: one a core fits (a core's 90% for the hosts); one more is refused, with what
     would fit, before any namespace or cgroup is made."""
-    if host_cpu.missing():
-        pytest.skip("hosts cannot get a CPU share here: %s" % host_cpu.missing())
     cores = len(host_cpu.cores())
     proc = subprocess.run([sys.executable, *CLUSTER, "--hosts", str(cores + 1), "--dilation", "2", "--", "-n", "1",
                            "true"], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -69,6 +69,7 @@ def test_refuses_when_namespaces_of_an_earlier_run_exist():
         subprocess.run(["ip", "netns", "del", NAME + "-h0"])
 
 
+@pytest.mark.host_cpu
 def test_ctrl_c_removes_namespaces_and_processes():
     """Interrupted while its job runs, the cluster kills what runs on its hosts and deletes every namespace."""
     from mxnet_gc.launch import processes_with_env

@@ -7,7 +7,11 @@
 
 Every job runs on its own hosts made by tools/netns_cluster.py (scheduler, --servers S and W workers,
 each a network namespace whose link is shaped to the rate in both directions), started through
-tools/launch.py's ssh launcher.  Each worker trains one model with Gluon and its kvstore:
+tools/launch.py's ssh launcher.  The hosts are emulated under time dilation (--dilation, 'auto' by
+default: tools/host_cpu.py): each has 1/D of one core and its link the rate / D, and every time below
+is divided by D, the emulated cluster's time (hosts of one core on links of the nominal rate); several
+--dilation values run every job at each and add the validation table (the rows at each D side by side,
+each job's runs against their median).  Each worker trains one model with Gluon and its kvstore:
 
     (the models of tools/netbench/models.py: mlp10m, mlp-deep, fmnist-cnn, cnn-fc)
 
@@ -153,7 +157,8 @@ def summary(args, runs, started):
     text.append(report.table(rows))
     if len(args.dilation) > 1 or args.repeats >= 3:
         text += ["", "Each job at %s, and its runs against their median (the emulation's validation):"
-                 % " and ".join("D = %s" % d for d in args.dilation), "", report.agreement(rows)]
+                 % " and ".join("D = %s" % (d if isinstance(d, str) else "%g" % d) for d in args.dilation), "",
+                 report.agreement(rows)]
     found = report.targets(rows)
     if found:  # (no target is defined for some sets of modes)
         text += ["", "Targets, each a ratio of two rows above:", "",

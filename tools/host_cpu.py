@@ -13,9 +13,8 @@ finer slices at a larger D, and its steps would grow with D).
 While hosts exist, every core of the machine runs a loop at the lowest priority (SCHED_IDLE, nice 19),
 which takes only time nobody else wants: the cores never halt, as with the kernel's ``idle=poll``.  On a
 virtual machine a halted core wakes slowly and with cold caches, and at a larger D the cores are idle
-more often, so without the loops a CPU-bound step grew with D (the Fashion-MNIST CNN's top-k step,
-2 workers: 26 ms at D = 3 and 41 ms at D = 6; 28 and 29 ms with them).  Their time is counted as
-nice time in /proc/stat, which the benchmark's busy fraction leaves out.  ``throttled`` reads how long each host's quota
+more often, so without the loops a CPU-bound step took more CPU time at a larger D.  Their time is
+counted as nice time in /proc/stat, which the benchmark's busy fraction leaves out.  ``throttled`` reads how long each host's quota
 held it back.  Needs root and a writable cgroup v1 ``cpu`` controller; ``missing`` says why not.
 """
 import math
