@@ -9,6 +9,7 @@ from .. import jobfiles, netns_cluster
 from .modes import RATES_BITS
 
 BENCH = "tools.bench_network"  # (its worker mode)
+HOROVOD_CYCLE_MS = 1.0  # Horovod's default cycle time
 
 
 def codec_seconds(mode, workers, encode, decode):
@@ -57,7 +58,10 @@ def run(model, mode, rate, workers, servers, dilation, args, tag, codec):
             argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
                     "--gloo", "--network-interface", "eth0", "--start-timeout", "120",
                     # (Gloo's default 30 s is less than a float32 collective of mlp10m on 8 workers at 25 Mbit/s)
-                    "--gloo-timeout-seconds", str(timeout)] + worker_argv + ["--out", out]
+                    "--gloo-timeout-seconds", str(timeout),
+                    # (Horovod's background thread coordinates the ranks once a cycle, 1 ms by default: dilated,
+                    # 1 ms of the emulated cluster's time)
+                    "--cycle-time-ms", "%g" % (HOROVOD_CYCLE_MS * slower)] + worker_argv + ["--out", out]
             code, traffic, throttled = netns_cluster.run_command(workers, rate, argv, on_host=0, env=env,
                                                                  timeout=timeout, dilation=dilation)
         else:
