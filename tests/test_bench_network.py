@@ -152,30 +152,49 @@ def test_repeated_runs_are_pooled():
 
 
 def test_summary_has_a_targets_table_only_when_a_target_applies():
-    """A run whose rows define a target ratio gets its table (pooled ratio, each round's, met or not);
-    a run without one gets none (no empty table).  Ratios compare rows of the first number of servers."""
-    import argparse
-    import time
+    """A run whose rows define a target ratio gets its table (pooled ratio, each run's, met or not); a run
+    without one gets none (no empty table).  Ratios compare rows of the first number of servers."""
+    from tools import bench_network
+
+    def row(mode, runs, servers=1):
+        ms = sorted(runs)[len(runs) // 2]
+        return {"model": "fmnist-cnn", "workers": 2, "servers": servers, "rate": "1gbit", "mode": mode, "step_ms": ms,
+                "step_ms_min": ms, "step_ms_max": ms, "steps_ms": list(runs), "run_step_ms": list(runs), "runs": len(runs),
+                "compute_ms": 1.0, "comm_ms": 1.0, "server_in_mb_per_step": 0.5, "server_out_mb_per_step": 0.5,
+                "wire_bound_ms": 1.0, "codec_ms": None, "worker_cpu_ms_per_step": 1.0, "cpu_s_server": 1.0,
+                "machine_cpu_busy": 0.5, "machine_cpu_kernel": None, "dilation_asked": "auto", "dilation": 3.0,
+                "emulated": True}
+
+    rows = [row("mxnet-2bit", [10.0, 10.0]), row("gc_2bit", [8.0, 12.0]), row("gc_2bit", [100.0, 100.0], servers=2)]
+    rows[1]["step_ms"] = 10.0  # (the median of all the runs' steps)
+    text = "\n".join(bench_network.summary(rows, "Command: `x`"))
+    assert "Targets, each a ratio of two rows above" in text
+    # pooled: 10 against 10; each run: 0.80, then 1.20
+    assert "| fmnist-cnn, 2 workers, 1gbit: our 2bit / MXNet's 2bit step time | 1.00 | 0.80 1.20 | <= 1 | yes |" in text
+    rows = [row("none", [10.0, 10.0]), row("gc-none", [11.0, 10.2])]
+    rows[1]["step_ms"] = 10.6
+    text = "\n".join(bench_network.summary(rows, "Command: `x`"))
+    assert ("| fmnist-cnn, 2 workers, 1gbit: mxnet_gc's uncompressed / MXNet's dist_sync step time | 1.06 | 1.10 1.02 "
+            "| <= 1.05 | **no** |") in text
+    assert "Targets" not in "\n".join(bench_network.summary([row("gc-none", [10.0, 11.0])], "Command: `x`"))
+
+
+def test_pages_are_made_again_from_the_csv(tmp_path):
+    """--from-csv: the rows read back with their types; the same text as the run that wrote them."""
+    import csv as csv_module
 
     from tools import bench_network
 
-    def row(mode, ms, servers=1):
-        return {"model": "fmnist-cnn", "workers": 2, "servers": servers, "rate": "1gbit", "mode": mode, "step_ms": ms, "step_ms_min": ms,
-                "step_ms_max": ms, "steps_ms": [ms], "compute_ms": 1.0, "comm_ms": 1.0, "server_in_mb_per_step": 0.5,
-                "server_out_mb_per_step": 0.5, "wire_bound_ms": 1.0, "codec_ms": None, "worker_cpu_ms_per_step": 1.0,
-                "cpu_s_server": 1.0, "machine_cpu_busy": 0.5, "machine_cpu_kernel": None}
-
-    args = argparse.Namespace(repeats=2, dilation=["auto"])
-    rounds = [[row("mxnet-2bit", 10.0), row("gc_2bit", 8.0), row("gc_2bit", 100.0, servers=2)],
-              [row("mxnet-2bit", 10.0), row("gc_2bit", 12.0), row("gc_2bit", 100.0, servers=2)]]
-    _, text = bench_network.summary(args, rounds, time.time())
-    text = "\n".join(text)
-    assert "Targets, each a ratio of two rows above" in text
-    # pooled: the median of 8 and 12 against 10; each round: 0.80, then 1.20
-    assert "| fmnist-cnn, 2 workers, 1gbit: our 2bit / MXNet's 2bit step time | 1.00 | 0.80 1.20 | <= 1 | yes |" in text
-    _, text = bench_network.summary(args, [[row("none", 10.0), row("gc-none", 11.0)],
-                                           [row("none", 10.0), row("gc-none", 10.2)]], time.time())
-    assert ("| fmnist-cnn, 2 workers, 1gbit: mxnet_gc's uncompressed / MXNet's dist_sync step time | 1.06 | 1.10 1.02 "
-            "| <= 1.05 | **no** |") in "\n".join(text)
-    _, text = bench_network.summary(args, [[row("gc-none", 10.0)], [row("gc-none", 11.0)]], time.time())
-    assert "Targets" not in "\n".join(text)
+    rows = [{"model": "fmnist-cnn", "workers": 2, "servers": 1, "rate": "100mbit", "mode": "none", "step_ms": 10.0,
+             "steps_ms": [9.0, 10.0, 11.0], "run_step_ms": [10.0], "runs": 1, "dilation_asked": "3.0", "dilation": 3.0,
+             "emulated": True, "codec_ms": None, "commit": "1234567", "date": "2026-12-06 04:48 UTC",
+             "machine": "2 cores", "command": "python -m tools.bench_network"}]
+    path = tmp_path / "r.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv_module.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(dict(r, steps_ms="9.0 10.0 11.0", run_step_ms="10.0") for r in rows)
+    assert bench_network.read_rows(str(path)) == rows
+    (tmp_path / "old.csv").write_text("model,step_ms\nfmnist-cnn,1.0\n")
+    with pytest.raises(SystemExit, match="predates --from-csv"):
+        bench_network.read_rows(str(tmp_path / "old.csv"))

@@ -98,6 +98,8 @@ def parse_args():
     parser.add_argument("--repeats", type=int, default=1, help="run every job this many times, in rounds, and pool")
     parser.add_argument("--job-timeout", type=int, default=1800, help="seconds before a job is ended")
     parser.add_argument("--csv", help="write the rows here")
+    parser.add_argument("--from-csv", help="run nothing: make the tables (--markdown) and plots again from the rows "
+                                           "of this CSV, which an earlier run wrote")
     parser.add_argument("--plot", help="write the plot here (.png)")
     parser.add_argument("--scaling-plot", help="write step time against workers, per servers, here (.png)")
     parser.add_argument("--markdown", help="put the tables between the benchmark's markers in this file")
@@ -142,32 +144,62 @@ def run_all(args, tag):
     return runs, bool(left or namespaces)
 
 
-def summary(args, runs, started):
-    """The markdown text of a run: the command, the pooled table and the target ratios."""
-    rows = [jobs.pool(list(same)) for same in zip(*runs)]
-    each = [{what: ratio for what, ratio, _, _ in report.targets(rows_of_run)} for rows_of_run in runs]
-    command = " ".join(["-m tools.bench_network"] + sys.argv[1:])
-    text = ["Command: `.venv/bin/python %s` (%s, %.0f minutes, %s cores)" % (
-                command, time.strftime("%Y-%m-%d"), (time.time() - started) / 60, os.cpu_count()), ""]
-    if args.repeats > 1:
+def summary(rows, head):
+    """The markdown text of a run from its pooled rows (each with every run's median step, so that the
+    page can be made again from the CSV alone, ``--from-csv``): ``head`` (the command line), the table,
+    the validation table where it applies, and the target ratios (pooled, and within each run)."""
+    repeats = rows[0]["runs"]
+    asked = list(dict.fromkeys(r["dilation_asked"] for r in rows))
+    each = [{what: ratio for what, ratio, _, _ in report.targets([dict(r, step_ms=r["run_step_ms"][i]) for r in rows])}
+            for i in range(repeats)]
+    text = [head, ""]
+    if repeats > 1:
         text += ["Each job ran %d times, in rounds (every job once, then every job again); a row gives the median, "
                  "minimum and maximum over all %d runs' timed steps, and the median of the runs' other columns.  A "
-                 "target's ratio is of those medians; 'each run' gives the ratio within each round." % (
-                     args.repeats, args.repeats), ""]
+                 "target's ratio is of those medians; 'each run' gives the ratio of each run's median steps." % (
+                     repeats, repeats), ""]
     text.append(report.table(rows))
-    if len(args.dilation) > 1 or args.repeats >= 3:
+    if len(asked) > 1 or repeats >= 3:
         text += ["", "Each job at %s, and its runs against their median (the emulation's validation):"
-                 % " and ".join("D = %s" % (d if isinstance(d, str) else "%g" % d) for d in args.dilation), "",
-                 report.agreement(rows)]
+                 % " and ".join("D = %s" % d for d in asked), "", report.agreement(rows)]
     found = report.targets(rows)
     if found:  # (no target is defined for some sets of modes)
         text += ["", "Targets, each a ratio of two rows above:", "",
-                 "| | ratio |%s target | met |" % (" each run |" if args.repeats > 1 else ""),
-                 "|---|---:|%s---:|---|" % ("---|" if args.repeats > 1 else "")]
+                 "| | ratio |%s target | met |" % (" each run |" if repeats > 1 else ""),
+                 "|---|---:|%s---:|---|" % ("---|" if repeats > 1 else "")]
     for what, ratio, goal, ok in found:
-        runs_column = " %s |" % " ".join("%.2f" % e[what] for e in each) if args.repeats > 1 else ""
+        runs_column = " %s |" % " ".join("%.2f" % e[what] for e in each) if repeats > 1 else ""
         text.append("| %s | %.2f |%s %s | %s |" % (what, ratio, runs_column, goal, "yes" if ok else "**no**"))
-    return rows, text
+    return text
+
+
+LISTS = ("steps_ms", "run_step_ms")  # (space-separated in the CSV)
+TEXTS = ("model", "mode", "rate", "dilation_asked", "throttled_s_per_host", "commit", "date", "machine", "command")
+
+
+def read_rows(path):
+    """The pooled rows of a CSV this script wrote, with their types back (numbers, lists, True/False,
+    None for empty cells); refused when it predates the columns the page is made from."""
+    def value(name, text):
+        if name in TEXTS:
+            return text
+        if name in LISTS:
+            return [float(v) for v in text.split()]
+        if text in ("", "True", "False"):
+            return {"": None, "True": True, "False": False}[text]
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    with open(path, newline="") as f:
+        rows = [{name: value(name, text) for name, text in r.items()} for r in csv.DictReader(f)]
+    if not rows or "run_step_ms" not in rows[0] or "dilation_asked" not in rows[0]:
+        raise SystemExit("bench_network.py: %s has no rows with each run's step (run_step_ms) and the dilation "
+                         "asked for: it predates --from-csv; run the benchmark again" % path)
+    return rows
 
 
 def link(path, markdown):
@@ -189,13 +221,22 @@ def main():
     section = "bench_network" + (":" + args.section if args.section else "")
     if args.markdown:
         jobfiles.read_section_page(args.markdown, section)
-    started = time.time()
-    made = provenance.record(["python", "-m", "tools.bench_network"] + sys.argv[1:])
-    runs, left = run_all(args, "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex)
-    rows, text = summary(args, runs, started)
-    text[0] += "; %s" % provenance.line(made).split(": `")[0]
+    left = False
+    if args.from_csv:  # the page and plots again from a run's rows
+        rows = read_rows(args.from_csv)
+        made = {name: rows[0][name] for name in ("commit", "clean", "date", "machine", "command")}
+        head = "Command: `%s` (%s; this text made from %s by `python -m tools.bench_network --from-csv`)" % (
+            made["command"], provenance.line(made).split(": `")[0], os.path.relpath(args.from_csv, ROOT))
+    else:
+        started = time.time()
+        made = provenance.record(["python", "-m", "tools.bench_network"] + sys.argv[1:])
+        runs, left = run_all(args, "MXGC_BENCH_NETWORK=%s" % uuid.uuid4().hex)
+        rows = [jobs.pool(list(same)) for same in zip(*runs)]
+        head = "Command: `%s` (%.0f minutes; %s)" % (made["command"], (time.time() - started) / 60,
+                                                    provenance.line(made).split(": `")[0])
+    text = summary(rows, head)
     print("\n".join(text[2:]))
-    if args.csv:
+    if args.csv and not args.from_csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]) + list(made))
             writer.writeheader()

@@ -53,12 +53,15 @@ def _check(name, ratio):
 
 
 def _first_servers(rows):
-    """The rows of the first number of servers in ``rows`` (and the Horovod rows, which have none), at the
-    first dilation asked for (a job's D follows from its hosts: compared as emulated or not)."""
-    first = next((r["servers"] for r in rows if r["servers"]), 0)
-    emulated = rows[0].get("emulated") if rows else None
-    return [r for r in rows if r["servers"] in (first, 0) and r.get("emulated") == emulated
-            and r.get("dilation_asked") == rows[0].get("dilation_asked")]
+    """The rows of the first number of servers of each model and number of workers in ``rows`` (and the
+    Horovod rows, which have none), at the first dilation asked for."""
+    first = {}
+    for r in rows:
+        if r["servers"]:
+            first.setdefault((r["model"], r["workers"]), r["servers"])
+    asked = rows[0].get("dilation_asked") if rows else None
+    return [r for r in rows if r["servers"] in (first.get((r["model"], r["workers"])), 0)
+            and r.get("dilation_asked") == asked]
 
 
 AGREEMENT = 0.10  # rows at D and 2D: step times within 10% of each other after division
@@ -217,9 +220,11 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
-def _line(row):
-    """A row's line in the scaling plot: (mode, servers), servers 'half' for W/2 of them (bench --servers half)."""
-    if row["servers"] > 1 and row["servers"] == row["workers"] // 2:
+def _line(row, halves):
+    """A row's line in the scaling plot: (mode, servers), servers 'half' for W/2 of them (bench --servers
+    half) in the modes of ``halves`` (those with such a row of more than one server; their 2-worker row,
+    one server, is on the same line)."""
+    if row["mode"] in halves and row["servers"] == max(1, row["workers"] // 2):
         return row["mode"], "half"
     return row["mode"], row["servers"]
 
@@ -233,8 +238,9 @@ def _family(mode):
 
 
 def plot_scaling(rows, path):
-    """Step time against workers, one panel per model and rate, one line per mode and number of servers,
-    with each job's wire bound dotted."""
+    """Step time against workers, one panel per model, rate and family of modes (parameter server, the
+    optimizer on the servers, Horovod), one line per mode and number of servers, with each job's wire
+    bound dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -245,10 +251,10 @@ def plot_scaling(rows, path):
     fig, axes = plt.subplots(1, len(panels), figsize=(max(7.0, 5.5 * len(panels)), 4.2), squeeze=False)
     for ax, (model, rate, family) in zip(axes[0], panels):
         mine = [r for r in rows if (r["model"], r["rate"], _family(r["mode"])) == (model, rate, family)]
-        lines = sorted({_line(r) for r in mine}, key=lambda l: (list(MODES).index(l[0]), str(l[1])))
+        halves = {r["mode"] for r in mine if r["servers"] > 1 and r["servers"] == r["workers"] // 2}
+        lines = sorted({_line(r, halves) for r in mine}, key=lambda l: (list(MODES).index(l[0]), str(l[1])))
         for j, (mode, servers) in enumerate(lines):
-            line = sorted((r for r in mine if _line(r) == (mode, servers) or servers == "half" and r["mode"] == mode
-                           and (r["workers"], r["servers"]) == (2, 1)), key=lambda r: r["workers"])
+            line = sorted((r for r in mine if _line(r, halves) == (mode, servers)), key=lambda r: r["workers"])
             workers = [r["workers"] for r in line]
             label = "%s, %s server%s" % (mode, "W/2" if servers == "half" else servers, "s" if servers != 1 else "") \
                 if servers else mode
