@@ -37,10 +37,14 @@ def test_job_across_shaped_hosts(tmp_path):
     assert proc.returncode == 0, output_of(proc)
     assert sorted(os.listdir(out)) == ["rank0.npz", "rank1.npz"]
     assert not [n for n in namespaces() if n.startswith(NAME + "-")]
-    counters = {line.split()[0]: tuple(int(v) for v in line.split()[1:])
+    counters = {line.split()[0]: tuple(int(v) for v in line.split()[1:4])
                 for line in proc.stdout.splitlines() if line.startswith("198.18.0.")}
+    throttled = [float(line.split()[4]) for line in proc.stdout.splitlines() if line.startswith("198.18.0.")]
     assert sorted(counters) == ["198.18.0.1", "198.18.0.2", "198.18.0.3", "198.18.0.4"]
     assert all(len(c) == 3 and c[2] >= 0 for c in counters.values())  # (bytes sent, received, packets dropped)
+    d = host_cpu.smallest_dilation(4)  # (3 on 2 cores)
+    assert "dilation %g: each host 1/%g of a core, links at 20mbit / %g" % (d, d, d) in proc.stdout
+    assert len(throttled) == 4 and max(throttled) > 0  # (seconds each host's quota held it back)
     server_received = counters["198.18.0.2"][1]  # the scheduler is .1, the server .2
     assert server_received >= 2 * 3 * 250000 * 4
     assert elapsed >= server_received * 8 / 20e6
