@@ -17,6 +17,7 @@ more often, so without the loops a CPU-bound step took more CPU time at a larger
 counted as nice time in /proc/stat, which the benchmark's busy fraction leaves out.  ``throttled`` reads how long each host's quota
 held it back.  Needs root and a writable cgroup v1 ``cpu`` controller; ``missing`` says why not.
 """
+import json
 import math
 import os
 import subprocess
@@ -158,6 +159,40 @@ def enter(prefix, index):
             _write(procs, os.getpid())
 
 
+def hierarchies():
+    """{controller path: [its mount point, options]} of the cpu and cpuset hierarchies as this process
+    sees them (the path may be a link to the mount point, as cpu to cpu,cpuacct)."""
+    points = {os.path.realpath(c): c for c in (CPU, CPUSET)}
+    found = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            tail = fields[fields.index("-") + 1:]  # (filesystem type, source, super options)
+            if fields[4] in points and tail[0] == "cgroup":
+                found[points[fields[4]]] = [fields[4], tail[2]]
+    return found
+
+
+def show_hierarchies(found):
+    """Mounts the hierarchies ``found`` (``hierarchies`` outside the hosts) where they were.
+
+    `ip netns exec` gives its command a /sys of its own, without the cgroup hierarchies, in a mount
+    namespace of its own; a command on a host that starts processes on other hosts (horovodrun, whose ssh
+    is tools/netns_ssh.py) needs them to put those processes into their hosts' cgroups.  Nothing outside
+    that mount namespace sees the mounts; an /sys/fs/cgroup that is not the new, empty one is left alone.
+    """
+    if not found or not os.path.isdir("/sys/fs/cgroup") or os.listdir("/sys/fs/cgroup"):
+        return
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "cgroup", "/sys/fs/cgroup"], check=True)
+    for path, (point, options) in found.items():
+        if not os.path.isdir(point):
+            os.mkdir(point)
+            controllers = ",".join(o for o in options.split(",") if o not in ("rw", "ro"))
+            subprocess.run(["mount", "-t", "cgroup", "-o", controllers, "cgroup", point], check=True)
+        if path != point:
+            os.symlink(os.path.basename(point), path)
+
+
 def leftovers(prefix):
     """Host cgroups of an earlier run that did not end cleanly."""
     found = []
@@ -165,3 +200,10 @@ def leftovers(prefix):
         if os.path.isdir(controller):
             found += [os.path.join(controller, n) for n in os.listdir(controller) if n.startswith(prefix)]
     return found
+
+
+if __name__ == "__main__":
+    # ``host_cpu.py HIERARCHIES COMMAND...`` (HIERARCHIES: ``hierarchies()`` as JSON): shows them, then
+    # becomes COMMAND (tools/netns_cluster.py runs a command on a host this way).
+    show_hierarchies(json.loads(sys.argv[1]))
+    os.execvp(sys.argv[2], sys.argv[2:])

@@ -26,6 +26,7 @@ mxgc) names the namespaces, so that two clusters can exist at once.
 """
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -239,7 +240,8 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilatio
         env = dict(os.environ, **(env or {}), PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
         enter = None
         if on_host is not None:
-            argv = ["ip", "netns", "exec", PREFIX + str(on_host)] + list(argv)
+            argv = ["ip", "netns", "exec", PREFIX + str(on_host), sys.executable, host_cpu.__file__,
+                    json.dumps(host_cpu.hierarchies())] + list(argv)
             enter = lambda: host_cpu.enter(PREFIX, on_host)  # noqa: E731 (in the child, before its exec)
         before = cluster.counters()
         try:
