@@ -86,12 +86,14 @@ def test_a_process_on_a_dilated_host_gets_its_quota_and_one_core():
 
 
 HOROVOD_ON_HOSTS = """
-import json, os, sys
+import json, os, shlex, sys
 from tools import netns_cluster
 horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-argv = [horovodrun, "-np", "2", "-H", "198.18.0.1:1,198.18.0.2:1", "--gloo", "--network-interface", "eth0",
-        "--start-timeout", "60", "sh", "-c", 'echo "rank $HOROVOD_RANK $(grep :cpu: /proc/self/cgroup)"']
-code, traffic, throttled = netns_cluster.run_command(2, "100mbit", argv, on_host=0, timeout=150, dilation=4)
+ranks = shlex.join([horovodrun, "-np", "2", "-H", "198.18.0.1:1,198.18.0.2:1", "--gloo", "--network-interface", "eth0",
+                    "--start-timeout", "60", "sh", "-c", 'echo "rank $HOROVOD_RANK $(grep :cpu: /proc/self/cgroup)"'])
+argv = ["sh", "-c", 'echo "launcher $(grep :cpu: /proc/self/cgroup)"; exec ' + ranks]
+code, traffic, throttled = netns_cluster.run_command(2, "100mbit", argv, on_host=netns_cluster.LAUNCHER, timeout=150,
+                                                     dilation=4)
 print(json.dumps({"code": code}))
 """
 
@@ -100,13 +102,14 @@ print(json.dumps({"code": code}))
 @pytest.mark.root
 @pytest.mark.host_cpu
 def test_horovod_ranks_run_in_their_own_hosts_cgroups():
-    """horovodrun runs on host 0 (inside its namespace, where `ip netns exec` hides the cgroup
-    hierarchies) and starts rank 1 on host 1 through tools/netns_ssh.py: rank 1 is in host 1's CPU
-    share, not in host 0's."""
+    """horovodrun runs in the launcher's namespace (where `ip netns exec` hides the cgroup hierarchies)
+    and starts rank i on host i through tools/netns_ssh.py: each rank is in its own host's CPU share, and
+    horovodrun in none of them."""
     proc = subprocess.run([sys.executable, "-c", HOROVOD_ON_HOSTS], cwd=ROOT, capture_output=True, text=True,
                           timeout=200)
     assert proc.returncode == 0 and '{"code": 0}' in proc.stdout, output_of(proc)
     prefix = os.environ.get("MXNET_GC_NETNS", "mxgc") + "-h"
     groups = dict(re.findall(r"rank (\d) \d+:cpu:/(\S+)", proc.stdout))
     assert groups == {"0": prefix + "0", "1": prefix + "1"}, output_of(proc)
+    assert re.search(r"launcher \d+:cpu:/\n", proc.stdout), output_of(proc)
     assert host_cpu.leftovers(prefix) == []

@@ -53,6 +53,7 @@ NAME = _settings().netns
 PREFIX = NAME + "-h"
 SWITCH = NAME + "-sw"
 SUBNET = "198.18.0.%d"
+LAUNCHER = "launcher"  # (run_command's on_host: a namespace of its own, without a CPU share)
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (host_cpu, also when run by its path)
@@ -102,10 +103,11 @@ def address(i):
 
 class Cluster:
     """Namespaces, links and shaping for N hosts, and with a ``dilation`` D each host's CPU share
-    (1/D core) and links at ``rate`` / D; ``close`` removes all of them."""
+    (1/D core) and links at ``rate`` / D; with ``launcher`` one more namespace (address(N)) without a CPU
+    share, for the command that starts a job; ``close`` removes all of them."""
 
-    def __init__(self, hosts, rate, dilation=None):
-        self.hosts, self.dilation = hosts, dilation
+    def __init__(self, hosts, rate, dilation=None, launcher=False):
+        self.hosts, self.dilation, self.launcher = hosts, dilation, launcher
         bits = rate_bits(rate)
         self.rate = rate if bits is None or dilation is None else "%dbit" % round(bits / dilation)
         self.latency_ms = 100 * (dilation or 1)  # the queue's bound in time: the same bytes at rate / D
@@ -118,7 +120,7 @@ class Cluster:
             self._ns(SWITCH)
             run("ip", "netns", "exec", SWITCH, "ip", "link", "add", "br0", "type", "bridge")
             run("ip", "netns", "exec", SWITCH, "ip", "link", "set", "br0", "up")
-            for i in range(self.hosts):
+            for i in range(self.hosts + self.launcher):
                 ns = PREFIX + str(i)
                 self._ns(ns)
                 self._hosts_file(ns, i)
@@ -222,9 +224,11 @@ def run_job(hosts, rate, launch_args, dilation=None):
 
 
 def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilation=None):
-    """Runs ``argv`` (on host ``on_host``, in its namespace and CPU share, else outside the hosts) with
-    ``hosts`` new hosts shaped to ``rate`` and dilated by ``dilation`` (a factor, or None: no CPU
-    emulation), then removes them.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers
+    """Runs ``argv`` with ``hosts`` new hosts shaped to ``rate`` and dilated by ``dilation`` (a factor, or
+    None: no CPU emulation), then removes them.  ``argv`` runs outside the hosts (on_host None), on host
+    ``on_host`` (in its namespace and CPU share), or with on_host LAUNCHER in a namespace of its own
+    without a CPU share (address(hosts)), from which it reaches the hosts: a launcher that starts its
+    processes by ssh (horovodrun) then takes none of their CPU, as tools/launch.py run outside the hosts.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers
     such as horovodrun that call ssh), plus ``env``; after ``timeout`` seconds it is ended (exit code
     124).  Returns (exit code, {host address: (bytes sent, bytes received, packets dropped)} during the
     run, [(seconds the host's CPU quota held it back, periods throttled)] per host or None)."""
@@ -233,16 +237,17 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilatio
     if stale:
         sys.exit("netns_cluster.py: namespaces or host cgroups %s exist from an earlier run; delete them with "
                  "`ip netns del NAME` and `rmdir PATH`" % ", ".join(stale))
-    with Cluster(hosts, rate, dilation) as cluster, tempfile.TemporaryDirectory() as bin_dir:
+    with Cluster(hosts, rate, dilation, launcher=on_host == LAUNCHER) as cluster, tempfile.TemporaryDirectory() as bin_dir:
         with open(os.path.join(bin_dir, "ssh"), "w") as f:
             f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py")))
         os.chmod(os.path.join(bin_dir, "ssh"), 0o755)
         env = dict(os.environ, **(env or {}), PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
         enter = None
         if on_host is not None:
-            argv = ["ip", "netns", "exec", PREFIX + str(on_host), sys.executable, host_cpu.__file__,
+            host = hosts if on_host == LAUNCHER else on_host
+            argv = ["ip", "netns", "exec", PREFIX + str(host), sys.executable, host_cpu.__file__,
                     json.dumps(host_cpu.hierarchies())] + list(argv)
-            enter = lambda: host_cpu.enter(PREFIX, on_host)  # noqa: E731 (in the child, before its exec)
+            enter = lambda: host_cpu.enter(PREFIX, host)  # noqa: E731 (in the child, before its exec; none for LAUNCHER)
         before = cluster.counters()
         try:
             code = subprocess.call(argv, cwd=os.getcwd(), env=env, timeout=timeout, preexec_fn=enter)
