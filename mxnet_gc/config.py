@@ -7,7 +7,8 @@
 | MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
 | MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
 | MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
-| MXNET_GC_ALLTOALL | rounds | the horovod store's compressed allreduce: its parts of 64 KiB and more (3 or more workers) in W - 1 pairwise `rounds`, or by one alltoall to every peer `at_once` |
+| MXNET_GC_ALLTOALL | rounds | the horovod store's compressed allreduce: its parts of 64 KiB and more (3 or more workers) in `rounds` (MXNET_GC_ALLTOALL_PEERS peers each), or by one alltoall to every peer `at_once` |
+| MXNET_GC_ALLTOALL_PEERS | 1 | the peers a worker sends parts to in each round (MXNET_GC_ALLTOALL=rounds): ceil((W - 1) / K) rounds of K flows into each link |
 | MXNET_GC_PULL_STATS | 0 (off) | servers log what each message's compressed pull carries every this many rounds |
 | MXNET_GC_RANK_LINE | (set by the launcher) | a line the dist store prints, with its rank, when it starts (the launcher then labels the worker's output by rank) |
 | MXNET_GC_END_LINE | (set by the launcher) | a line the dist store prints once it has passed the job's last barrier (a worker that exits without it left the job early) |
@@ -119,6 +120,7 @@ class Settings:
     collective_timeout: float
     pull_stats: int  # rounds between two samples of a compressed pull's norms (0: none)
     alltoall: str  # 'rounds' or 'at_once'
+    alltoall_peers: int  # peers per round with 'rounds'
     job_secret: str  # '' when neither variable gives one
     join_timeout: float
     checkpoint_dir: str  # absolute
@@ -144,6 +146,7 @@ class Settings:
                    rank_line=environ.get("MXNET_GC_RANK_LINE", ""), end_line=environ.get("MXNET_GC_END_LINE", ""),
                    collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0),
                    pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0), alltoall=alltoall,
+                   alltoall_peers=_int(environ, "MXNET_GC_ALLTOALL_PEERS", 1, 1),
                    job_secret=_secret(environ), join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT", 60.0, float, 0),
                    checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()),
                    rendezvous=_rendezvous(environ), horovod_rank=_int(environ, "HOROVOD_RANK", 0, 0),

@@ -82,11 +82,12 @@ class MessagePlan:
                                                     None if token is None else token.handle,
                                                     ctypes.c_int(priority), error, _ERROR_SIZE), error)
 
-    def raise_engine_error(self):
-        """Raises for the first corrupt payload a ``push_decode`` met since the last call."""
+    def raise_engine_error(self, what="pulled payload"):
+        """Raises for the first corrupt payload a ``push_decode`` met since the last call (``what``: what
+        the payloads were; with ``count`` > 1 the message names which of them)."""
         error = ctypes.create_string_buffer(_ERROR_SIZE)
         if self._lib.mxgc_plan_take_error(self._handle, error, _ERROR_SIZE):
-            raise ValueError("mxnet_gc: corrupt pulled payload: %s" % error.value.decode())
+            raise ValueError("mxnet_gc: corrupt %s: %s" % (what, error.value.decode()))
 
     def decode_now(self, payload, values, add):
         """Decodes a whole payload (numpy float32) into the message's values (numpy float32) at once,

@@ -153,7 +153,9 @@ void run_job(void*, void* param) {
     for (int k = 0; k < job->count; ++k) {
       std::string error;
       if (!decode_segment(s, payload + k * job->stride + s.payload_offset, values, job->accumulate || k > 0, &error)) {
-        job->plan->fail("segment " + std::to_string(i) + ": " + error);
+        const std::string which = job->count > 1 ? "payload " + std::to_string(k) + " of " + std::to_string(job->count) +
+                                                       ", " : "";
+        job->plan->fail(which + "segment " + std::to_string(i) + ": " + error);
         break;
       }
     }

@@ -135,14 +135,16 @@ SCATTER = {name: {"keys": keys, "steps": 5, "scale": 1.0, "seed": 21,
            for name, (compression, groups, keys) in SCATTER.items()}
 
 
-@pytest.mark.parametrize("workers, alltoall", [(2, "rounds"), (3, "rounds"), (4, "rounds"), (4, "at_once")])
-def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers, alltoall):
-    """Each worker's payload cut into W parts (alltoall, or pairwise rounds), each part summed and re-encoded
+@pytest.mark.parametrize("workers, alltoall, peers", [(2, "rounds", 1), (3, "rounds", 1), (4, "rounds", 2),
+                                                     (4, "at_once", 1)])
+def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers, alltoall, peers):
+    """Each worker's payload cut into W parts (alltoall, or rounds of 1 or 2 peers: with 4 workers and 2,
+    rounds of ranks +1 and +2, then +3), each part summed and re-encoded
     on the levels times W by the worker owning it with its own residual (allgather): every pulled value
     equals the numpy simulation of the parameter server's compressed pull (the servers' residual is the
     owners'), on every worker."""
     proc, results = run_spec(tmp_path, {"scenarios": list(SCATTER.values())}, workers=workers,
-                             env={"MXNET_GC_ALLTOALL": alltoall})
+                             env={"MXNET_GC_ALLTOALL": alltoall, "MXNET_GC_ALLTOALL_PEERS": str(peers)})
     assert proc.returncode == 0, output_of(proc)
     for name, got in zip(SCATTER, split_scenarios(dict(enumerate(results)), len(SCATTER))):
         spec = SCATTER[name]

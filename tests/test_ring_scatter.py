@@ -57,3 +57,18 @@ def test_alltoall_setting():
     assert Settings.from_environ({"MXNET_GC_ALLTOALL": "at_once"}).alltoall == "at_once"
     with pytest.raises(ValueError, match="MXNET_GC_ALLTOALL must be one of rounds, at_once, got 'ring'"):
         Settings.from_environ({"MXNET_GC_ALLTOALL": "ring"})
+    assert Settings.from_environ({}).alltoall_peers == 1
+    assert Settings.from_environ({"MXNET_GC_ALLTOALL_PEERS": "3"}).alltoall_peers == 3
+    with pytest.raises(ValueError, match="MXNET_GC_ALLTOALL_PEERS must be >= 1, got '0'"):
+        Settings.from_environ({"MXNET_GC_ALLTOALL_PEERS": "0"})
+
+
+def test_the_owners_sum_refuses_parts_of_the_wrong_size():
+    import mxnet as mx
+
+    m = message([30 * 4, 4, 257], {"type": "4bit", "thresholds": POW2})
+    scatter = RingScatter(m, 3, 1)
+    words = scatter.splits[1]
+    with pytest.raises(ValueError, match="the alltoall brought %d words, not 3 workers' parts of %d"
+                                         % (3 * words - 1, words)):
+        scatter.push_reduce(mx.nd.zeros(3 * words - 1), step=0)

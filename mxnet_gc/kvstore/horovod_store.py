@@ -47,6 +47,12 @@ NO_SPLIT = 2 ** 62  # a collective carries a key whole
 STEPS = 2 ** 24  # step numbers travel as float32 words: modulo this, exact
 
 
+def _corrupt(message, error):
+    """The error of a corrupt part in ``message``'s compressed allreduce."""
+    return ValueError("mxnet_gc horovod store: corrupt payload of key(s) %s: %s" % ([c.key for c in message.chunks],
+                                                                                  error))
+
+
 class HorovodStore(StoreBase):
     """A kvstore whose push and pull are Horovod collectives; the codecs and messages are the dist store's."""
 
@@ -74,7 +80,8 @@ class HorovodStore(StoreBase):
         self._scatter = {}  # Message -> its RingScatter, when it travels by the compressed allreduce
         self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
         # the settings that change which collectives a message makes (agreed before any is made)
-        self.agree("settings", {"MXNET_GC_ALLTOALL": settings.alltoall})
+        self.agree("settings", {"MXNET_GC_ALLTOALL": settings.alltoall,
+                                "MXNET_GC_ALLTOALL_PEERS": settings.alltoall_peers})
 
     # ---- the KVStoreBase interface ----
 
@@ -150,13 +157,17 @@ class HorovodStore(StoreBase):
         keys, sent = self._lgc_push(grads)
         messages = self._layout.messages_of(keys)
         step = self._order.step % STEPS
+        for m in messages:  # (engine operations: the encodes of later messages run during the collectives)
+            self._encode(m, sent, self._send[m], priority)
+        # the compressed allreduce: every message's alltoall (each owner's sum runs on the engine during the
+        # next one's), then every message's allgather
+        parts = {m: self._scatter_parts(m, priority, step) for m in messages if m in self._scatter}
+        for m, part in parts.items():
+            self._results[m] = self._gather_parts(m, part, priority)
         for m in messages:
-            send = self._send[m]
-            self._encode(m, sent, send, priority)
-            name = self._name(m)
             if m in self._scatter:
-                self._results[m] = self._reduce_scatter(m, send, name, priority, step)
                 continue
+            send, name = self._send[m], self._name(m)
             at = m.payload_words if m.coded else m.size + self.rank  # (this worker's step word)
             send[at:at + 1] = step
             if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
@@ -207,50 +218,64 @@ class HorovodStore(StoreBase):
                         targets[k][0].copyto(extra)
         self._order.pulled(targets)
 
-    def _reduce_scatter(self, m, send, name, priority, step):
-        """The compressed allreduce of message ``m`` (ring_scatter.py): the alltoall of the payload's parts,
-        this worker's part of the sum re-encoded (followed by ``step``), the allgather of the parts;
-        returns the allgather's output."""
-        scatter = self._scatter[m]
+    def _scatter_parts(self, m, priority, step):
+        """The first half of message ``m``'s compressed allreduce (ring_scatter.py): the alltoall of its
+        payload's parts; returns this worker's part of their sum, re-encoded and followed by ``step``, on
+        the engine (written once the engine has run it)."""
+        scatter, send, name = self._scatter[m], self._send[m], self._name(m) + ".parts"
         what = "key(s) %s (the alltoall of their parts)" % [c.key for c in m.chunks]
         if scatter.pairwise:
-            received = self._exchange_pairwise(scatter, send, name + ".parts", what, priority)
+            received = _mx.array(self._exchange_pairwise(scatter, send, name, what, priority))
         else:
-            received = _mx.host_view(self.collective(
-                name + ".parts", what, lambda: self._hvd.alltoall(send, splits=scatter.splits, name=name + ".parts",
-                                                                  priority=priority)[0], blocking=True))
-            self.wait_collectives([name + ".parts"])
+            received = self.collective(name, what, lambda: self._hvd.alltoall(
+                send, splits=scatter.splits, name=name, priority=priority)[0], blocking=True)
+            self.wait_collectives([name])
         try:
-            part = scatter.reduce(received, step)
+            return scatter.push_reduce(received, step, priority)
         except ValueError as e:
-            raise ValueError("mxnet_gc horovod store: corrupt payload of key(s) %s: %s"
-                             % ([c.key for c in m.chunks], e)) from None
+            raise _corrupt(m, e) from None
+
+    def _gather_parts(self, m, part, priority):
+        """The second half: once this worker's ``part`` is summed (and no part was corrupt), the allgather
+        of every owner's; returns its output."""
+        scatter, name = self._scatter[m], self._name(m)
+        part.wait_to_read()
+        try:
+            scatter.check_reduced()
+        except ValueError as e:
+            raise _corrupt(m, e) from None
         return self.collective(name, "key(s) %s (the allgather of the summed parts)" % [c.key for c in m.chunks],
-                               lambda: self._hvd.allgather(_mx.array(part), name=name, priority=priority),
-                               blocking=True)
+                               lambda: self._hvd.allgather(part, name=name, priority=priority), blocking=True)
 
     def _exchange_pairwise(self, scatter, send, name, what, priority):
-        """The alltoall of large parts in W - 1 rounds: in round i this worker sends its part for rank + i
-        and receives rank - i's (one alltoall whose other splits are 0), so each link carries one flow
-        each way, as in a ring.  Gloo's alltoall sends to every peer at once: W - 1 flows into each
-        link, which overflow a switch's queue and lose packets (at 25 Mbit/s with 8 workers, 3 to 9% of
-        them, and twice the wire time).  Returns every worker's part of this worker's range, in rank order."""
+        """The alltoall of large parts in rounds of K peers (MXNET_GC_ALLTOALL_PEERS): in round j this
+        worker sends its parts for ranks rank + jK + 1 ... rank + (j + 1)K and receives from as many ranks
+        below it (one alltoall whose other splits are 0), so each link carries K flows each way (with K = 1
+        as in a ring).  Gloo's alltoall sends to every peer at once: W - 1 flows into each link, which
+        overflow a switch's queue and lose packets (at 25 Mbit/s with 8 workers, 3 to 9% of them, and twice
+        the wire time); each round costs a negotiation of Horovod's.  Returns every worker's part of this
+        worker's range, in rank order."""
         rank, workers = self.rank, self.num_workers
         starts = np.cumsum([0] + scatter.splits)
         words = scatter.splits[rank]
         received = np.empty(workers * words, np.float32)
         send.wait_to_read()
         received[rank * words:(rank + 1) * words] = _mx.host_view(send)[starts[rank]:starts[rank + 1]]
-        for i in range(1, workers):
-            to, source = (rank + i) % workers, (rank - i) % workers
-            splits = [0] * workers
-            splits[to] = scatter.splits[to]
-            piece = send[int(starts[to]):int(starts[to + 1])]
-            round_name = "%s.%d" % (name, i)
+        peers = min(config.settings().alltoall_peers, workers - 1)
+        for first in range(1, workers, peers):
+            offsets = range(first, min(first + peers, workers))
+            to = sorted((rank + i) % workers for i in offsets)  # (an alltoall's parts go in rank order)
+            sources = sorted((rank - i) % workers for i in offsets)
+            splits = [scatter.splits[r] if r in to else 0 for r in range(workers)]
+            pieces = [send[int(starts[r]):int(starts[r + 1])] for r in to]
+            piece = pieces[0] if len(pieces) == 1 else mx.nd.concat(*pieces, dim=0)
+            round_name = "%s.%d" % (name, first)
             out = self.collective(round_name, what, lambda p=piece, sp=splits, n=round_name: self._hvd.alltoall(
                 p, splits=sp, name=n, priority=priority)[0], blocking=True)
             self.wait_collectives([round_name])
-            received[source * words:(source + 1) * words] = _mx.host_view(out)
+            host = _mx.host_view(out)
+            for k, source in enumerate(sources):
+                received[source * words:(source + 1) * words] = host[k * words:(k + 1) * words]
         return received
 
     def _check_steps(self, m):
@@ -386,7 +411,7 @@ class HorovodStore(StoreBase):
         out = {}
         for m in sorted(self._scatter, key=lambda m: m.value_key):
             name = "mxgc.owners.%d" % m.value_key
-            part = _mx.array(self._scatter[m].owner_residual)
+            part = self._scatter[m].owner_residual
             whole = self.collective(name, "the owners' residuals of key(s) %s" % [c.key for c in m.chunks],
                                     lambda: self._hvd.allgather(part, name=name), blocking=True).asnumpy()
             out.update((residual_file.pull_name(c.key), whole[c.offset:c.offset + c.size]) for c in m.chunks)

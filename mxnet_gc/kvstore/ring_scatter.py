@@ -5,9 +5,10 @@ server's compressed pull with every worker a server of one part:
 
 1. every worker encodes its gradient with its own residual, as for any push (one engine operation);
 2. the payload is cut into W parts along the message; an ``alltoall`` gives worker r part r of every
-   worker's payload (or, with ``rounds``, large parts in W - 1 pairwise rounds: ``pairwise``);
+   worker's payload (or, with ``rounds``, large parts in rounds of a few peers each: ``pairwise``);
 3. worker r decodes the W parts and sums them in rank order, then re-encodes the sum on the pull levels
-   (the push levels times W) with a residual of its own, the owner's (``owner_residual``);
+   (the push levels times W) with a residual of its own, the owner's (``owner_residual``): two engine
+   operations, which run while the store makes the alltoalls of its next messages;
 4. one ``allgather`` of the W re-encoded parts, each followed by one word: the step its owner pushed (the
    store checks that every owner's is the same, see step_order.py); every worker decodes the whole sum,
    so all workers hold bit-identical values.
@@ -24,11 +25,12 @@ import math
 
 import numpy as np
 
-# With MXNET_GC_ALLTOALL=rounds, parts of at least this many payload words (64 KiB) go by pairwise rounds
-# (horovod_store.py) when W > 2; smaller ones by one alltoall, whose few bytes do not overflow a queue and
-# whose one call costs less than W - 1 rounds' negotiations.
+# With MXNET_GC_ALLTOALL=rounds, parts of at least this many payload words (64 KiB) go by rounds of
+# MXNET_GC_ALLTOALL_PEERS peers (horovod_store.py) when W > 2; smaller ones by one alltoall, whose few bytes
+# do not overflow a queue and whose one call costs less than the rounds' negotiations.
 PAIRWISE_WORDS = 16384
 
+from .. import _mx
 from ..codecs.threshold_codecs import ThresholdCodec
 from ..message_plan import MessagePlan
 
@@ -69,8 +71,13 @@ class RingScatter:
         self.owner_plan = MessagePlan([(c.codec, n, at, 0, word) for c, n, at, _, word, _ in mine]) if mine else None
         self.owner_pull_plan = MessagePlan([(c.pull_codec, n, at, 0, word) for c, n, at, _, word, _ in mine_pull]) \
             if mine else None
-        self.owner_residual = np.zeros(cuts[rank + 1] - cuts[rank], np.float32)
-        self._sum = np.zeros_like(self.owner_residual)
+        # engine arrays: the owner's residual, the sum, and the re-encoded part followed by the step word;
+        # the plans' segments read and write views of them (each segment's values from the view's start)
+        size = cuts[rank + 1] - cuts[rank]
+        self.owner_residual, self._sum = _mx.array(np.zeros(size)), _mx.array(np.zeros(size))  # (size may be 0)
+        self._part = _mx.array(np.zeros(self.pull_splits[rank] + 1))
+        self._sums = [self._sum[at:at + n] for _, n, at, *_ in mine]
+        self._residuals = [self.owner_residual[at:at + n] for _, n, at, *_ in mine]
         # every worker: the allgathered parts (each with its owner's step word) decoded into the keys
         segments, first, self.step_words = [], 0, []
         for part, words in zip(pulled, self.pull_splits):
@@ -110,23 +117,25 @@ class RingScatter:
                            c.codec.payload_size(hi - lo)))
         return pieces
 
-    def reduce(self, received, step):
-        """The owner's work: ``received`` (numpy float32) holds every worker's part of this worker's range, in
-        rank order; returns the re-encoded sum (numpy float32, ``pull_splits[rank]`` words) followed by
-        ``step``, the number of the store's step (float32-exact).  Raises ValueError naming the rank whose
-        part is corrupt."""
+    def push_reduce(self, received, step, priority=0):
+        """The owner's work, on MXNet's engine: ``received`` (an NDArray) holds every worker's part of this
+        worker's range, in rank order; decodes and sums them in rank order, re-encodes the sum on the pull
+        levels with the owner's residual and writes ``step``, the number of the store's step
+        (float32-exact), after it.  Returns the NDArray (``pull_splits[rank]`` + 1 words) at once, written
+        when the engine has run it; ``check_reduced`` then says whether a part was corrupt.  Raises
+        ValueError for a ``received`` of the wrong size."""
         words = self.splits[self.rank]
         if received.size != words * self.num_workers:
             raise ValueError("the alltoall brought %d words, not %d workers' parts of %d"
                              % (received.size, self.num_workers, words))
-        out = np.empty(self.pull_splits[self.rank] + 1, np.float32)
-        out[-1] = step
-        if self.owner_plan is None:  # (a message of fewer values than W payload words: no part here)
-            return out
-        for r in range(self.num_workers):
-            try:
-                self.owner_plan.decode_now(received[r * words:(r + 1) * words], self._sum, add=r > 0)
-            except ValueError as e:
-                raise ValueError("rank %d's part: %s" % (r, e)) from None
-        self.owner_pull_plan.encode_sum_now(self._sum, self.owner_residual, out)
-        return out
+        if self.owner_plan is not None:  # (none: a message of fewer values than W payload words)
+            self.owner_plan.push_decode(received, self._sums, priority=priority, count=self.num_workers,
+                                        stride=words)
+            self.owner_pull_plan.push_encode(self._sums, self._residuals, self._part, priority=priority)
+        self._part[self._part.size - 1:] = step
+        return self._part
+
+    def check_reduced(self):
+        """Raises ValueError for a corrupt part met by the last ``push_reduce`` (once it has run)."""
+        if self.owner_plan is not None:
+            self.owner_plan.raise_engine_error("part of the alltoall (payload r is rank r's)")
