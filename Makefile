@@ -71,7 +71,7 @@ bench-classic: install data
 
 # Emulated hosts (root, alone on the machine): each host 1/D of a core, links at rate / D, times divided by D
 # (docs/performance.md, "Emulated hosts").  bench-emulation-check: the validation, the same CNN rows at D = 3
-# and 6, 3 runs of 24 timed steps each (about 15 minutes).  bench-emulated: every mode on the CNN, 2 and 4 workers, 100 Mbit/s,
+# and 6, 3 runs of 24 timed steps each (about 10 minutes).  bench-emulated: every mode on the CNN, 2 and 4 workers, 100 Mbit/s,
 # one run each (about 15 minutes).  bench-emulated-targets: the same 3 times, then the 8-worker Horovod rows of
 # mlp10m 3 times (4 timed steps; about 75 minutes): the step-time targets, README's step times.  bench-emulated-full: the
 # whole matrix, both models, 2 to 16 workers, 100 Mbit/s and 1 Gbit/s, 3 runs (many hours: 16 workers and 8
