@@ -5,7 +5,8 @@ under ``cpuset`` (one core of this machine, host I on core I mod cores, so that 
 one core as on a one-core machine instead of spending the quota on two cores at once).  Every process
 started on the host joins both (tools/netns_ssh.py does it before its exec; so does a command run
 ``on_host``), and its children stay there.  A command run inside a host's namespace (horovodrun) sees
-the hierarchies only once ``show_hierarchies`` has mounted them there: `ip netns exec` hides them.  The quota is the same at every D (QUOTA_US of CPU per
+the hierarchies only once ``show_hierarchies`` has mounted them there: `ip netns exec` hides them.
+The quota is the same at every D (QUOTA_US of CPU per
 period of D x QUOTA_US): in the emulated cluster's time each host then runs in the same slices whatever
 D is, so that the same job at D and 2D sees the same bursts, the same switches between the hosts that
 share a core and the same cold caches after them (a fixed period would cut a host's CPU into D times

@@ -228,7 +228,8 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilatio
     None: no CPU emulation), then removes them.  ``argv`` runs outside the hosts (on_host None), on host
     ``on_host`` (in its namespace and CPU share), or with on_host LAUNCHER in a namespace of its own
     without a CPU share (address(hosts)), from which it reaches the hosts: a launcher that starts its
-    processes by ssh (horovodrun) then takes none of their CPU, as tools/launch.py run outside the hosts.  In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers
+    processes by ssh (horovodrun) then takes none of their CPU, as tools/launch.py run outside the hosts.
+    In argv's environment ``ssh`` is tools/netns_ssh.py (for launchers
     such as horovodrun that call ssh), plus ``env``; after ``timeout`` seconds it is ended (exit code
     124).  Returns (exit code, {host address: (bytes sent, bytes received, packets dropped)} during the
     run, [(seconds the host's CPU quota held it back, periods throttled)] per host or None)."""
@@ -237,17 +238,18 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilatio
     if stale:
         sys.exit("netns_cluster.py: namespaces or host cgroups %s exist from an earlier run; delete them with "
                  "`ip netns del NAME` and `rmdir PATH`" % ", ".join(stale))
-    with Cluster(hosts, rate, dilation, launcher=on_host == LAUNCHER) as cluster, tempfile.TemporaryDirectory() as bin_dir:
+    launcher = on_host == LAUNCHER
+    with Cluster(hosts, rate, dilation, launcher=launcher) as cluster, tempfile.TemporaryDirectory() as bin_dir:
         with open(os.path.join(bin_dir, "ssh"), "w") as f:
             f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, os.path.join(ROOT, "tools", "netns_ssh.py")))
         os.chmod(os.path.join(bin_dir, "ssh"), 0o755)
         env = dict(os.environ, **(env or {}), PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
         enter = None
         if on_host is not None:
-            host = hosts if on_host == LAUNCHER else on_host
-            argv = ["ip", "netns", "exec", PREFIX + str(host), sys.executable, host_cpu.__file__,
-                    json.dumps(host_cpu.hierarchies())] + list(argv)
-            enter = lambda: host_cpu.enter(PREFIX, host)  # noqa: E731 (in the child, before its exec; none for LAUNCHER)
+            argv = ["ip", "netns", "exec", PREFIX + str(hosts if launcher else on_host), sys.executable,
+                    host_cpu.__file__, json.dumps(host_cpu.hierarchies())] + list(argv)
+            if not launcher:  # (in the child, before its exec)
+                enter = lambda: host_cpu.enter(PREFIX, on_host)  # noqa: E731
         before = cluster.counters()
         try:
             code = subprocess.call(argv, cwd=os.getcwd(), env=env, timeout=timeout, preexec_fn=enter)

@@ -62,8 +62,8 @@ def run(model, mode, rate, workers, servers, dilation, args, tag, codec):
                     # (Horovod's background thread coordinates the ranks once a cycle, 1 ms by default: dilated,
                     # 1 ms of the emulated cluster's time)
                     "--cycle-time-ms", "%g" % (HOROVOD_CYCLE_MS * slower)] + worker_argv + ["--out", out]
-            code, traffic, throttled = netns_cluster.run_command(workers, rate, argv, on_host=netns_cluster.LAUNCHER, env=env,
-                                                                 timeout=timeout, dilation=dilation)
+            code, traffic, throttled = netns_cluster.run_command(workers, rate, argv, on_host=netns_cluster.LAUNCHER,
+                                                                 env=env, timeout=timeout, dilation=dilation)
         else:
             launch = ["-n", str(workers), "-s", str(servers), "--timeout", str(timeout), "--report", report]
             launch += ["--mxnet-servers"] if mode.store == "mxnet" else []
