@@ -370,7 +370,7 @@ def test_a_training_step_is_the_loss_operator_by_operator_and_gluons_adam():
             want = imperative_loss(theirs, vectors, innovations, [b[2] for b in trainer.buffer], 0.1)
         want.backward()
         reference.step(1)
-        assert trainer.train_step() == pytest.approx(float(want.asscalar()), rel=1e-5)
+        assert trainer.train_step().asscalar() == pytest.approx(float(want.asscalar()), rel=1e-5)
         np.testing.assert_allclose(Autoencoder.flat(ours.params()), Autoencoder.flat(theirs.params()),
                                    rtol=1e-4, atol=1e-6)
 

@@ -6,7 +6,8 @@ all workers hold bit-identical updates.
     every step   the leader broadcasts INDEX (its scales and indices); with index 'union' every worker's
                  CAND (its share of the set) by allgather instead, from which each draws the same INDEX
     train        every worker's VECTOR (its values at the leader's indices, its innovation) by
-                 allgather; the update is their sum; rank 0 trains the autoencoder on them, in line
+                 allgather; the update is their sum; rank 0 trains the autoencoder on them (a step
+                 queued on MXNet's engine from its own thread)
     lgc          every worker's code of its own vector (in the leader's scales) summed by one allreduce;
                  every worker's INNOV by allgather (started with the INDEX broadcast, which it does not
                  need); the mean decoder's estimate from the mean code and the mean innovation channel,

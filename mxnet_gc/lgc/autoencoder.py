@@ -245,10 +245,17 @@ class AutoencoderTrainer:
         self.lr, self.replay, self.code_weight = lr, replay, code_weight
         self.window, self.seed = window, seed
         self.buffer = []  # [(vectors W x P, innovations W x P, leader)]
+        self._by_position = []  # the buffer's (vectors, innovations), each entry's rows from its leader on
         self.params = autoencoder.params()
         self.moments = [(mx.nd.zeros(p.shape), mx.nd.zeros(p.shape)) for p in self.params]  # Adam's mean, var
+        # the update's arrays, MULTI_UPDATE_MAX weights a call (a weight's arrays stay: new weights are copied in)
+        self._update_lists = [([p.data() for p in self.params[at:at + MULTI_UPDATE_MAX]],
+                               [p.grad() for p in self.params[at:at + MULTI_UPDATE_MAX]],
+                               [m for m, _ in self.moments[at:at + MULTI_UPDATE_MAX]],
+                               [v for _, v in self.moments[at:at + MULTI_UPDATE_MAX]])
+                              for at in range(0, len(self.params), MULTI_UPDATE_MAX)]
         self.lossfn = Loss(autoencoder, code_weight)
-        self.lossfn.hybridize(static_alloc=True)
+        self.lossfn.hybridize(static_alloc=True, static_shape=True)
         self.steps = 0
 
     def add(self, vectors, innovations, leader):
@@ -258,44 +265,38 @@ class AutoencoderTrainer:
         if not (np.isfinite(vectors).all() and np.isfinite(innovations).all()):
             return False
         self.buffer.append((vectors, innovations, int(leader)))
-        del self.buffer[:-self.replay]
+        self._by_position.append((np.roll(vectors, -int(leader), axis=0), np.roll(innovations, -int(leader), axis=0)))
+        del self.buffer[:-self.replay], self._by_position[:-self.replay]
         return True
-
-    def loss(self, vectors, innovations, leaders):
-        """The loss on arrays (B, W, P), (B, W, P) in rank order and the leaders (B,), as an NDArray scalar."""
-        def by_position(x):  # each entry's rows from its leader on
-            return _mx.array(np.stack([np.roll(e, -int(leader), axis=0) for e, leader in zip(x, leaders)]))
-        return self.lossfn(by_position(vectors), by_position(innovations))
 
     def _adam(self):
         """One Adam step of every weight from its gradient: one multi-tensor update (bias-corrected
         through the rate, as gluon's Adam)."""
         t = self.steps + 1
         lr = self.lr * np.sqrt(1 - self.BETA2 ** t) / (1 - self.BETA1 ** t)
-        for at in range(0, len(self.params), MULTI_UPDATE_MAX):
-            params, moments = self.params[at:at + MULTI_UPDATE_MAX], self.moments[at:at + MULTI_UPDATE_MAX]
-            weights, n = [p.data() for p in params], len(params)
-            mx.nd.contrib.multi_adamw_update(weights, [p.grad() for p in params], [m for m, _ in moments],
-                                             [v for _, v in moments], 1.0, [lr] * n, [0.0] * n, [1.0] * n,
+        for weights, grads, means, variances in self._update_lists:
+            n = len(weights)
+            mx.nd.contrib.multi_adamw_update(weights, grads, means, variances, 1.0, [lr] * n, [0.0] * n, [1.0] * n,
                                              out=weights, beta1=self.BETA1, beta2=self.BETA2, epsilon=self.EPSILON)
 
     def train_step(self):
-        """One Adam step on every entry of the buffer (windows of ``window`` values); returns the loss
-        before it."""
-        vectors, innovations = np.stack([b[0] for b in self.buffer]), np.stack([b[1] for b in self.buffer])
+        """One Adam step on every entry of the buffer (windows of ``window`` values), queued on MXNet's
+        engine: returns at once with the loss before the step, an NDArray scalar computed meanwhile (read
+        it only when needed: reading waits).  Whatever reads the weights afterwards (a code, a decode, a
+        checkpoint) waits for the step through the engine's dependencies."""
+        vectors, innovations = (np.stack(x) for x in zip(*self._by_position))
         P = vectors.shape[2]
         if 0 < self.window < P:
             rng = np.random.default_rng([self.seed, self.steps])
             starts = 16 * rng.integers(0, (P - self.window) // 16 + 1, len(self.buffer))
             vectors = np.stack([v[:, s:s + self.window] for v, s in zip(vectors, starts)])
             innovations = np.stack([v[:, s:s + self.window] for v, s in zip(innovations, starts)])
-        leaders = [b[2] for b in self.buffer]
         with autograd.record():
-            loss = self.loss(vectors, innovations, leaders)
+            loss = self.lossfn(_mx.array(vectors), _mx.array(innovations))
         loss.backward()
         self._adam()
         self.steps += 1
-        return float(loss.asscalar())
+        return loss
 
     def state(self):
         """What a checkpoint needs: weights, Adam's moments (flat, in ``params`` order), the buffer, the step
@@ -313,4 +314,6 @@ class AutoencoderTrainer:
             var[:] = state["adam"][1][at:at + n].reshape(var.shape)
             at += n
         self.steps = state["steps"]
-        self.buffer = list(state["buffer"])
+        self.buffer, self._by_position = [], []
+        for vectors, innovations, leader in state["buffer"]:
+            self.add(vectors, innovations, leader)

@@ -14,10 +14,12 @@ Lgc phase on a ring:
 every worker's code is summed (an allreduce); the mean decoder's estimate of the mean vector, from the
 mean code and the mean innovation channel, times the leader's scales, stands for every worker's values.
 
-On a server the training step runs on a thread of its own after the step's result is written,
-overlapping the workers' next forward and backward; the next step waits for it, so the order (and the
-result) is that of training in line.  On a ring, rank 0 trains in line: its own model's autograd runs
-in the same process, and MXNet's front end (autograd, Gluon) is not thread-safe.
+A training step is queued on MXNet's engine (its loss is read only for the log), so that its
+arithmetic runs beside what the caller does next.  On a server the queuing itself runs on a thread of
+its own after the step's result is written, overlapping the workers' next forward and backward; the
+next step waits for it, so the order (and the result) is that of training in line.  On a ring, rank 0
+queues it in line: its own model's autograd runs in the same process, and MXNet's front end (autograd,
+Gluon) is not thread-safe.
 """
 import logging
 import threading
@@ -44,7 +46,8 @@ class Combiner:
         self.trainer = AutoencoderTrainer(self.ae, options.ae_lr, options.ae_replay, options.code_weight,
                                          options.ae_window, options.seed)
         self.copy_errors = []  # train phase: how far the leader's vector is from each other worker's
-        self.train_seconds = []
+        self.train_seconds = []  # per training step, the time to queue it
+        self.losses = []  # the last training step's loss (an NDArray scalar, computed on MXNet's engine)
         self._training = None  # the thread of the last training step
 
     def check_step(self, kind, messages, step):
@@ -104,21 +107,23 @@ class Combiner:
             self._training = None
 
     def _train(self, normalized, leader):
-        """One training step (on a server, on a thread of its own: the workers already have the step's
-        result and compute the next step meanwhile); ``normalized``: the step's vectors in the leader's
+        """One training step, queued (on a server, from a thread of its own: the workers already have the
+        step's result and compute the next step meanwhile); ``normalized``: the step's vectors in the leader's
         scales, for the log's measure of how alike they are."""
         start = time.perf_counter()
-        loss = self.trainer.train_step()
+        self.losses.append(self.trainer.train_step())
         self.train_seconds.append(time.perf_counter() - start)
         others = [w for w in range(len(normalized)) if w != leader]
         self.copy_errors.append(np.mean([np.sum((normalized[leader] - normalized[w]) ** 2)
                                          / max(np.sum(normalized[w] ** 2), 1e-30) for w in others]) if others else 0)
         if self.trainer.steps % 50 == 0:
             log.info("lgc: autoencoder step %d, loss %.4f (vectors' mean square %.4f); the leader's vector as the "
-                     "others' estimate: relative squared error %.3f (median of the last 50 steps); training %.1f ms "
-                     "per step", self.trainer.steps, loss, float(np.mean(np.square(normalized))),
-                     float(np.median(self.copy_errors[-50:])), 1e3 * float(np.mean(self.train_seconds[-50:])))
+                     "others' estimate: relative squared error %.3f (median of the last 50 steps); queuing a "
+                     "training step %.1f ms", self.trainer.steps, self.losses[-1].asscalar(),
+                     float(np.mean(np.square(normalized))), float(np.median(self.copy_errors[-50:])),
+                     1e3 * float(np.mean(self.train_seconds[-50:])))
             del self.copy_errors[:-50], self.train_seconds[:-50]
+        del self.losses[:-1]
 
     def combine_lgc(self, step, leader, lead, messages):
         """The RESULT of an lgc-phase step from the leader's LEAD and the workers' INNOV messages."""
