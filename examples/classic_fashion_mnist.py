@@ -136,7 +136,7 @@ def report(kv, row):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--api", choices=["module", "gluon"], default="module",
                    help="Module.fit or a plain gluon.Trainer, the optimizer on the servers either way")
@@ -168,6 +168,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    mxnet_gc.log.show()  # mxnet_gc's lines with their prefix (rank 0: the warm-up, the fitted levels)
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
     if args.gc_compressed_pull and args.gc_type in ("none", "2bit"):

@@ -1,6 +1,8 @@
 #!/usr/bin/env python
-"""A Horovod user's Gluon script, as Horovod's MXNet examples write it: an MLP on Fashion-MNIST with
-``hvd.DistributedTrainer`` and ``hvd.broadcast_parameters``.
+"""A Horovod user's Gluon script, written as Horovod's own MXNet example (examples/mxnet/mxnet_mnist.py)
+is: an optimizer object whose rate is scaled by the number of workers, ``hvd.DistributedTrainer`` with
+``compression=`` and ``gradient_predivide_factor=``, ``hvd.broadcast_parameters``; an MLP on
+Fashion-MNIST.
 
     horovodrun -np 2 -H localhost:2 --gloo python examples/horovod_gluon.py [--steps N] [--out FILE]
 
@@ -18,37 +20,58 @@ import horovod.mxnet as hvd
 
 import fashion_mnist
 
-BATCH, LR = 64, 0.05
 
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=64, help="per worker")
+    parser.add_argument("--lr", type=float, default=0.05, help="the learning rate of one worker's batch")
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--fp16-allreduce", action="store_true", help="gradients in float16 on the wire")
+    parser.add_argument("--gradient-predivide-factor", type=float, default=1.0,
+                        help="Horovod's split of its averaging, before and after the sum")
     parser.add_argument("--steps", type=int, default=100, help="training steps")
     parser.add_argument("--out", help="write rank 0's losses here (JSON)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main(args):
     hvd.init()
+    batch = args.batch_size
     images, labels = fashion_mnist.load("train")
-    images, labels = fashion_mnist.shard(images[:BATCH * args.steps * hvd.size()],
-                                         labels[:BATCH * args.steps * hvd.size()], hvd.rank(), hvd.size())
+    images, labels = fashion_mnist.shard(images[:batch * args.steps * hvd.size()],
+                                         labels[:batch * args.steps * hvd.size()], hvd.rank(), hvd.size())
     x_all = images.reshape(len(images), -1).astype(np.float32) / 255
+
     mx.random.seed(1 + hvd.rank())  # (each worker its own initial weights: the broadcast makes them equal)
-    net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Dense(128, activation="relu"), gluon.nn.Dense(10))
-    net.initialize(mx.init.Xavier())
-    net(mx.nd.zeros((1, 784)))
-    params = net.collect_params()
+    model = gluon.nn.HybridSequential()
+    model.add(gluon.nn.Dense(128, activation="relu"), gluon.nn.Dense(10))
+    model.hybridize()
+
+    # Horovod: scale the learning rate by the number of workers
+    optimizer_params = {'momentum': args.momentum,
+                        'learning_rate': args.lr * hvd.size()}
+    opt = mx.optimizer.create('sgd', **optimizer_params)
+
+    model.initialize(mx.init.Xavier())
+    model(mx.nd.zeros((1, 784)))
+    params = model.collect_params()
     hvd.broadcast_parameters(params, root_rank=0)
-    trainer = hvd.DistributedTrainer(params, "sgd", {"learning_rate": LR, "momentum": 0.9})
+
+    # Horovod: DistributedTrainer, a gluon.Trainer that averages the gradients over the workers
+    compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    trainer = hvd.DistributedTrainer(params, opt, compression=compression,
+                                     gradient_predivide_factor=args.gradient_predivide_factor)
+
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     losses = []
     for step in range(args.steps):
-        x = mx.nd.array(x_all[step * BATCH:(step + 1) * BATCH])
-        y = mx.nd.array(labels[step * BATCH:(step + 1) * BATCH].astype(np.float32))
+        x = mx.nd.array(x_all[step * batch:(step + 1) * batch])
+        y = mx.nd.array(labels[step * batch:(step + 1) * batch].astype(np.float32))
         with autograd.record():
-            loss = loss_fn(net(x), y)
+            loss = loss_fn(model(x), y)
         loss.backward()
-        trainer.step(BATCH)
+        trainer.step(batch)
         losses.append(float(loss.mean().asscalar()))
         if step % 10 == 0:
             print("rank %d step %d loss %.4f" % (hvd.rank(), step, losses[-1]), flush=True)
@@ -58,4 +81,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(parse_args())

@@ -36,7 +36,7 @@ def shard(rank, steps, batch):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--compression", default='{"type": "4bit", "thresholds": "medium"}',
                         help="gradient compression params, as JSON")
@@ -52,6 +52,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32, help="per worker")
     parser.add_argument("--out", help="save losses and weights here")
     args = parser.parse_args()
+    mxnet_gc.log.show()  # mxnet_gc's lines (rank 0: the warm-up and its end) on standard output
 
     mx.random.seed(1)
     net = gluon.nn.HybridSequential()

@@ -114,7 +114,7 @@ def learning_rate_schedule(args, workers, steps_per_epoch):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn", help="the network")
     p.add_argument("--kvstore", "--kv-store", default="dist_sync",
                    help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
@@ -136,7 +136,10 @@ def parse_args(argv=None):
     p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
     p.add_argument("--threshold", "--gc-threshold", type=float, default=BEST_2BIT_THRESHOLD,
                    help="2bit threshold (MXNet's default, 0.5, stops this CNN from learning: docs/accuracy.md)")
-    p.add_argument("--thresholds", default="medium", help="4bit group: a name or comma-separated levels")
+    p.add_argument("--thresholds", default="medium",
+                   help="4bit: a group name, comma-separated levels, or 'auto' (the stores' default, fitted per "
+                        "key during the warm-up); 'medium' here keeps this example's recorded runs comparable, and "
+                        "--groups chooses a group per layer instead")
     p.add_argument("--compressed-pull", action="store_true",
                    help="gc_2bit, 4bit: the summed update comes back compressed too, from the servers (optimizer "
                         "on the workers) or on horovod by the compressed allreduce")
@@ -174,6 +177,8 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    mxnet_gc.log.show()  # mxnet_gc's lines (rank 0: the warm-up, the phases, the groups) on standard output
+    logging.getLogger("matplotlib").setLevel(logging.ERROR)  # (not its font-cache notice on a fresh machine)
     mx.random.seed(args.seed)
     np.random.seed(args.seed)
     train_x, train_y = fashion_mnist.load("train")

@@ -34,28 +34,32 @@ the trainer advances it after each step's pull.  Rank 0 prints every phase switc
 - ``save_checkpoint`` / ``load_checkpoint`` (checkpoint.py): weights, residuals, optimizer states and
   every component's state; a resumed job ends bit for bit where an uninterrupted one does.
 """
-import atexit
-import warnings
-
 import mxnet as mx
 from mxnet import gluon
 
 from . import _mx, checkpoint, config, optimizer_state
 from . import kvstore as gc_kvstore
 from .groups import GroupSelector
+from . import level_fit
 from .level_fit import LevelFitter
+from . import log
 from .log import logger
 from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
-from .schedule import CALIBRATE, CODEC, COMPRESSED, DENSE, PROFILE, trainer_schedule
+from .schedule import CALIBRATE, COMPRESSED, DENSE, PROFILE, trainer_schedule
+from .warmup_notice import WarmupNotice
 
 
-def _warn_if_never_compressed(schedule):
-    """At exit: a run that trained but never reached its compressed phase says so (all its pushes dense)."""
-    if 0 < schedule.step and schedule.current.sends == DENSE:
-        warnings.warn("mxnet_gc: the compression never started: all %d steps pushed dense gradients (schedule: %s)"
-                      % (schedule.step, schedule.describe()), stacklevel=1)
+# hvd.DistributedTrainer's arguments that mxnet_gc's Trainer refuses, and what to use instead
+HOROVOD_ONLY = {
+    "compression": "give mxnet_gc's codec as compression_params instead; hvd.Compression.fp16 (half of float32's "
+                   "bytes) maps to {'type': '8bit'} (a quarter, each segment scaled), and {'type': '4bit'} sends an "
+                   "eighth",
+    "gradient_predivide_factor": "drop it: it splits Horovod's averaging before and after the sum, and mxnet_gc's "
+                                 "stores sum the workers' gradients in float32 (divide Horovod's learning rate by the "
+                                 "number of workers instead)",
+}
 
 
 class Trainer(_mx.TrainerBase):
@@ -98,11 +102,18 @@ class Trainer(_mx.TrainerBase):
         With a planned ``merge``: steps measured before planning.
     nonfinite : {'warn', 'raise', 'ignore'}, default 'warn'
         What a gradient holding NaN or inf values does.
+    compression, gradient_predivide_factor
+        ``hvd.DistributedTrainer``'s: refused, saying what to use instead (``HOROVOD_ONLY``).
     """
 
     def __init__(self, params, optimizer, optimizer_params=None, kvstore="dist_sync", compression_params=None,
                  update_on_kvstore=None, threshold_groups=None, calibration_steps=50, group_overrides=None,
-                 dense_warmup_steps=None, merge=None, pipeline=True, profile_steps=3, nonfinite="warn"):
+                 dense_warmup_steps=None, merge=None, pipeline=True, profile_steps=3, nonfinite="warn",
+                 compression=None, gradient_predivide_factor=None):
+        given = [name for name, value in (("compression", compression),
+                                          ("gradient_predivide_factor", gradient_predivide_factor)) if value is not None]
+        if given:
+            raise ValueError("; ".join("%s= is hvd.DistributedTrainer's: %s" % (name, HOROVOD_ONLY[name]) for name in given))
         # (a clear error for bad params, before anything else)
         compression = gc_kvstore.Compression(compression_params) if compression_params is not None else None
         kvstore = self._store_of(kvstore, compression_params)
@@ -126,7 +137,7 @@ class Trainer(_mx.TrainerBase):
         self._pipeline = bool(pipeline)
         if self._merge_policy.planned and pipeline:
             for problem in config.settings().pipelining_problems():
-                warnings.warn(problem, stacklevel=2)
+                log.warn(problem)
         self._groups = None
         if threshold_groups is not None:
             if (compression_params or {}).get("type") != "4bit":
@@ -143,8 +154,7 @@ class Trainer(_mx.TrainerBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
-        if self.schedule.has(CODEC):
-            atexit.register(_warn_if_never_compressed, self.schedule)
+        self._notice, self._announced = WarmupNotice(), compression  # (what rank 0 says of the warm-up)
         if isinstance(kvstore, StoreBase):  # one step clock: the store's phases follow this schedule
             kvstore.follow(self.schedule)
         self._compression = compression_params
@@ -171,10 +181,9 @@ class Trainer(_mx.TrainerBase):
             return gc_kvstore.create(kvstore)
         if kvstore is None or kvstore in gc_kvstore.LOCAL_NAMES:
             if compression and compression.get("type") != "none":
-                warnings.warn("mxnet_gc: kvstore=%r trains in one process, where nothing is sent: compression_params "
-                              "%r are not used (MXNet ignores them there too); for a distributed job use "
-                              "kvstore='dist_sync' (started by python -m mxnet_gc.launch) or 'horovod' (horovodrun)"
-                              % (kvstore, compression), stacklevel=3)
+                log.warn("mxnet_gc: kvstore=%r trains in one process, where nothing is sent: compression_params %r "
+                         "are not used (MXNet ignores them there too); for a distributed job use kvstore='dist_sync' "
+                         "(started by python -m mxnet_gc.launch) or 'horovod' (horovodrun)" % (kvstore, compression))
             return kvstore
         if isinstance(kvstore, str):
             raise ValueError(gc_kvstore.unknown_store(kvstore))
@@ -243,6 +252,8 @@ class Trainer(_mx.TrainerBase):
         if not keys:
             return
         phase = self.schedule.current
+        if self._announced is not None:
+            self._notice.push(self.active_store.rank, self.schedule, self._announced)
         if phase.name == CALIBRATE:
             self._groups.observe([g[0] for g in grads])  # this worker's gradients, before the push
         if phase.name == PROFILE:
@@ -263,8 +274,12 @@ class Trainer(_mx.TrainerBase):
         keys, params = self._trained()
         if left.name == CALIBRATE:  # (the statistics were gathered in the trainer's order)
             self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
-            logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
-                        self._groups.format())
+            if isinstance(self._groups, LevelFitter):  # ('auto' levels: the store's title for the same table)
+                logger.info("%s:\n%s", level_fit.title(self._announced.codec_type, self._groups.calibration_steps),
+                            self._groups.format())
+            else:
+                logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
+                            self._groups.format())
         if entered.sends == COMPRESSED and left.sends == DENSE and not self._lgc:  # (LGC's store switches itself)
             kv.set_gradient_compression(self._compression_of(keys))
         if left.name == PROFILE:

@@ -6,7 +6,9 @@
 (also installed as the command ``mxnet-gc-launch``; ``python tools/launch.py`` in a source tree).
 
 Every process gets the DMLC_* environment of ps-lite.  The launcher prints each process's output
-with a [role rank] prefix, and exits 0 only if every worker exited 0.  If any process dies (or
+with a [role rank] prefix, and exits 0 only if every worker exited 0: at once when no worker used a dist
+kvstore, else once servers and scheduler exit (they do when the workers' stores end the job; after 5
+seconds the launcher ends them).  If any process dies (or
 --timeout passes, or Ctrl-C), it ends all the others within a few seconds, says which one failed and
 shows its last lines of output.  No process of the job outlives it (nor one a process started in a session
 of its own: each carries the job's id, MXNET_GC_JOB, in its environment), even when it is killed with
@@ -28,6 +30,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -56,7 +59,14 @@ SECRET_VARIABLE = "MXNET_GC_JOB_SECRET"
 SECRET_FILE_VARIABLE = "MXNET_GC_JOB_SECRET_FILE"
 SECRET_DIR = "$HOME/.mxnet_gc"  # (expanded on each host, in double quotes)
 SSH_TIMEOUT = 30.0  # seconds for the ssh commands that write and remove the secret's files
-SERVER_EXIT_GRACE = 30.0  # seconds servers and scheduler get to exit after the workers finished
+SERVER_EXIT_GRACE = 5.0  # seconds servers and scheduler get to exit after the workers' stores ended the job
+HOW_TO_LAUNCH = "python -m mxnet_gc.launch -n W -s S python your_script.py"  # (for the stores' messages too)
+EXAMPLE = """example: 2 workers and 1 server on this machine, the script's own arguments after it:
+
+    python -m mxnet_gc.launch -n 2 -s 1 python train.py --epochs 1
+
+Horovod scripts (kvstore='horovod', hvd.init()) are started with horovodrun instead:
+    horovodrun -np 2 python train.py"""
 EARLY_EXIT_GRACE = 10.0  # seconds workers get to exit after a server or the scheduler did
 REFUSED_LAUNCHERS = {  # MXNet's (dmlc-tracker's) other launchers, and what to use instead
     "mpi": "not supported; use ssh with a hostfile (-H), or Horovod (horovodrun) for the ring transport",
@@ -437,13 +447,18 @@ class Job:
                 self.fail("the job ran past --timeout %g s" % self.args.timeout)
                 return 124
             time.sleep(0.05)
-        end = time.time() + SERVER_EXIT_GRACE
-        while time.time() < end and any(p.poll() is None for p in self.processes):
-            time.sleep(0.05)
-        lingering = [p.name for p in self.processes if p.poll() is None]
-        if lingering:
-            print("mxnet_gc.launch: %s did not exit after the workers finished; ending them" % ", ".join(lingering),
-                  file=sys.stderr)
+        if all(p.ended for p in workers):  # the stores ended the job: servers and scheduler exit by themselves
+            end = time.time() + SERVER_EXIT_GRACE
+            while time.time() < end and any(p.poll() is None for p in self.processes):
+                time.sleep(0.05)
+            lingering = [p.name for p in self.processes if p.poll() is None]
+            if lingering:
+                print("mxnet_gc.launch: %s did not exit %g s after the workers finished; ending them"
+                      % (", ".join(lingering), SERVER_EXIT_GRACE), file=sys.stderr)
+        elif not any(p.ended for p in workers):
+            print("mxnet_gc.launch: no worker used a dist kvstore (each ran on its own; the servers had nothing to "
+                  "do).  A Horovod script is started with horovodrun -np %d python your_script.py"
+                  % len(workers), file=sys.stderr)
         self.stop()
         return 0
 
@@ -470,11 +485,32 @@ class Job:
         self.stopped = True
 
 
+def launcher_name(name):
+    """--launcher's value: local or ssh; MXNet's other launchers are refused with what to use instead."""
+    if name in REFUSED_LAUNCHERS:
+        raise argparse.ArgumentTypeError("%s: %s" % (name, REFUSED_LAUNCHERS[name]))
+    if name not in ("local", "ssh"):
+        raise argparse.ArgumentTypeError("%r: local or ssh" % name)
+    return name
+
+
+def not_a_command(word):
+    """Why the worker command's first word ``word`` cannot run although it names a file here (a script given
+    without its interpreter, or a file that is not executable), or None."""
+    if not os.path.isfile(word) or ("/" in word and os.access(word, os.X_OK)):
+        return None
+    if "/" not in word and shutil.which(word):
+        return None
+    return ("%s is a file%s, not a command: give the interpreter first, as in `python -m mxnet_gc.launch -n W -s S "
+            "python %s`" % (word, " of this folder" if "/" not in word else " that is not executable", word))
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m mxnet_gc.launch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mxnet_gc.launch", description=__doc__.split("\n\n")[0],
+                                     epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", "--num-workers", type=int, required=True)
     parser.add_argument("-s", "--num-servers", type=int, help="(default: as many as workers, as MXNet's launcher)")
-    parser.add_argument("--launcher", choices=["local", "ssh"] + list(REFUSED_LAUNCHERS),
+    parser.add_argument("--launcher", type=launcher_name, metavar="{local,ssh}",
                         help="local (the default without -H) or ssh (with -H)")
     parser.add_argument("-H", "--hostfile", help="hosts for --launcher ssh, one a line: HOST or HOST:SSH_PORT")
     parser.add_argument("--host", default="127.0.0.1", help="address of every process with --launcher local")
@@ -501,8 +537,8 @@ def parse_args(argv):
         args.command = args.command[1:]
     if not args.command:
         parser.error("no worker command given")
-    if args.launcher in REFUSED_LAUNCHERS:
-        parser.error("--launcher %s: %s" % (args.launcher, REFUSED_LAUNCHERS[args.launcher]))
+    if args.launcher != "ssh" and not args.hostfile and not_a_command(args.command[0]):
+        parser.error(not_a_command(args.command[0]))
     if args.sync_dst_dir:
         parser.error("--sync-dst-dir: mxnet_gc.launch copies nothing; every host runs the command in this directory's "
                      "path, so put the code there first (a shared file system, or rsync)")
@@ -541,8 +577,8 @@ def main(argv=None):
         code = job.watch()
     except OSError as e:  # a command that does not exist or cannot run: one line, not a traceback
         job.stop()
-        print("mxnet_gc.launch: cannot start %r: %s" % (e.filename or " ".join(args.command), e.strerror or e),
-              file=sys.stderr)
+        print("mxnet_gc.launch: cannot start %r: %s (the worker command runs as given, as in `%s`)"
+              % (e.filename or " ".join(args.command), e.strerror or e, HOW_TO_LAUNCH), file=sys.stderr)
         return 127
     except BaseException:
         job.stop()

@@ -60,6 +60,11 @@ def fit_failure(name, largest, levels, reason):
             "in 'per_key'" % (name, "large" if large else "small", largest, gives, reason, "down" if large else "up"))
 
 
+
+def title(codec_type, steps):
+    """The fitted levels' table's title, on either transport and from the store or the trainer."""
+    return "%s levels fitted to each key's largest gradient values over the last %d warm-up steps" % (codec_type, steps)
+
 class LevelFitter:
     """Collects, per key, the largest |gradient value| of each observed step (engine operations, no wait);
     then fits the ladders, agreed over the workers.  The store uses it in its warm-up, the Gluon trainer

@@ -1,12 +1,20 @@
 """Bytes a process has sent and received over TCP, from the kernel's per-connection counters.
 
 Used by the benchmarks and the examples to report measured traffic (not payload sizes): ``ss -tinp``
-(iproute2) lists every TCP connection with its owner and its bytes_acked / bytes_received.
+(iproute2) lists every TCP connection with its owner and its bytes_acked / bytes_received.  A training
+script reports what it sent as the example does::
+
+    from mxnet_gc.traffic import socket_bytes
+    before = socket_bytes()               # (sent, received) bytes of this process so far
+    ...                                   # train
+    sent, received = (b - a for a, b in zip(before, socket_bytes()))
+    print("sent %.1f MB, %.2f bytes per gradient value per step" % (sent / 1e6, sent / (values * steps)))
 """
 import os
 import shutil
 import subprocess
-import warnings
+
+from . import log
 
 
 def socket_bytes(pid=None):
@@ -15,7 +23,7 @@ def socket_bytes(pid=None):
     if shutil.which("ss") is None:
         if not _warned:
             _warned.append(True)
-            warnings.warn("mxnet_gc: `ss` (iproute2) is not installed: traffic is not measured", stacklevel=2)
+            log.warn("mxnet_gc: `ss` (iproute2) is not installed: traffic is not measured")
         return None
     pid = os.getpid() if pid is None else pid
     out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=True).stdout

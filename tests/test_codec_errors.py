@@ -16,8 +16,8 @@ CREATE_ERRORS = [
     ({"type": "2bit", "threshold": float("inf")}, "'threshold' must be positive and finite"),
     ({"type": "2bit", "threshold": 1e39}, "finite in float32"),
     ({"type": "2bit", "threshold": 1e-46}, "positive and finite in float32"),
-    ({"type": "2bit", "threshold": "0.5"}, "'threshold' must be a number"),
-    ({"type": "2bit", "threshold": True}, "'threshold' must be a number"),
+    ({"type": "2bit", "threshold": "0.5"}, "'threshold' must be a positive number"),
+    ({"type": "2bit", "threshold": True}, "'threshold' must be a positive number"),
     ({"type": "2bit", "thresholds": [0.5]}, "thresholds"),
     ({"type": "4bit", "thresholds": []}, "must have 1 to 7 levels, got 0"),
     ({"type": "4bit", "thresholds": [0.1 * k for k in range(1, 9)]}, "must have 1 to 7 levels, got 8"),
@@ -28,8 +28,14 @@ CREATE_ERRORS = [
     ({"type": "4bit", "thresholds": [0.1, float("inf")]}, "'thresholds'[1] must be positive and finite"),
     ({"type": "4bit", "thresholds": [0.1, float("nan")]}, "'thresholds'[1] must be positive and finite"),
     ({"type": "4bit", "thresholds": [0.1, "x"]}, "'thresholds'[1] must be a number"),
-    ({"type": "4bit", "thresholds": 0.5}, "must be a list of 1 to 7 numbers"),
-    ({"type": "4bit", "thresholds": "huge"}, "unknown threshold group 'huge'; named groups: small, medium, large"),
+    ({"type": "4bit", "thresholds": 0.5}, "4bit: 'thresholds' must be 'auto' (on a store: levels fitted to each "
+     "key's gradients during the warm-up), a group name ('small', 'medium', 'large') or a list of 1 to 7 increasing "
+     "positive numbers (one level: [0.5]), got 0.5"),
+    ({"type": "4bit", "thresholds": "huge"}, "a group name ('small', 'medium', 'large') or a list of 1 to 7 "
+     "increasing positive numbers (one level: [0.5]), got 'huge'"),
+    ({"type": "4bit", "thresholds": "mediun"}, "got 'mediun'; did you mean 'medium'?"),
+    ({"type": "gc_2bit", "threshold": "x"}, "2bit: 'threshold' must be a positive number, or 'auto' on a store with "
+     "type 'gc_2bit' (fitted to each key's gradients during the warm-up), got 'x'"),
     ({"type": "4bit", "threshold": 0.5}, "threshold"),
     ({"type": "4bit", "thresholds": [0.1], "momentum": 0.9}, "momentum"),
 ]
@@ -42,9 +48,18 @@ def test_bad_params(params, message):
     assert message in str(err.value)
 
 
-def test_unknown_key_lists_accepted_ones():
-    with pytest.raises(ValueError, match="4bit: unknown parameter.*'momentum'; accepted: type, thresholds"):
-        mxnet_gc.codecs.create({"type": "4bit", "momentum": 0.9})
+def test_unknown_key_lists_every_accepted_name_with_its_values():
+    """Every name of the codec's table and of the store's options, each with what it takes."""
+    from mxnet_gc.codecs.registry import options
+    from mxnet_gc.kvstore.compression import STORE_OPTIONS
+    for kind, cls in (("4bit", mxnet_gc.codecs.FourBitCodec), ("layerwise_topk", mxnet_gc.codecs.LayerwiseTopkCodec)):
+        with pytest.raises(ValueError) as err:
+            mxnet_gc.kvstore.Compression({"type": kind, "mementum": 0.9})
+        said = str(err.value)
+        assert said.startswith("%s: unknown parameter(s) 'mementum'" % kind), said
+        for name, _, values in options(cls) + STORE_OPTIONS:
+            assert "%s (%s)" % (name, values) in said, (name, said)
+    assert [name for name, _, _ in options(mxnet_gc.codecs.FourBitCodec)] == ["thresholds", "rounding", "pull_bits"]
 
 
 def test_threshold_group_is_immutable_float32():
@@ -125,3 +140,13 @@ def test_operator_checks_sizes_too():
     with pytest.raises(mx.base.MXNetError, match="must be float32"):
         mx.nd.mxgc_2bit_encode(mx.nd.zeros(2, dtype="float16"), mx.nd.zeros(2, dtype="float16"),
                                params="0.5,0.5").wait_to_read()
+
+
+def test_the_docs_option_table_is_the_codes():
+    """docs/codecs.md's parameter table is the one the messages list (python -m tools.option_tables)."""
+    from tools import option_tables
+    with open(option_tables.PAGE) as f:
+        page = f.read()
+    assert option_tables.table() in page, "run python -m tools.option_tables"
+    for kind in mxnet_gc.codecs.available():
+        assert "| `%s` |" % kind in option_tables.table()

@@ -1,4 +1,8 @@
 """The parts of the dist store that need no processes: compression settings, key placement, commands."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import mxnet as mx
@@ -141,10 +145,31 @@ def test_store_names_in_mxnet_registry():
     assert mxnet_gc.kvstore.create("local").type == "local"  # other names are MXNet's own stores
 
 
-def test_store_outside_a_job_says_how_to_start_one(monkeypatch):
-    monkeypatch.delenv("DMLC_NUM_SERVER", raising=False)
-    with pytest.raises(RuntimeError, match="start the job with tools/launch.py"):
-        mxnet_gc.kvstore.create("dist_sync")
+def store_error(store, **env):
+    """What creating ``store`` in a fresh process with ``env`` (None: unset) says (its settings are read once)."""
+    environ = {k: v for k, v in os.environ.items() if k not in env and not k.startswith(("DMLC_", "HOROVOD_"))}
+    environ.update({k: v for k, v in env.items() if v is not None})
+    proc = subprocess.run([sys.executable, "-c", "import mxnet_gc; mxnet_gc.kvstore.create(%r)" % store], env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    return " ".join(proc.stderr.split())
+
+
+def test_store_outside_a_job_says_how_to_start_one():
+    assert ("no DMLC_* environment (this process was not started as a job's worker): start the job with mxnet_gc's "
+            "launcher: `python -m mxnet_gc.launch -n W -s S python your_script.py`") in store_error("dist_sync")
+
+
+def test_a_dist_sync_script_under_horovodrun_is_told_what_to_run():
+    assert ("started by horovodrun (a ring job), which starts no parameter servers: use kvstore='horovod' under "
+            "horovodrun, or start this dist_sync script with mxnet_gc's launcher: `python -m mxnet_gc.launch -n W -s S "
+            "python your_script.py`") in store_error("dist_sync", HOROVOD_SIZE="2", HOROVOD_RANK="0")
+
+
+def test_a_horovod_script_under_the_launcher_is_told_what_to_run():
+    assert ("started as a parameter-server job's worker (DMLC_ROLE, by python -m mxnet_gc.launch), where every worker "
+            "would run Horovod alone: start a Horovod script with `horovodrun -np W python your_script.py`, or use "
+            "kvstore='dist_sync' under the launcher") in store_error("horovod", DMLC_ROLE="worker")
 
 
 def test_layout_with_merge_groups():

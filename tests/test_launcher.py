@@ -191,14 +191,46 @@ def test_bad_arguments():
     for args, message in [([], "-n/--num-workers"), (["-n", "1"], "no worker command"),
                           (["-n", "0", "true"], "at least one worker"),
                           (["-n", "1", "--launcher", "ssh", "true"], "needs -H HOSTFILE"),
-                          (["-n", "1", "--launcher", "mpi", "true"], "--launcher mpi: not supported; use ssh"),
-                          (["-n", "1", "--launcher", "yarn", "true"], "--launcher yarn: not supported"),
+                          (["-n", "1", "--launcher", "mpi", "true"], "--launcher: mpi: not supported; use ssh"),
+                          (["-n", "1", "--launcher", "yarn", "true"], "--launcher: yarn: not supported"),
+                          (["-n", "1", "--launcher", "lokal", "true"], "--launcher: 'lokal': local or ssh"),
                           (["-n", "1", "--sync-dst-dir", "/tmp/x", "true"], "--sync-dst-dir: mxnet_gc.launch copies nothing"),
                           (["-n", "1", "--p3", "true"], "--p3: MXNet's P3"),
                           (["-n", "1", "--env", "MXGC_SURELY_UNSET", "true"],
                            "--env MXGC_SURELY_UNSET: no such variable in this environment (give MXGC_SURELY_UNSET=VALUE)")]:
         proc = subprocess.run(LAUNCH + args, capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+
+
+def test_help_shows_an_example_and_only_the_accepted_launchers():
+    proc = subprocess.run(LAUNCH + ["--help"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0
+    assert "python -m mxnet_gc.launch -n 2 -s 1 python train.py --epochs 1" in proc.stdout  # the example
+    assert "horovodrun -np 2 python train.py" in proc.stdout  # where Horovod scripts go
+    assert "{local,ssh}" in proc.stdout and "mpi" not in proc.stdout and "yarn" not in proc.stdout
+
+
+def test_a_script_given_without_its_interpreter_is_refused_with_the_fix(tmp_path):
+    script = tmp_path / "user_train.py"
+    script.write_text("print('hi')\n")
+    for command, where in (("user_train.py", "a file of this folder"), (str(script), "a file that is not executable")):
+        proc = subprocess.run(LAUNCH + ["-n", "1", command], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 2, proc.stderr
+        assert "%s is %s, not a command: give the interpreter first, as in `python -m mxnet_gc.launch -n W -s S " \
+               "python %s`" % (command, where, command) in proc.stderr, proc.stderr
+
+
+@pytest.mark.job
+def test_a_job_whose_workers_never_use_the_store_ends_at_once(tag):
+    """Workers that exit 0 without a dist kvstore (a Horovod script, --help): the job ends when they do; the
+    servers, which wait for workers that will never come, are ended at once (they took 30 s before)."""
+    start = time.time()
+    proc = launch(tag, "-n", "2", "-s", "1", sys.executable, "-c", "print('hi')")
+    took = time.time() - start
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("] hi") == 2
+    assert "no worker used a dist kvstore" in proc.stderr and "horovodrun -np 2 python your_script.py" in proc.stderr
+    assert took < 20, took  # (about 2 s: processes start and end; 30 s was the old wait for the servers)
 
 
 @pytest.mark.job

@@ -38,3 +38,26 @@ def test_a_bounded_residual_is_not_reported(residual_of_push):
         warnings.simplefilter("error")
         feed(monitor, residual_of_push, SAMPLE_EVERY * 20)
     assert len(monitor.history["w"]) == 19  # (the last sample is read at the next one)
+
+
+def test_a_shrinking_gradient_under_a_steady_residual_is_not_reported():
+    """The ratio grows when the gradient shrinks; only a residual that itself grows is warned about."""
+    monitor = ResidualMonitor()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for push in range(1, SAMPLE_EVERY * 20 + 1):
+            monitor.sample("w", mx.nd.ones(10) / push, [mx.nd.ones(10)])
+    ratios = [r / g for _, g, r in monitor.history["w"]]
+    assert ratios[-1] > 10 * ratios[0] >= 10 * 4  # (what the old check warned about: it grew at every sample)
+
+
+def test_fitted_levels_are_told_what_fits_them():
+    """A key already on 'auto' levels is not told to use them: its levels were outgrown since the warm-up."""
+    monitor = ResidualMonitor()
+    monitor.fitted = lambda key: True
+    with pytest.warns(RuntimeWarning) as record:
+        feed(monitor, lambda push: 0.1 * push, SAMPLE_EVERY * (GROWTH_SAMPLES + 4))
+    message = str(record[0].message)
+    assert "Use 'auto' levels" not in message
+    assert "Its levels were fitted to its gradients during the warm-up, which have since outgrown them: fit them " \
+           "later (a longer 'warmup_steps'), give larger levels" in message

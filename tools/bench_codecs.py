@@ -101,7 +101,7 @@ def per_call_microseconds(calls=2000):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 25_000_000])
     parser.add_argument("--repeat", type=int, default=31)
     args = parser.parse_args()

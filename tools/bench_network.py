@@ -78,7 +78,7 @@ def servers_of(value, workers):
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="modes: " + "; ".join("%s: %s" % (m.name, m.description)
                                                                   for m in MODES.values()))
     parser.add_argument("--models", nargs="+", default=models.MODELS, choices=models.MODELS)

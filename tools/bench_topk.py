@@ -60,7 +60,7 @@ def measure(n, density, threads, repeat):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1 << 20, 1 << 22])
     parser.add_argument("--density", type=float, default=0.01)
     parser.add_argument("--repeat", type=int, default=15)

@@ -77,7 +77,7 @@ def table(saved):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--report", action="store_true", help="run nothing: the table of the saved reports")
     parser.add_argument("--markdown", help="a page whose lgc_estimates section gets the table")

@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """The autoencoder's compute per step against the model's own step, on this CPU, for the Fashion-MNIST
-example's models: the leader's encode, a decode (each worker decodes its own estimate in the lgc
+example's models.
+
+Timed: the leader's encode, a decode (each worker decodes its own estimate in the lgc
 phase; a server decodes one per worker), the mean decoder's decode (LGC-RAR) and a training step
 (replay buffer full; a server's, or on a ring rank 0's), timed in one
 process on vectors of the real length (the coded tensors' leader indices at --density), beside one
@@ -86,7 +88,7 @@ def autoencoder_ms(sizes, workers, options, repeats):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", choices=["cnn", "cnn-fc"], default=["cnn", "cnn-fc"])
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     p.add_argument("--density", type=float, default=1e-3)

@@ -43,7 +43,7 @@ def coded_sizes(model, options):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=["cnn", "cnn-fc"], default="cnn")
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     p.add_argument("--density", type=float, default=1e-3)

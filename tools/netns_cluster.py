@@ -261,7 +261,7 @@ def run_command(hosts, rate, argv, on_host=None, env=None, timeout=None, dilatio
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, required=True, help="scheduler + servers + workers")
     parser.add_argument("--rate", default="unlimited", help="per-host link rate for tc (100mbit, 1gbit, ...)")
     parser.add_argument("--dilation", type=dilation_value, default="auto",

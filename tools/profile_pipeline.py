@@ -118,7 +118,7 @@ def plot(results, path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", default="1gbit")
     parser.add_argument("--model", default="mlp10m", help="a model of tools/netbench/models.py")
     parser.add_argument("--engine-threads", type=int, default=2,

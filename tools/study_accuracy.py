@@ -299,7 +299,7 @@ def plot_sweeps(sweeps, path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=["cnn", "resnet20"], default="cnn")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--lr-steps", default="4,5")

@@ -1,5 +1,8 @@
 #!/usr/bin/env python
-"""LGC study: uncompressed, layer-wise top-k (error feedback), LGC-PS, LGC-RAR and LGC without its
+"""LGC study: LGC-PS and LGC-RAR against uncompressed training, layer-wise top-k and LGC without its
+autoencoder, on the Fashion-MNIST example, the same epochs and seeds for each, on real jobs.
+
+The rows: uncompressed, layer-wise top-k (error feedback), LGC-PS, LGC-RAR and LGC without its
 autoencoder (the ablation: LGC's dense tensors and density ramp, then top-k at the ramp's last density)
 on the Fashion-MNIST example (and, by name, the other methods of tools/study_pareto.py: MXNet 2bit at
 ``make study``'s best threshold, 4bit with per-layer groups with and without compressed pulls, top-k with
@@ -144,7 +147,7 @@ def plot(results, path, x_of, xlabel):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=["cnn", "cnn-fc"], default="cnn")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)

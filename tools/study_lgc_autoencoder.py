@@ -101,7 +101,7 @@ def leader_copy(steps, fmt):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--density", type=float, default=1e-3)
     p.add_argument("--innovation-density", type=float, default=1e-5)

@@ -195,7 +195,7 @@ def weight_pulls(runs, seeds, workers_list):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--diagnose", action="store_true", help="the short setting, with the residual's norms")
     p.add_argument("--weight-pulls", action="store_true",
                    help="compressed weight pulls against float32 pulls (5 epochs, momentum 0.9)")

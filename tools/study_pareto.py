@@ -138,7 +138,7 @@ def plot(panels):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--panels", nargs="+", choices=list(PANELS), default=list(PANELS))
     parser.add_argument("--report", action="store_true", help="train nothing: the picture and tables of the saved runs")
     parser.add_argument("--markdown", help="a page whose study_pareto section gets the tables")

@@ -96,7 +96,7 @@ def three_bases(rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["cnn", "resnet20"])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=64)

@@ -44,6 +44,12 @@ class LayerwiseTopkCodec(Codec):
 
     type = "layerwise_topk"
     kernel_name = "topk"
+    values = {"density": "a number in (0, 1]: the fraction of each message's values sent a step",
+              "adapt_rate": "a number in (0, 1): how fast each layer's threshold follows its top-k",
+              "tolerance": "a number in [0, 1): the payload holds up to (1 + tolerance) k values",
+              "reset_every": "an int >= 1: steps between two exact top-k selections",
+              "momentum": "a number in [0, 1): DGC's momentum correction on the workers (0: none)",
+              "sum_of": "an int >= 1: (a pull's codec) how many workers' payloads one holds"}
 
     def __init__(self, density=0.01, adapt_rate=0.1, tolerance=0.2, reset_every=100, momentum=0.0, sum_of=1):
         self.density = _number("density", density, 0, 1, low_open=True)

@@ -18,6 +18,7 @@ class Linear8Codec(Codec):
 
     type = "8bit"
     kernel_name = "8bit"
+    values = {}  # (none: each array is scaled to its largest |value| / 127)
     hints = {"scale": "8bit takes no parameters: its scale is each array's largest |value| / 127"}
 
     def config(self):

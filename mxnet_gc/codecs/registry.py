@@ -21,6 +21,11 @@ def register(cls):
     return cls
 
 
+def codec_class(kind):
+    """The class registered under ``kind`` (or its alias)."""
+    return _CODECS[ALIASES.get(kind, kind)]
+
+
 def available():
     """Sorted list of registered codec type names."""
     return sorted(_CODECS)
@@ -34,11 +39,24 @@ def parameters(cls):
             if name != "self" and p.kind in named]
 
 
+def options(cls):
+    """A codec class's parameter table, [(name, default, accepted values)]: its constructor's parameters
+    and defaults, and what each takes (the class's ``values``).  Error messages and docs/codecs.md's
+    table (tools/option_tables.py) are made from it."""
+    signature = inspect.signature(cls.__init__)
+    return [(name, signature.parameters[name].default, cls.values[name]) for name in parameters(cls)]
+
+
+def listing(table):
+    """The accepted names of an options table, each with its values: "name (values), ..."."""
+    return ", ".join("%s (%s)" % (name, values) for name, _, values in table)
+
+
 def create(params, also_accepted=()):
     """Builds a codec from a config such as ``{'type': '4bit', 'thresholds': [...]}``.
 
     A codec instance is returned as it is.  ``also_accepted``: the caller's own options beside the codec's
-    parameters (a store's), listed with them when a parameter is unknown.
+    parameters (a store's), as an options table, listed with them when a parameter is unknown.
     """
     from .base import Codec
 
@@ -52,17 +70,17 @@ def create(params, also_accepted=()):
     if kind not in _CODECS:
         raise ValueError("unknown codec type %r; supported types: %s" % (kind, ", ".join(available())))
     cls = _CODECS[kind]
-    accepted = parameters(cls)
     kwargs = {k: v for k, v in params.items() if k != "type"}
-    unknown = sorted(set(kwargs) - set(accepted))
+    unknown = sorted(set(kwargs) - set(parameters(cls)))
     if unknown:
-        accepted += list(also_accepted)
+        accepted = parameters(cls) + [name for name, _, _ in also_accepted]
         own, hints = getattr(cls, "hints", {}), []
         for u in unknown:
             close = difflib.get_close_matches(u, accepted, 1)
             if u in own or close:
                 hints.append(own.get(u) or "did you mean %r?" % close[0])
-        raise ValueError("%s: unknown parameter(s) %s; accepted: %s%s"
-                         % (kind, ", ".join(map(repr, unknown)), ", ".join(["type"] + accepted),
-                            "".join("; " + h for h in hints)))
+        mine = listing(options(cls)) or "none of its own"
+        theirs = "; a store's: %s" % listing(also_accepted) if also_accepted else ""
+        raise ValueError("%s: unknown parameter(s) %s%s; accepted: %s%s"
+                         % (kind, ", ".join(map(repr, unknown)), "".join("; " + h for h in hints), mine, theirs))
     return cls(**kwargs)

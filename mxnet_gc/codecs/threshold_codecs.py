@@ -17,6 +17,7 @@ Non-finite sums (a NaN or +-inf gradient, or a residual + gradient that overflow
 value is sent as 0 and the residual keeps its previous value, so one bad step does not poison later
 ones.  (MXNet's own 2bit keeps NaN/inf in the residual from then on.)
 """
+import difflib
 import math
 import numbers
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from .base import Codec
 from .registry import register
-from .threshold_group import ThresholdGroup, default_group
+from .threshold_group import DEFAULT_GROUPS, ThresholdGroup, default_group
 
 
 ROUNDINGS = ("floor", "nearest")
@@ -80,6 +81,9 @@ class TwoBitCodec(ThresholdCodec):
     type = "2bit"
     kernel_name = "2bit"
     bits = 2
+    values = {"threshold": "a positive number, or 'auto' on a store with type 'gc_2bit' (fitted to each key's "
+                           "gradients during the warm-up)",
+              "rounding": "'floor' (MXNet's rule) or 'nearest'"}
 
     def __init__(self, threshold=0.5, rounding="floor"):
         if threshold == "auto":
@@ -87,7 +91,8 @@ class TwoBitCodec(ThresholdCodec):
                              "'gc_2bit' (set_gradient_compression) or mxnet_gc.gluon.Trainer; MXNet's own '2bit' and a "
                              "codec alone need a number")
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-            raise ValueError("2bit: 'threshold' must be a number, got %r" % (threshold,))
+            raise ValueError("2bit: 'threshold' must be a positive number, or 'auto' on a store with type 'gc_2bit' "
+                             "(fitted to each key's gradients during the warm-up), got %r" % (threshold,))
         t32 = float(np.float32(threshold))
         if not math.isfinite(t32) or t32 <= 0:
             raise ValueError("2bit: 'threshold' must be positive and finite in float32, got %r" % (threshold,))
@@ -115,6 +120,11 @@ class FourBitCodec(ThresholdCodec):
     type = "4bit"
     kernel_name = "4bit"
     bits = 4
+    values = {"thresholds": "'auto' (on a store: fitted to each key's gradients during the warm-up; a store's "
+                            "default), a group name ('small', 'medium', 'large'), or 1 to 7 increasing positive "
+                            "numbers",
+              "rounding": "'nearest' or 'floor'",
+              "pull_bits": "4 or 5: the code of a compressed pull of the servers' sum"}
     hints = {"threshold": "4bit takes 'thresholds', 1 to 7 levels or a group name ('small', 'medium', 'large'); "
                           "a 2bit 'threshold' does not carry over to them (docs/migration.md)"}
 
@@ -123,6 +133,14 @@ class FourBitCodec(ThresholdCodec):
             raise ValueError("4bit: 'thresholds': 'auto' is fitted to each key's gradients by a store "
                              "(set_gradient_compression) or mxnet_gc.gluon.Trainer; a codec alone needs levels or a "
                              "group name ('small', 'medium', 'large')")
+        if isinstance(thresholds, str) and thresholds not in DEFAULT_GROUPS or isinstance(thresholds, numbers.Real):
+            close = difflib.get_close_matches(str(thresholds), list(DEFAULT_GROUPS) + ["auto"], 1)
+            raise ValueError("4bit: 'thresholds' must be 'auto' (on a store: levels fitted to each key's gradients "
+                             "during the warm-up), a group name (%s) or a list of 1 to 7 increasing positive numbers "
+                             "(one level: [%s]), got %r%s" % (", ".join(map(repr, DEFAULT_GROUPS)), thresholds
+                                                              if isinstance(thresholds, numbers.Real)
+                                                              and not isinstance(thresholds, bool) else 0.5,
+                                                              thresholds, "; did you mean %r?" % close[0] if close else ""))
         if isinstance(thresholds, str):
             group = default_group(thresholds)
         elif isinstance(thresholds, ThresholdGroup):
@@ -156,6 +174,8 @@ class FiveBitCodec(ThresholdCodec):
     type = "5bit"
     kernel_name = "5bit"
     bits = 5
+    values = {"thresholds": "1 to 15 increasing positive numbers (no default, no group names)",
+              "rounding": "'nearest' or 'floor'"}
 
     def __init__(self, thresholds=None, rounding="nearest"):
         if thresholds is None or isinstance(thresholds, str):

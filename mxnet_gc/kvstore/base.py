@@ -9,6 +9,8 @@ from mxnet.kvstore import KVStoreBase
 
 from .. import checkpoint_files, log
 from .. import schedule
+from .. import level_fit
+from ..warmup_notice import WarmupNotice
 from . import agreement, arguments, residual_file
 from .compression import Compression
 from ..message_plan import MessagePlan
@@ -35,11 +37,13 @@ class StoreBase(KVStoreBase):
         self._residuals = ResidualMonitor()
         self._residuals.names = self._nonfinite.names
         self._residuals.describe = lambda k: "; its codec: %s" % json.dumps(self.codec_for(k).config())
+        self._residuals.fitted = lambda k: self._compression.fits_levels
         self._pull_each_message = False
         self._lgc = None  # learned gradient compression's rounds, when it is the compression
         self._lgc_step = None  # the LGC phase of a step pushed and not yet pulled
         self._checked = {}  # key -> the arrays last checked for it (see _check)
         self._clock = StoreClock(self._compression)  # the step clock (store_clock.py)
+        self._warmup_notice = WarmupNotice()  # what rank 0 says of the dense warm-up (warmup_notice.py)
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
         self._weight_changes = None  # the dist store's with the optimizer on its servers (weight_pulls.py)
 
@@ -142,7 +146,10 @@ class StoreBase(KVStoreBase):
     def _count_step(self, keys):
         """Before a push: counts the step on a clock of the store's own; at the end of its dense steps the
         codecs start (a collective call, at the same push on every worker, which push the same keys)."""
+        if not self._clock.followed:  # (a trainer's schedule: the trainer says it)
+            self._warmup_notice.push(self.rank, self._clock.schedule, self._compression, self._clock.counts)
         if self._clock.push([k for k in keys if k not in self._reduce_only]):
+            self._warmup_notice.started(self.rank, self._clock.schedule.step)
             if self._clock.fitter is not None:
                 self._fit_levels()
             self._assign_codecs(self._layout.messages)
@@ -155,8 +162,7 @@ class StoreBase(KVStoreBase):
         keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
         levels, table = self._clock.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
         self._compression = self._compression.fitted(levels)
-        log.logger.info("%s levels fitted to each key's largest gradient values over the last %d warm-up steps:\n%s",
-                        self._compression.codec_type, self._compression.fit_steps, table)
+        log.logger.info("%s:\n%s", level_fit.title(self._compression.codec_type, self._compression.fit_steps), table)
 
     def codec_for(self, key):
         """The codec that encodes ``key``'s pushes, or None when they are dense float32."""

@@ -43,7 +43,13 @@ PLACEHOLDER = {"4bit": "medium", "2bit": 0.5}  # (to check the other parameters 
 # threshold with floor rounding loses most of its accuracy under momentum on the servers (docs/accuracy.md).
 ROUNDING = {"4bit": "nearest", "2bit": "floor"}
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
-STORE_OPTIONS = ("compressed_pull", "warmup_steps", "per_key")  # a store's, beside an mxnet_gc codec's parameters
+# A store's options beside an mxnet_gc codec's parameters: (name, default, accepted values), as codecs.options
+STORE_OPTIONS = [
+    ("compressed_pull", "True for 4bit (but on dist_async), else False",
+     "True or False: the pulls compressed too (the sum, or with the optimizer on the servers the weights' changes)"),
+    ("warmup_steps", DEFAULT_WARMUP_STEPS, "an int >= 0: dense float32 pushes before the codec starts"),
+    ("per_key", {}, "{key: levels}: other levels for some keys (4bit's thresholds, gc_2bit's threshold)"),
+]
 # Codec types whose pulls are compressed unless 'compressed_pull': False: 4bit's cost in accuracy against
 # float32 pulls stayed within 0.3 points on every path measured (docs/accuracy.md), and only both directions
 # compressed make a step faster (README's first table)

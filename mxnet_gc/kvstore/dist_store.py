@@ -44,7 +44,7 @@ def _private(arrays, key, shape):
 class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
-    Start the processes with ``tools/launch.py``.  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
+    Start the processes with mxnet_gc's launcher (``python -m mxnet_gc.launch``).  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
     (mxnet_gc/config.py) is cut into parts of at most that many values, as many on every server.  Keys initialized with ``groups`` share
     one message per group (the Gluon trainer's merge policy); they must then be pushed together.
     Pushes beyond the first megabyte of a step go out with the pull (pull_stages.py), or at the latest
@@ -55,7 +55,13 @@ class DistSyncStore(StoreBase):
         super().__init__()
         settings = config.settings()
         if not settings.num_servers:
-            raise RuntimeError("mxnet_gc dist store: no DMLC_* environment; start the job with tools/launch.py")
+            from ..launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
+            if settings.horovod_size:
+                raise RuntimeError("mxnet_gc dist store: this process was started by horovodrun (a ring job), which "
+                                   "starts no parameter servers: use kvstore='horovod' under horovodrun, or start "
+                                   "this dist_sync script with mxnet_gc's launcher: `%s`" % HOW_TO_LAUNCH)
+            raise RuntimeError("mxnet_gc dist store: no DMLC_* environment (this process was not started as a job's "
+                               "worker): start the job with mxnet_gc's launcher: `%s`" % HOW_TO_LAUNCH)
         self._port = PSPort(settings.num_servers)
         exit_at_once_on_error()
         log.set_up(self.rank)

@@ -58,6 +58,12 @@ class HorovodStore(StoreBase):
 
     def __init__(self):
         super().__init__()
+        settings = config.settings()
+        if settings.role and not settings.horovod_size:
+            raise RuntimeError("mxnet_gc horovod store: this process was started as a parameter-server job's %s "
+                               "(DMLC_ROLE, by python -m mxnet_gc.launch), where every worker would run Horovod "
+                               "alone: start a Horovod script with `horovodrun -np W python your_script.py`, or use "
+                               "kvstore='dist_sync' under the launcher" % settings.role)
         try:
             import horovod.mxnet as hvd
         except ImportError as e:
@@ -67,7 +73,6 @@ class HorovodStore(StoreBase):
         exit_at_once_on_error()
         self._hvd = hvd
         log.set_up(self.rank)
-        settings = config.settings()
         self._timeout = settings.collective_timeout
         self._waiter = Waiter()
         self._order = StepOrder()

@@ -15,9 +15,9 @@ segment, message_plan.py), as LGC's accumulation does for its coded tensors (lgc
 over the gradients is spent on counting alone.  The counts are read at the next push, when they have long
 been computed, so a bad step is reported one push later and nothing waits for them.
 """
-import warnings
-
 import mxnet as mx
+
+from .. import log
 
 POLICIES = ("warn", "raise", "ignore")
 TREATMENTS = {
@@ -88,4 +88,4 @@ class NonFiniteMonitor:
         if self.policy == "raise":
             raise NonFiniteGradientError(message)
         if new:  # once per key
-            warnings.warn(message, RuntimeWarning, stacklevel=4)  # (the caller of the store's push)
+            log.warn(message, RuntimeWarning)

@@ -118,9 +118,10 @@ class Signer:
 
     def __init__(self, secret, sender):
         if not secret:
+            from ..launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
             raise RuntimeError("mxnet_gc: this process has no job secret (MXNET_GC_JOB_SECRET): start the job with "
-                               "mxnet_gc's launcher (python -m mxnet_gc.launch ...), which gives every process one, "
-                               "or set MXNET_GC_JOB_SECRET to the same random value in every process of the job")
+                               "mxnet_gc's launcher (`%s`), which gives every process one, or set "
+                               "MXNET_GC_JOB_SECRET to the same random value in every process of the job" % HOW_TO_LAUNCH)
         self.secret, self.sender, self.sequence = secret, sender, 0
 
     def command(self, op, **fields):

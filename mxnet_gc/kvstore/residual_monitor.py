@@ -10,10 +10,10 @@ the gradient kill a network.
 
 The norms are engine operations on the arrays (no wait); they are read at the key's next sample.
 """
-import warnings
-
 import mxnet as mx
 import numpy as np
+
+from .. import log
 
 SAMPLE_EVERY = 10  # pushes of a key between two samples
 GROWTH_SAMPLES = 5  # the residual/gradient ratio must have grown over this many samples in a row ...
@@ -28,6 +28,7 @@ class ResidualMonitor:
         self.names = {}  # key -> a name for messages (shared with the non-finite monitor)
         self.history = {}  # key -> [(push number of the key, gradient norm, residual norm)]
         self.describe = lambda key: ""  # key -> what its codec is, for the warning
+        self.fitted = lambda key: False  # key -> whether its levels were fitted during the warm-up ('auto')
         self._pushes = {}
         self._pending = {}  # key -> (push number, squared gradient norm, squared residual norm) NDArrays
         self._warned = set()
@@ -59,15 +60,21 @@ class ResidualMonitor:
             return
         recent = rows[-GROWTH_SAMPLES - 1:]
         ratios = [r / max(g, 1e-30) for _, g, r in recent]
-        if ratios[-1] < GROWTH_RATIO or any(b <= a for a, b in zip(ratios, ratios[1:])):
+        grew = all(b[2] > a[2] for a, b in zip(recent, recent[1:]))  # (the residual itself, not a shrinking gradient)
+        if ratios[-1] < GROWTH_RATIO or not grew or any(b <= a for a, b in zip(ratios, ratios[1:])):
             return
         self._warned.add(key)
         name = self.names.get(key, "key %r" % (key,))
-        warnings.warn(
+        if self.fitted(key):
+            fix = ("Its levels were fitted to its gradients during the warm-up, which have since outgrown them: fit "
+                   "them later (a longer 'warmup_steps'), give larger levels, or keep the optimizer's momentum off "
+                   "the servers")
+        else:
+            fix = ("Use 'auto' levels, fitted to each key during the warm-up (4bit's 'thresholds': 'auto', gc_2bit's "
+                   "'threshold': 'auto'), larger levels, or keep the optimizer's momentum off the servers")
+        log.warn(
             "mxnet_gc: %s: the residual (the part of the gradient error feedback holds back) has grown at every "
-            "sample from %.3g to %.3g times the gradient's norm (pushes %d-%d)%s: the codec's top level is too small "
-            "for this gradient's values, and what it holds back arrives late (momentum on the servers integrates "
-            "it again).  Use 'auto' levels, fitted to each key during the warm-up (4bit's 'thresholds': 'auto', "
-            "gc_2bit's 'threshold': 'auto'), larger levels, or the optimizer's momentum off the servers"
-            % (name, ratios[0], ratios[-1], recent[0][0], recent[-1][0], self.describe(key)), RuntimeWarning,
-            stacklevel=5)
+            "sample, from %.3g to %.3g times the gradient's norm (pushes %d-%d)%s: the codec's top level is too "
+            "small for this gradient's values, and what it holds back arrives late (momentum on the servers "
+            "integrates it again).  %s" % (name, ratios[0], ratios[-1], recent[0][0], recent[-1][0],
+                                            self.describe(key), fix), RuntimeWarning)

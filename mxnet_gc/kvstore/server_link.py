@@ -39,13 +39,13 @@ class ServerLink:
         kv.pull(self.status_keys, out=self.status)
         stock = [s for s, status in enumerate(self.status) if status[protocol.ST_MARK].asscalar() != protocol.SERVER_MARK]
         if stock:
+            from ..launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
             self.end_job()
             raise RuntimeError(
                 "mxnet_gc: server(s) %s run MXNet's own parameter server, not mxnet_gc's (`python -m "
-                "mxnet_gc.kvstore.server`).  Start the job with mxnet_gc's launcher (`python -m mxnet_gc.launch "
-                "-n W -s S python train.py ...`, or tools/launch.py), which runs mxnet_gc's server on the server "
-                "hosts; MXNet's launcher runs the training script there, and `import mxnet` starts MXNet's server."
-                % stock)
+                "mxnet_gc.kvstore.server`).  Start the job with mxnet_gc's launcher (`%s`), which runs mxnet_gc's "
+                "server on the server hosts; MXNet's launcher runs the training script there, and `import mxnet` "
+                "starts MXNet's server." % (stock, HOW_TO_LAUNCH))
         self.servers_are_ours = True
         strangers = [s for s, status in enumerate(self.status) if list(status[protocol.ST_PROOF:protocol.ST_PROOF +
                      protocol.PROOF_WORDS].asnumpy().astype(int)) != protocol.server_proof(secret, s)]

@@ -18,6 +18,7 @@ docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run'
 With ``autoencoder=False`` the ramp's last stage runs to the end instead: DGC with LGC's ramp and dense
 tensors, to measure what the autoencoder adds.
 """
+import difflib
 import fnmatch
 import math
 import numbers
@@ -87,8 +88,11 @@ class LGCOptions:
         params.pop("type", None)
         unknown = sorted(set(params) - set(DEFAULTS))
         if unknown:
-            raise ValueError("lgc: unknown parameter(s) %s; accepted: %s"
-                             % (", ".join(map(repr, unknown)), ", ".join(["type"] + sorted(DEFAULTS))))
+            close = [difflib.get_close_matches(u, list(DEFAULTS), 1) for u in unknown]
+            raise ValueError("lgc: unknown parameter(s) %s%s; accepted (with their defaults): %s"
+                             % (", ".join(map(repr, unknown)),
+                                "".join("; did you mean %r?" % c[0] for c in close if c),
+                                ", ".join("%s (%r)" % (k, DEFAULTS[k]) for k in sorted(DEFAULTS))))
         p = dict(DEFAULTS, **params)
         self.density = _real("density", p["density"], 0, 1)
         self.innovation_density = _real("innovation_density", p["innovation_density"], 0, 1)

@@ -17,6 +17,9 @@ from mxnet import autograd, gluon
 
 import mxnet_gc
 
+if __name__ == "__main__":  # a job's worker: its lines on standard output, where the tests read them
+    mxnet_gc.log.show()
+
 
 def network():
     """The network, its parameters named ckptnet_dense0_weight ... in any process."""

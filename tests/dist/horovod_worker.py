@@ -13,6 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import mxnet_gc  # noqa: E402
 from dist.job import each_scenario, from_the_first_step, gradient, initial_value  # noqa: E402
 
+if __name__ == "__main__":  # a job's worker: its lines on standard output, where the tests read them
+    mxnet_gc.log.show()
+
 
 def main():
     with open(sys.argv[1]) as f:

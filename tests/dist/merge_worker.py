@@ -20,6 +20,9 @@ from mxnet import autograd, gluon
 
 import mxnet_gc
 
+if __name__ == "__main__":  # a job's worker: its lines on standard output, where the tests read them
+    mxnet_gc.log.show()
+
 COMPRESSION = {"type": "layerwise_topk", "density": 0.05, "reset_every": 4, "compressed_pull": True}
 STEPS = 5  # (+ the warm-up steps)
 

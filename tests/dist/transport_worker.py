@@ -19,6 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import mxnet_gc  # noqa: E402
 from dist.job import gradient  # noqa: E402
 
+if __name__ == "__main__":  # a job's worker: its lines on standard output, where the tests read them
+    mxnet_gc.log.show()
+
 KEYS = [["w", (5, 7)], [3, (130,)]]
 COMPRESSIONS = {"fixed": {"type": "4bit", "thresholds": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0], "warmup_steps": 0,
                           "compressed_pull": False},
