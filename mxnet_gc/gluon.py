@@ -110,10 +110,11 @@ class Trainer(_mx.TrainerBase):
                  update_on_kvstore=None, threshold_groups=None, calibration_steps=50, group_overrides=None,
                  dense_warmup_steps=None, merge=None, pipeline=True, profile_steps=3, nonfinite="warn",
                  compression=None, gradient_predivide_factor=None):
-        given = [name for name, value in (("compression", compression),
-                                          ("gradient_predivide_factor", gradient_predivide_factor)) if value is not None]
+        given = [name for name, value in (("compression", compression), ("gradient_predivide_factor",
+                                                                          gradient_predivide_factor)) if value is not None]
         if given:
-            raise ValueError("; ".join("%s= is hvd.DistributedTrainer's: %s" % (name, HOROVOD_ONLY[name]) for name in given))
+            raise ValueError("; ".join("%s= is hvd.DistributedTrainer's: %s" % (name, HOROVOD_ONLY[name])
+                                       for name in given))
         # (a clear error for bad params, before anything else)
         compression = gc_kvstore.Compression(compression_params) if compression_params is not None else None
         kvstore = self._store_of(kvstore, compression_params)

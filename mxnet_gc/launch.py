@@ -447,7 +447,9 @@ class Job:
                 self.fail("the job ran past --timeout %g s" % self.args.timeout)
                 return 124
             time.sleep(0.05)
-        if all(p.ended for p in workers):  # the stores ended the job: servers and scheduler exit by themselves
+        # servers and scheduler exit by themselves: mxnet_gc's once the workers' stores ended the job, MXNet's
+        # once its workers finalized; with no store used, nothing ever ends them
+        if all(p.ended for p in workers) or self.args.mxnet_servers:
             end = time.time() + SERVER_EXIT_GRACE
             while time.time() < end and any(p.poll() is None for p in self.processes):
                 time.sleep(0.05)
@@ -505,6 +507,18 @@ def not_a_command(word):
             "python %s`" % (word, " of this folder" if "/" not in word else " that is not executable", word))
 
 
+def horovod_script(command):
+    """The Python script ``command`` runs when it is a Horovod script (it calls hvd.init() and names no
+    dist kvstore), else None: under this launcher each worker would train alone."""
+    script = next((word for word in command[1:] if word.endswith(".py")), None)
+    if script is None or not os.path.isfile(script):
+        return None
+    with open(script, errors="replace") as f:
+        source = f.read()
+    uses_horovod = re.search(r"^\s*(import|from) horovod", source, re.M) and "hvd.init()" in source
+    return script if uses_horovod and not re.search(r"dist_(sync|async)", source) else None
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m mxnet_gc.launch", description=__doc__.split("\n\n")[0],
                                      epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -539,6 +553,10 @@ def parse_args(argv):
         parser.error("no worker command given")
     if args.launcher != "ssh" and not args.hostfile and not_a_command(args.command[0]):
         parser.error(not_a_command(args.command[0]))
+    if horovod_script(args.command):
+        parser.error("%s is a Horovod script (hvd.init(), no dist kvstore): under this launcher each worker would "
+                     "train alone.  Start it with horovodrun -np %d python %s"
+                     % (horovod_script(args.command), args.num_workers, horovod_script(args.command)))
     if args.sync_dst_dir:
         parser.error("--sync-dst-dir: mxnet_gc.launch copies nothing; every host runs the command in this directory's "
                      "path, so put the code there first (a shared file system, or rsync)")

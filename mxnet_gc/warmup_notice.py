@@ -66,6 +66,6 @@ class WarmupNotice:
             return
         steps = self._plan.step + (1 if self._ahead else 0)
         log.warn("mxnet_gc: the compression never started: the job's %d steps all pushed dense float32 gradients; "
-                 "%s starts at step %d, after the dense warm-up.  Train for more steps, or shorten the warm-up with "
-                 "the compression parameter 'warmup_steps' (for example {'type': %r, 'warmup_steps': 10})"
+                 "the codec (%s) starts at step %d, after the dense warm-up.  Train for more steps, or shorten the "
+                 "warm-up with the compression parameter 'warmup_steps' (for example {'type': %r, 'warmup_steps': 10})"
                  % (steps, describe(self._compression), start, self._compression.type))

@@ -33,6 +33,9 @@ def test_4bit_defaults_train_with_momentum_on_the_servers(tmp_path, api):
     log, out = train(tmp_path, "--api", api)
     assert log["epochs"][-1]["test_accuracy"] >= 0.78
     assert "4bit levels fitted to each key's largest gradient values" in out
+    # the store's own warm-up (Module.fit and a plain gluon.Trainer alike), announced once by rank 0, and its end
+    assert out.count("mxnet_gc: dense float32 pushes for 50 steps (the warm-up: 'warmup_steps'), then 4bit") == 1, out
+    assert out.count("mxnet_gc: step 50: the warm-up is over; pushes are now 4bit") == 1, out
     # the residual stays bounded against the gradient: no key's ratio keeps growing
     for key, rows in log["residuals"].items():
         assert len(rows) >= 5

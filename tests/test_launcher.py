@@ -220,6 +220,15 @@ def test_a_script_given_without_its_interpreter_is_refused_with_the_fix(tmp_path
                "python %s`" % (command, where, command) in proc.stderr, proc.stderr
 
 
+def test_a_horovod_script_is_refused_with_the_command_it_needs():
+    script = os.path.join(ROOT, "examples", "horovod_gluon.py")
+    proc = subprocess.run(LAUNCH + ["-n", "2", "-s", "1", sys.executable, script], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 2
+    assert ("%s is a Horovod script (hvd.init(), no dist kvstore): under this launcher each worker would train "
+            "alone. Start it with horovodrun -np 2 python %s" % (script, script)) in " ".join(proc.stderr.split())
+
+
 @pytest.mark.job
 def test_a_job_whose_workers_never_use_the_store_ends_at_once(tag):
     """Workers that exit 0 without a dist kvstore (a Horovod script, --help): the job ends when they do; the

@@ -1,5 +1,6 @@
 """Python's logging conventions: the library adds only a NullHandler, its lines go where the application's
 logging sends them, and its warnings name the user's line."""
+import inspect
 import subprocess
 import sys
 import warnings
@@ -39,7 +40,7 @@ def test_a_warning_names_the_users_line():
     net.initialize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        line = sys._getframe().f_lineno + 1
+        line = inspect.currentframe().f_lineno + 1
         mxnet_gc.gluon.Trainer(net.collect_params(), "sgd", kvstore="local", compression_params={"type": "4bit"})
     said = [w for w in caught if "trains in one process" in str(w.message)]
     assert len(said) == 1 and said[0].filename == __file__ and said[0].lineno == line, \

@@ -69,8 +69,10 @@ def test_the_documented_edits_turn_a_horovod_script_into_an_mxnet_gc_job(tmp_pat
     eight_bit, _ = run(ours, tmp_path, "eight_bit", "--steps", str(STEPS), "--fp16-allreduce")
     np.testing.assert_array_equal(eight_bit[:51], horovod[:51])
     assert not np.array_equal(eight_bit[51:], horovod[51:])
-    four_bit_losses, proc = run(ours, tmp_path, "four_bit", "--steps", "120")
-    assert np.mean(four_bit_losses[-10:]) < 0.5 * np.mean(four_bit_losses[:5]), four_bit_losses
+    four_bit_losses, proc = run(ours, tmp_path, "four_bit", "--steps", str(STEPS))  # (4bit's levels fitted, then 4bit)
+    np.testing.assert_array_equal(four_bit_losses[:51], horovod[:51])
+    assert not np.array_equal(four_bit_losses[51:], horovod[51:])
+    assert np.mean(four_bit_losses[-5:]) < 1.2 * np.mean(horovod[-5:]), (four_bit_losses, horovod)  # (it trains on)
     assert "compression never started" not in proc.stdout + proc.stderr
 
 

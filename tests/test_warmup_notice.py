@@ -54,10 +54,10 @@ def test_a_job_that_ends_in_its_warm_up_is_warned_with_the_fix(notice, counts_ah
     with pytest.warns(UserWarning) as caught:
         notice.at_exit()
     assert str(caught[0].message) == (
-        "mxnet_gc: the compression never started: the job's %d steps all pushed dense float32 gradients; 4bit with "
-        "levels fitted per key over the last 20 warm-up steps and compressed pulls starts at step 20, after the dense warm-up.  Train for "
-        "more steps, or shorten the warm-up with the compression parameter 'warmup_steps' (for example {'type': "
-        "'4bit', 'warmup_steps': 10})" % steps)
+        "mxnet_gc: the compression never started: the job's %d steps all pushed dense float32 gradients; the codec "
+        "(4bit with levels fitted per key over the last 20 warm-up steps and compressed pulls) starts at step 20, after "
+        "the dense warm-up.  Train for more steps, or shorten the warm-up with the compression parameter "
+        "'warmup_steps' (for example {'type': '4bit', 'warmup_steps': 10})" % steps)
 
 
 def test_no_warning_once_the_codec_started(notice, recwarn):

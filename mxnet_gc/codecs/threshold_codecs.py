@@ -135,12 +135,11 @@ class FourBitCodec(ThresholdCodec):
                              "group name ('small', 'medium', 'large')")
         if isinstance(thresholds, str) and thresholds not in DEFAULT_GROUPS or isinstance(thresholds, numbers.Real):
             close = difflib.get_close_matches(str(thresholds), list(DEFAULT_GROUPS) + ["auto"], 1)
+            one = thresholds if isinstance(thresholds, numbers.Real) and not isinstance(thresholds, bool) else 0.5
             raise ValueError("4bit: 'thresholds' must be 'auto' (on a store: levels fitted to each key's gradients "
                              "during the warm-up), a group name (%s) or a list of 1 to 7 increasing positive numbers "
-                             "(one level: [%s]), got %r%s" % (", ".join(map(repr, DEFAULT_GROUPS)), thresholds
-                                                              if isinstance(thresholds, numbers.Real)
-                                                              and not isinstance(thresholds, bool) else 0.5,
-                                                              thresholds, "; did you mean %r?" % close[0] if close else ""))
+                             "(one level: [%s]), got %r%s" % (", ".join(map(repr, DEFAULT_GROUPS)), one, thresholds,
+                                                              "; did you mean %r?" % close[0] if close else ""))
         if isinstance(thresholds, str):
             group = default_group(thresholds)
         elif isinstance(thresholds, ThresholdGroup):
