@@ -1,7 +1,8 @@
 """docs/migration.md's edits, applied to a Horovod user's script in the shape of Horovod's own MXNet example
 (examples/horovod_gluon.py: an optimizer object, compression=, gradient_predivide_factor=, --fp16-allreduce),
-make an mxnet_gc job: uncompressed it gives Horovod's own losses bit for bit, with 4bit it trains, and
---fp16-allreduce selects 8bit."""
+make an mxnet_gc job: uncompressed it gives Horovod's own losses bit for bit, and --fp16-allreduce selects
+8bit, which starts after the warm-up and trains on (4bit's default path is the same code with another codec:
+tests/test_horovod.py)."""
 import json
 import os
 import re
@@ -66,14 +67,11 @@ def test_the_documented_edits_turn_a_horovod_script_into_an_mxnet_gc_job(tmp_pat
                           "--steps", str(STEPS))
     np.testing.assert_array_equal(uncompressed, horovod)  # (a sum at one worker's rate: Horovod's mean, bit for bit)
     # --fp16-allreduce now selects 8bit: dense for the warm-up's 50 steps (Horovod's losses), then 8bit's
-    eight_bit, _ = run(ours, tmp_path, "eight_bit", "--steps", str(STEPS), "--fp16-allreduce")
+    eight_bit, proc = run(ours, tmp_path, "eight_bit", "--steps", str(STEPS), "--fp16-allreduce")
     np.testing.assert_array_equal(eight_bit[:51], horovod[:51])
     assert not np.array_equal(eight_bit[51:], horovod[51:])
-    four_bit_losses, proc = run(ours, tmp_path, "four_bit", "--steps", str(STEPS))  # (4bit's levels fitted, then 4bit)
-    np.testing.assert_array_equal(four_bit_losses[:51], horovod[:51])
-    assert not np.array_equal(four_bit_losses[51:], horovod[51:])
-    assert np.mean(four_bit_losses[-5:]) < 1.2 * np.mean(horovod[-5:]), (four_bit_losses, horovod)  # (it trains on)
     assert "compression never started" not in proc.stdout + proc.stderr
+    assert np.mean(eight_bit[-5:]) < 1.2 * np.mean(horovod[-5:]), (eight_bit, horovod)  # (it trains on)
 
 
 def test_horovod_only_arguments_are_refused_with_what_to_use():
