@@ -78,7 +78,7 @@ class Trainer(_mx.TrainerBase):
         any store ``gluon.Trainer`` takes.
     compression_params : dict, optional
         What ``set_gradient_compression`` takes (``mxnet_gc.kvstore.Compression``): for example
-        ``{'type': '4bit', 'thresholds': 'medium'}``.
+        ``{'type': '4bit'}`` (levels fitted to each parameter's gradients during the dense warm-up).
     update_on_kvstore : bool, optional
         As for ``gluon.Trainer``; False runs the optimizer on the workers (needed by ``merge`` and
         ``'lgc'``).  With ``'compressed_pull'`` (4bit's default) the pulls carry the sums 4bit-encoded when the
