@@ -22,7 +22,6 @@ and the part spent queuing it (on the caller's thread).  Medians of --repeats.
 """
 import argparse
 import csv
-import datetime
 import statistics
 import time
 
@@ -31,6 +30,7 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from examples.models import build_model
+from tools import provenance
 from tools.jobfiles import write_section
 from tools.lgc_traffic import coded_sizes
 from mxnet_gc.lgc.autoencoder import Autoencoder, AutoencoderTrainer
@@ -98,14 +98,15 @@ def main():
     p.add_argument("--markdown", help="put the table between the page's lgc_overhead markers")
     args = p.parse_args()
     options = LGCOptions({"density": args.density, "encoder_channels": args.channels})
-    rows = []
+    rows, made = [], provenance.record()
     for model in args.models:
         step = model_step_ms(model, args.repeats)
         sizes, _ = coded_sizes(model, options)
         for w in args.workers:
             P, enc, dec, mean, train, queue = autoencoder_ms(sizes, w, options, args.repeats)
             rows.append({"model": model, "workers": w, "P": P, "model_step_ms": step, "encode_ms": enc,
-                         "decode_ms": dec, "mean_decode_ms": mean, "train_step_ms": train, "train_queue_ms": queue})
+                         "decode_ms": dec, "mean_decode_ms": mean, "train_step_ms": train, "train_queue_ms": queue,
+                         **made})
             print(rows[-1], flush=True)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -122,8 +123,10 @@ def table(rows, args):
     """The markdown table of ``rows``, with each cost as a share of the model's step."""
     def share(ms, step):
         return "%.2f ms, %.1f%%" % (ms, 100 * ms / step)
-    lines = ["`python -m tools.lgc_overhead --repeats %d` (%s; encoder_channels %s, density %g; medians):"
-             % (args.repeats, datetime.date.today().isoformat(), args.channels, args.density), "",
+    made = rows[0]
+    lines = ["`python -m tools.lgc_overhead --repeats %d` (commit %s%s, %s, %s; encoder_channels %s, density %g; "
+             "medians):" % (args.repeats, made["commit"], "" if made["clean"] else " with uncommitted changes",
+                            made["date"], made["machine"], args.channels, args.density), "",
              "| model | workers | P | model step ms | encode ms | decode ms | mean decode ms | training step ms | "
              "LGC-PS worker per lgc step (encode / W + decode) | LGC-PS server per lgc step (W decodes) | LGC-RAR "
              "worker per lgc step (encode + mean decode) | training per train step (a server; LGC-RAR rank 0) | "
