@@ -551,12 +551,13 @@ def parse_args(argv):
         args.command = args.command[1:]
     if not args.command:
         parser.error("no worker command given")
-    if args.launcher != "ssh" and not args.hostfile and not_a_command(args.command[0]):
-        parser.error(not_a_command(args.command[0]))
-    if horovod_script(args.command):
+    why = not_a_command(args.command[0]) if args.launcher != "ssh" and not args.hostfile else None
+    if why:
+        parser.error(why)
+    script = horovod_script(args.command)
+    if script:
         parser.error("%s is a Horovod script (hvd.init(), no dist kvstore): under this launcher each worker would "
-                     "train alone.  Start it with horovodrun -np %d python %s"
-                     % (horovod_script(args.command), args.num_workers, horovod_script(args.command)))
+                     "train alone.  Start it with horovodrun -np %d python %s" % (script, args.num_workers, script))
     if args.sync_dst_dir:
         parser.error("--sync-dst-dir: mxnet_gc.launch copies nothing; every host runs the command in this directory's "
                      "path, so put the code there first (a shared file system, or rsync)")

@@ -21,7 +21,8 @@ def _first_coded_step(plan):
 
 
 def describe(compression):
-    """The codec in words: '4bit with levels fitted per key, compressed pulls'."""
+    """The codec in words: '4bit with levels fitted per key over the last 20 warm-up steps and compressed
+    pulls'."""
     if compression.lgc:
         return "lgc"
     what = [compression.codec_type or compression.type]
@@ -44,12 +45,12 @@ class WarmupNotice:
         """Before each push (or step) under the schedule ``plan``: the first under a new schedule with a
         codec announces it (the first of all arms the end-of-process check).  ``counts_ahead``: ``plan``
         counts a step when the next one starts (a store's own count), not when it ends."""
-        if rank != 0 or plan is self._plan or _first_coded_step(plan) is None:
+        start = None if rank != 0 or plan is self._plan else _first_coded_step(plan)
+        if start is None:
             return
         if self._plan is None:
             atexit.register(self.at_exit)
         self._plan, self._compression, self._ahead = plan, compression, counts_ahead
-        start = _first_coded_step(plan)
         if start:
             logger.info("dense float32 pushes for %d steps (the warm-up: 'warmup_steps'), then %s (%s)",
                         start, describe(compression), plan.describe())
@@ -61,10 +62,9 @@ class WarmupNotice:
 
     def at_exit(self):
         """A job that trained but ended before its codec started says so, and how to change it."""
-        start = _first_coded_step(self._plan)
-        if start is None or self._plan.current.sends != schedule.DENSE:
+        if self._plan.current.sends != schedule.DENSE:
             return
-        steps = self._plan.step + (1 if self._ahead else 0)
+        steps, start = self._plan.step + (1 if self._ahead else 0), _first_coded_step(self._plan)
         log.warn("mxnet_gc: the compression never started: the job's %d steps all pushed dense float32 gradients; "
                  "the codec (%s) starts at step %d, after the dense warm-up.  Train for more steps, or shorten the "
                  "warm-up with the compression parameter 'warmup_steps' (for example {'type': %r, 'warmup_steps': 10})"
