@@ -153,6 +153,7 @@ def stranger(out):
 
 def main():
     case, settings, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    mxnet_gc.log.show()  # (mxnet_gc's lines on standard output, where the matrix reads what a user sees)
     if case == "leave" and first_to_start(out, "left"):
         sys.exit(0)  # the first worker here leaves before it creates a store
     if case == "stranger" and first_to_start(out, "stranger"):

@@ -74,6 +74,7 @@ def run(mode, model, steps, warmup, bucket_bytes):
     import mxnet_gc
     from mxnet_gc.profiling import machine_ticks  # (the namespaces share /proc/stat)
 
+    mxnet_gc.log.show()  # (mxnet_gc's lines on standard output: the job's log shows the phases)
     mx.random.seed(1)
     if mode.store == "mxnet":
         kv = mx.kv.create("dist_sync")
