@@ -30,11 +30,11 @@ def check_wire_bounds(r, rate_bits=100e6):
 def test_small_benchmark_run(tmp_path):
     """Training steps of the Fashion-MNIST CNN at 100 Mbit/s, 2 workers, in one run of the harness: on the
     parameter server (1 server) dense and merged+pipelined top-k; horovodrun across the same namespaced
-    hosts, dense allreduce against merged+pipelined top-k's allgather."""
+    hosts, the dense allreduce (Horovod's sparse path is tests/test_horovod.py's)."""
     doc = tmp_path / "doc.md"
     doc.write_text("# before\n<!-- bench_network:begin -->\nold\n<!-- bench_network:end -->\nafter\n")
     proc = subprocess.run([sys.executable, "-m", "tools.bench_network", "--models", "fmnist-cnn",
-                           "--modes", "none", "topk-pipelined", "hvd-gc-none", "hvd-topk-pipelined",
+                           "--modes", "none", "topk-pipelined", "hvd-gc-none",
                            "--rates", "100mbit", "--workers", "2", "--servers", "1",
                            "--steps", "3", "--warmup", "1", "--csv", str(tmp_path / "r.csv"), "--plot", str(tmp_path / "r.png"),
                            "--scaling-plot", str(tmp_path / "s.png"),
@@ -43,7 +43,7 @@ def test_small_benchmark_run(tmp_path):
     assert "left behind: 0 processes, namespaces none" in proc.stdout
     assert not os.path.exists("/etc/netns/%s-h0" % os.environ.get("MXNET_GC_NETNS", "mxgc"))
     rows = {r["mode"]: r for r in csv.DictReader(open(tmp_path / "r.csv"))}
-    assert sorted(rows) == ["hvd-gc-none", "hvd-topk-pipelined", "none", "topk-pipelined"]
+    assert sorted(rows) == ["hvd-gc-none", "none", "topk-pipelined"]
     for r in rows.values():  # emulated hosts ('auto'): 4 hosts (2 workers, a server, a scheduler) on 2 cores,
         # 2 a core, at 1/3 core each; Horovod's 2 hosts, one a core, at 1/2 each; links at rate / D
         dilation = float(host_cpu.smallest_dilation(2 if r["mode"].startswith("hvd-") else 4))  # (2 cores: 2, 3)
@@ -74,10 +74,9 @@ def test_small_benchmark_run(tmp_path):
         assert float(rows["topk-pipelined"][direction]) < float(rows["none"][direction]) / 10
     assert rows["none"]["codec_ms"] == "" and float(rows["topk-pipelined"]["codec_ms"]) > 0
     # Horovod: no servers; a ring allreduce moves about the whole model through each worker's link, each way
-    dense, sparse = rows["hvd-gc-none"], rows["hvd-topk-pipelined"]
-    assert dense["cpu_s_server"] == "" == sparse["cpu_s_server"] == dense["server_cpu_ms_per_step"]
+    dense = rows["hvd-gc-none"]
+    assert dense["cpu_s_server"] == "" == dense["server_cpu_ms_per_step"]
     assert float(dense["server_in_mb_per_step"]) * 1e6 >= 4 * int(dense["parameters"]) * 0.9
-    assert float(sparse["server_in_mb_per_step"]) < float(dense["server_in_mb_per_step"]) / 10
     text = doc.read_text()
     assert text.startswith("# before\n<!-- bench_network:begin -->\nCommand: `python -m tools.bench_network --models")
     assert text.endswith("<!-- bench_network:end -->\nafter\n") and "old" not in text
@@ -97,7 +96,7 @@ def test_a_row_agrees_at_two_dilations(tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text("<!-- bench_network:begin -->\n<!-- bench_network:end -->\n")
     proc = subprocess.run([sys.executable, "-m", "tools.bench_network", "--models", "fmnist-cnn", "--modes", "none",
-                           "--rates", "100mbit", "--workers", "2", "--steps", "6", "--dilation", "3", "6",
+                           "--rates", "100mbit", "--workers", "2", "--steps", "10", "--dilation", "3", "6",
                            "--csv", str(tmp_path / "r.csv"), "--markdown", str(doc)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, output_of(proc)
