@@ -24,17 +24,43 @@ def check_wire_bounds(r, rate_bits=100e6):
     assert float(r["wire_bound_ms"]) > 0
 
 
+def check_emulated_row(r, dilation, asked, hosts):
+    """A row of emulated hosts: each host 2 ms of CPU per 2 D ms, links at the rate / D, its measurements
+    consistent with each other."""
+    assert (float(r["dilation"]), r["emulated"], r["dilation_asked"]) == (dilation, "True", asked)
+    assert float(r["cpu_quota_us"]) == 2000 and float(r["cpu_period_us"]) == 2000 * dilation
+    assert float(r["rate_nominal_bits"]) == 100e6 and float(r["rate_applied_bits"]) == 100e6 / dilation
+    throttled = [float(t) for t in r["throttled_s_per_host"].split()]
+    assert len(throttled) == hosts and max(throttled) > 0
+    check_wire_bounds(r)
+    assert float(r["step_ms_min"]) <= float(r["step_ms"]) <= float(r["step_ms_max"])
+    assert float(r["worker_cpu_ms_per_step"]) > 0
+    # the machine was busy at least with a worker's own CPU time (ticks are 10 ms: half of it, safely)
+    busy = float(r["machine_cpu_busy"])
+    assert 0 < busy <= 1
+    machine_ms = busy * os.cpu_count() * float(r["timed_window_ms"]) * float(r["dilation"])  # (wall time)
+    assert machine_ms >= 0.5 * float(r["worker_cpu_ms_per_step"]) * int(r["timed_steps"])
+
+
+def check_server_row(r, bytes_per_value):
+    """A parameter-server row (1 server, 2 workers): the server found, and both workers' pushes on its link."""
+    assert int(r["servers"]) == 1 and float(r["cpu_s_server"]) > 0
+    assert float(r["server_cpu_ms_per_step"]) >= 0  # (found the server; 10 ms ticks over short steps)
+    assert float(r["server_in_mb_per_step"]) * 1e6 >= 2 * bytes_per_value * int(r["parameters"])
+
+
 @pytest.mark.system  # the benchmark on network namespaces with shaped links
 @pytest.mark.root
 @pytest.mark.host_cpu
 def test_small_benchmark_run(tmp_path):
     """Training steps of the Fashion-MNIST CNN at 100 Mbit/s, 2 workers, in one run of the harness: on the
-    parameter server (1 server) dense and merged+pipelined top-k; horovodrun across the same namespaced
-    hosts, the dense allreduce (Horovod's sparse path is tests/test_horovod.py's)."""
+    parameter server (1 server) merged+pipelined top-k; horovodrun across the same namespaced hosts, the
+    dense allreduce (Horovod's sparse path is tests/test_horovod.py's; the dense parameter server's row is
+    test_a_row_agrees_at_two_dilations's)."""
     doc = tmp_path / "doc.md"
     doc.write_text("# before\n<!-- bench_network:begin -->\nold\n<!-- bench_network:end -->\nafter\n")
     proc = subprocess.run([sys.executable, "-m", "tools.bench_network", "--models", "fmnist-cnn",
-                           "--modes", "none", "topk-pipelined", "hvd-gc-none",
+                           "--modes", "topk-pipelined", "hvd-gc-none",
                            "--rates", "100mbit", "--workers", "2", "--servers", "1",
                            "--steps", "3", "--warmup", "1", "--csv", str(tmp_path / "r.csv"), "--plot", str(tmp_path / "r.png"),
                            "--scaling-plot", str(tmp_path / "s.png"),
@@ -43,36 +69,18 @@ def test_small_benchmark_run(tmp_path):
     assert "left behind: 0 processes, namespaces none" in proc.stdout
     assert not os.path.exists("/etc/netns/%s-h0" % os.environ.get("MXNET_GC_NETNS", "mxgc"))
     rows = {r["mode"]: r for r in csv.DictReader(open(tmp_path / "r.csv"))}
-    assert sorted(rows) == ["hvd-gc-none", "none", "topk-pipelined"]
+    assert sorted(rows) == ["hvd-gc-none", "topk-pipelined"]
     for r in rows.values():  # emulated hosts ('auto'): 4 hosts (2 workers, a server, a scheduler) on 2 cores,
         # 2 a core, at 1/3 core each; Horovod's 2 hosts, one a core, at 1/2 each; links at rate / D
-        dilation = float(host_cpu.smallest_dilation(2 if r["mode"].startswith("hvd-") else 4))  # (2 cores: 2, 3)
-        assert (float(r["dilation"]), r["emulated"], r["dilation_asked"]) == (dilation, "True", "auto")
-        assert float(r["cpu_quota_us"]) == 2000 and float(r["cpu_period_us"]) == 2000 * dilation
-        assert float(r["rate_nominal_bits"]) == 100e6 and float(r["rate_applied_bits"]) == 100e6 / dilation
-        throttled = [float(t) for t in r["throttled_s_per_host"].split()]
-        assert len(throttled) == (2 if r["mode"].startswith("hvd-") else 4) and max(throttled) > 0
+        hosts = 2 if r["mode"].startswith("hvd-") else 4
+        check_emulated_row(r, float(host_cpu.smallest_dilation(hosts)), "auto", hosts)  # (2 cores: 2, 3)
         assert int(r["timed_steps"]) == 3
-        check_wire_bounds(r)
-        assert float(r["step_ms_min"]) <= float(r["step_ms"]) <= float(r["step_ms_max"])
-        assert float(r["worker_cpu_ms_per_step"]) > 0
-        # the machine was busy at least with a worker's own CPU time (ticks are 10 ms: half of it, safely)
-        busy = float(r["machine_cpu_busy"])
-        assert 0 < busy <= 1
-        machine_ms = busy * os.cpu_count() * float(r["timed_window_ms"]) * float(r["dilation"])  # (wall time)
-        assert machine_ms >= 0.5 * float(r["worker_cpu_ms_per_step"]) * int(r["timed_steps"])
-    for mode in ("none", "topk-pipelined"):
-        r = rows[mode]
-        assert float(r["cpu_s_server"]) > 0
-        assert float(r["server_cpu_ms_per_step"]) >= 0  # (found the server; 10 ms ticks over 3 short steps)
-        # the server receives both workers' pushes: at least 32 bits per parameter each uncompressed
-        assert int(r["servers"]) == 1
-        per_value = {"none": 4.0, "topk-pipelined": 0.01 * 8}[mode]  # top-k: 1%, index + value
-        assert float(r["server_in_mb_per_step"]) * 1e6 >= 2 * per_value * int(r["parameters"])
-    # sparse pulls too: both directions of the server's link well below the dense ones
+    r = rows["topk-pipelined"]
+    check_server_row(r, 0.01 * 8)  # top-k: 1%, index + value
+    # sparse pulls too: both directions of the server's link well below dense float32 (2 workers' each way)
     for direction in ("server_in_mb_per_step", "server_out_mb_per_step"):
-        assert float(rows["topk-pipelined"][direction]) < float(rows["none"][direction]) / 10
-    assert rows["none"]["codec_ms"] == "" and float(rows["topk-pipelined"]["codec_ms"]) > 0
+        assert float(r[direction]) * 1e6 < 2 * 4 * int(r["parameters"]) / 10
+    assert float(r["codec_ms"]) > 0
     # Horovod: no servers; a ring allreduce moves about the whole model through each worker's link, each way
     dense = rows["hvd-gc-none"]
     assert dense["cpu_s_server"] == "" == dense["server_cpu_ms_per_step"]
@@ -81,7 +89,7 @@ def test_small_benchmark_run(tmp_path):
     assert text.startswith("# before\n<!-- bench_network:begin -->\nCommand: `python -m tools.bench_network --models")
     assert text.endswith("<!-- bench_network:end -->\nafter\n") and "old" not in text
     # no target ratio is defined for this model at 100 Mbit/s (tools/netbench/report.py): no empty table
-    assert "| fmnist-cnn | 2 | 1 | 100mbit | 3 | none |" in text and "Targets" not in text  # (D = 3)
+    assert "| fmnist-cnn | 2 | 1 | 100mbit | 3 | topk-pipelined |" in text and "Targets" not in text  # (D = 3)
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG" == (tmp_path / "s.png").read_bytes()[:4]
 
 
@@ -91,7 +99,7 @@ def test_small_benchmark_run(tmp_path):
 def test_a_row_agrees_at_two_dilations(tmp_path):
     """The emulation's validation in small: MXNet's dist_sync step of the CNN at 100 Mbit/s (2 workers, a
     server) at D = 3 and D = 6 (links at 33 and 17 Mbit/s, hosts of 1/3 and 1/6 core) agrees within 10%
-    once divided by D, and the page says so.  (The CPU-bound rows' agreement is the benchmark's
+    once divided by D, and the page says so; each row's measurements as test_small_benchmark_run's.  (The CPU-bound rows' agreement is the benchmark's
     `make bench-emulation-check`: the other tests that run beside this one take the cores' time.)"""
     doc = tmp_path / "doc.md"
     doc.write_text("<!-- bench_network:begin -->\n<!-- bench_network:end -->\n")
@@ -103,8 +111,10 @@ def test_a_row_agrees_at_two_dilations(tmp_path):
     rows = sorted(csv.DictReader(open(tmp_path / "r.csv")), key=lambda r: float(r["dilation"]))
     assert [float(r["dilation"]) for r in rows] == [3.0, 6.0]
     assert [float(r["rate_applied_bits"]) for r in rows] == [100e6 / 3, 100e6 / 6]
-    for r in rows:
-        check_wire_bounds(r)  # (in the emulated cluster's time: the nominal 100 Mbit/s)
+    for r in rows:  # (times in the emulated cluster's: the nominal 100 Mbit/s)
+        check_emulated_row(r, float(r["dilation"]), r["dilation_asked"], 4)
+        check_server_row(r, 4.0)  # uncompressed: 32 bits per parameter from each worker
+        assert r["codec_ms"] == "" and int(r["timed_steps"]) == 10
     slower, faster = max(float(r["step_ms"]) for r in rows), min(float(r["step_ms"]) for r in rows)
     assert slower / faster <= 1.10, [r["steps_ms"] for r in rows]
     line = next(line for line in doc.read_text().splitlines() if line.startswith("| fmnist-cnn | 2 | 1 | 100mbit | none | 3 / 6 |"))

@@ -203,6 +203,37 @@ def test_large_keys_are_cut_into_parts_of_at_most_the_bound():
         Layout(2, 1000, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])
 
 
+def test_a_key_over_a_servers_fair_share_is_spread_to_level_the_servers():
+    """The Fashion-MNIST CNN (225,034 values, 91% in one dense layer) in its trainer's one merge group: on
+    S servers the big layer leaves the group and fills the servers up to one level, so that each server
+    carries about 1/S of the bytes (whole, it would carry the layer alone); keys within their fair share,
+    or under two minimum parts, stay whole."""
+    from mxnet_gc.kvstore.layout import Layout, MIN_SPREAD_PART
+
+    shapes = [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (128, 1600), (128,), (10, 128), (10,)]
+    keys = list(range(len(shapes)))
+    for servers in (1, 2, 4, 8):
+        layout = Layout(servers, 10 ** 6, protocol.KeyAllocator(servers))
+        layout.add(keys, shapes, groups=[keys])
+        big = layout.chunks[4]
+        assert len(big) == servers and sorted(c.message.server for c in big) == list(range(servers))
+        assert [c.begin for c in big[1:]] == [c.end for c in big[:-1]] and big[-1].end == 204800
+        load = [b // 4 for b in layout.server_bytes]
+        assert sum(load) == 225034
+        # the group's message went first to the least loaded server (0) with the 18,816 values before the
+        # layer; the layer's parts then filled every server to one level, (204,800 + 18,816) / S
+        level = (204800 + 18816) // servers
+        assert all(load[s] in (level, level + 1) for s in range(1, servers)), load
+        assert max(load) / min(load) < 1.06
+        assert len(layout.messages) == 1 + (servers if servers > 1 else 0)
+    for servers, shapes, whole in ((4, [(1000, 100)] * 8, True),  # 8 equal keys: each within its fair share
+                                   (4, [(2 * MIN_SPREAD_PART - 1,), (10,)], True),  # too small to spread
+                                   (4, [(2 * MIN_SPREAD_PART,), (10,)], False)):
+        layout = Layout(servers, 10 ** 6, protocol.KeyAllocator(servers))
+        layout.add(list(range(len(shapes))), shapes)
+        assert all(len(cs) == 1 for cs in layout.chunks.values()) == whole, (servers, shapes)
+
+
 def test_config_differences_name_the_fields():
     a = {"type": "4bit", "default": {"thresholds": [1, 2]}, "per_key": {}}
     b = {"type": "4bit", "default": {"thresholds": [1, 3]}, "per_key": {}, "extra": True}

@@ -221,10 +221,10 @@ def checkpoint_servers(kind):
                    "%s (exit %d, %.0f s)" % (job.error_line(), job.code, job.seconds), saved, job)
 
 
-def planted_in_checkpoint(kind):
+def planted_in_checkpoint(kind, every_file=True):
     """A checkpoint whose files, one at a time, hold a pickle that would create a file when loaded, their
     checksums and the manifest's digests rewritten (as whoever can edit the files can): each load is refused,
-    naming the file, and nothing runs."""
+    naming the file, and nothing runs.  Without ``every_file``, one file of each kind (rank 0's, server 0's)."""
     folder = tempfile.mkdtemp(prefix="mxgc-fault-")
     saved = run("save", {"kind": kind}, out=folder)
     if saved.code != 0:
@@ -232,6 +232,8 @@ def planted_in_checkpoint(kind):
     manifest = os.path.join(folder, "ckpt.trainer.json")
     with open(manifest) as f:
         names = sorted(json.load(f)["checkpoints"][0]["files"]) + [os.path.basename(manifest)]
+    if not every_file:
+        names = list({re.sub(r"(rank|server)\d+", r"\1", n): n for n in reversed(names)}.values())[::-1]
     jobs, seen, ok, first = [saved], [], True, ""
     for name in names:
         out = tempfile.mkdtemp(prefix="mxgc-fault-")
@@ -365,9 +367,11 @@ CASES = [  # (name, fault, short form, full form)
     ("checkpoint-servers-lgc", "an 'lgc' checkpoint of 2 servers resumed with 1", lambda: checkpoint_servers("lgc"),
      None),
     ("pickle-in-checkpoint", "a pickle planted in each file of a checkpoint (optimizer on the servers), checksums "
-     "and manifest rewritten", lambda: planted_in_checkpoint("server-optimizer"), None),
+     "and manifest rewritten (short form: one file of each kind)",
+     lambda: planted_in_checkpoint("server-optimizer", every_file=False),
+     lambda: planted_in_checkpoint("server-optimizer")),
     ("pickle-in-checkpoint-lgc", "the same for an 'lgc' checkpoint (optimizer on the workers, the servers' "
-     "autoencoders)", lambda: planted_in_checkpoint("lgc"), None),
+     "autoencoders)", lambda: planted_in_checkpoint("lgc", every_file=False), lambda: planted_in_checkpoint("lgc")),
     ("stranger-worker", "a process without the job's secret in a worker's place sends pickles and forged commands",
      stranger_worker, None),
     ("stranger-server", "a server with another secret than the workers'", stranger_server, None),

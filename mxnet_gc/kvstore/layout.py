@@ -2,6 +2,11 @@
 
 - A key of at least ``bound`` values is split into contiguous parts of about ``bound`` values or less,
   as many on every server (at least one part per server); each part is a message of its own.
+- With several servers, a smaller key that holds more than a server's fair share of its init call (its
+  values over the servers) is spread: cut into parts that fill the least loaded servers up to one level
+  (parts of at least MIN_SPREAD_PART values), each a message of its own.  Without it a network whose
+  bytes are mostly in one layer (a CNN's first dense layer) would load one server with every worker's
+  copy of that layer while the others idle.
 - A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
   ``groups`` (the Gluon trainer's merge policy) in its group's message, whatever its size: one push
   and one pull per step for the group, instead of one per key (a key that is split stays in messages
@@ -12,6 +17,8 @@
 Pure bookkeeping (no MXNet calls), shared by the worker store and described to the servers.
 """
 from . import protocol
+
+MIN_SPREAD_PART = 4096  # values: the smallest part of a spread key (16 KiB of float32)
 
 
 class Chunk:
@@ -113,6 +120,22 @@ class Layout:
             return 1
         return self.num_servers * max(1, -(-n // (self.bound * self.num_servers)))
 
+    def spread(self, n):
+        """(part sizes, their servers) filling the least loaded servers up to one level with n values, each
+        part at least MIN_SPREAD_PART values (water-filling; one part when no two servers can take them)."""
+        load = [b // 4 for b in self.server_bytes]
+        order = sorted(range(self.num_servers), key=lambda s: (load[s], s))
+        for k in range(self.num_servers, 1, -1):
+            chosen = order[:k]
+            level = (n + sum(load[s] for s in chosen)) // k
+            if level - load[chosen[-1]] >= MIN_SPREAD_PART:
+                sizes = {s: level - load[s] for s in chosen}
+                for s in chosen[:n - sum(sizes.values())]:  # (the remainder of the division)
+                    sizes[s] += 1
+                servers = sorted(chosen)
+                return [sizes[s] for s in servers], servers
+        return [n], [order[0]]
+
     def _chunk(self, key, shape, begin, end):
         self._next_chunk += 1
         return Chunk(self._next_chunk, key, shape, begin, end)
@@ -128,20 +151,27 @@ class Layout:
             raise ValueError("merge groups must hold every key being initialized exactly once")
         group_of = {k: g for g, members in enumerate(groups or []) for k in members}
         new, group_message = [], {}
+        sizes = []
+        for shape in shapes:
+            n = 1
+            for d in shape:
+                n *= d
+            sizes.append(n)
+        fair = sum(sizes) / self.num_servers
 
         def message(server):
             new.append(self._message(server))
             return new[-1]
 
-        for key, shape in zip(keys, shapes):
-            n = 1
-            for d in shape:
-                n *= d
+        for key, shape, n in zip(keys, shapes, sizes):
             count = self.parts(n)
             split = count > 1
             grouped = group_message.get(group_of.get(key))
+            spread = self.spread(n) if not split and n > fair and n >= 2 * MIN_SPREAD_PART else ([n], None)
             if split:
                 parts, servers = protocol.split_sizes(n, count), [i % self.num_servers for i in range(count)]
+            elif len(spread[0]) > 1:
+                (parts, servers), split = spread, True
             elif grouped is not None:
                 parts, servers = [n], [grouped.server]
             else:

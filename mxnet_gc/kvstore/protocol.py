@@ -3,8 +3,8 @@
 Transport: MXNet's own dist kvstore (ps-lite), created as 'dist_async' so that the server's updater
 sees every worker's push separately.  On top of it (docs/kvstore.md has the whole protocol):
 
-- Each user key is cut into chunks (tensors of at least ``bigarray_bound`` values are split into one
-  contiguous part per server; smaller ones stay whole).  A chunk has a *value key* (what a pull
+- Each user key is cut into chunks (layout.py: tensors of at least ``bigarray_bound`` values, or over a
+  server's fair share, are cut into contiguous parts on several servers; smaller ones stay whole).  A chunk has a *value key* (what a pull
   returns: the sum of the workers' gradients, or the weight when the optimizer runs on the servers)
   and, for mxnet_gc's codecs, a *payload key* that receives the compressed pushes.  Both live on the
   same server; chunks are placed to balance the bytes per server.
