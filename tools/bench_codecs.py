@@ -25,6 +25,7 @@ import mxnet_gc
 from mxnet_gc import _mx
 from mxnet_gc.lgc import vectors
 from mxnet_gc.message_plan import MessagePlan
+from tools import targets
 
 CONFIGS = {"2bit": {"type": "2bit", "threshold": 0.5},
            "4bit": {"type": "4bit", "thresholds": [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4]},
@@ -125,13 +126,13 @@ def main():
         print("| %s | %.1f | %.2f |" % (name, us, us / calls["MXNet copyto, 16 values"]))
     big = results[max(args.sizes), all_threads]
     print("\nTargets (largest size, all threads):")
-    print("- 4bit encode / copy bandwidth: %.2f (target >= 0.5)" % (big["numpy copyto"] / big["4bit encode"]))
-    print("- 4bit decode / copy bandwidth: %.2f (target >= 0.5)" % (big["numpy copyto"] / big["4bit decode"]))
-    print("- 4bit encode time / 2bit encode time: %.2f (target <= 1.3)" % (big["4bit encode"] / big["2bit encode"]))
+    print(targets.line("4bit encode / copy bandwidth", big["numpy copyto"] / big["4bit encode"], ">=", 0.5))
+    print(targets.line("4bit decode / copy bandwidth", big["numpy copyto"] / big["4bit decode"], ">=", 0.5))
+    print(targets.line("4bit encode time / 2bit encode time", big["4bit encode"] / big["2bit encode"], "<=", 1.3))
     print("- 5bit encode / copy bandwidth: %.2f, decode: %.2f" % (big["numpy copyto"] / big["5bit encode"],
                                                                  big["numpy copyto"] / big["5bit decode"]))
-    print("- a message plan's encode of 16 values / MXNet's copyto: %.2f (target <= 1.1)"
-          % (calls["4bit encode, message plan, 16 values"] / calls["MXNet copyto, 16 values"]))
+    print(targets.line("a message plan's encode of 16 values / MXNet's copyto",
+                       calls["4bit encode, message plan, 16 values"] / calls["MXNet copyto, 16 values"], "<=", 1.1))
 
 
 if __name__ == "__main__":

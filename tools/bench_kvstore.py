@@ -30,7 +30,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from tools import jobfiles
+from tools import jobfiles, targets
+MODELS = ["resnet20", "mlp10m"]
 MODES = ["mxnet-none", "mxnet-2bit", "gc-none", "gc-mx2bit", "gc_2bit", "4bit", "4bit-cpull"]
 COMPRESSION = {"mxnet-2bit": {"type": "2bit", "threshold": 0.01}, "gc-mx2bit": {"type": "2bit", "threshold": 0.01},
                "gc_2bit": {"type": "gc_2bit", "threshold": 0.01, "warmup_steps": 0},
@@ -143,8 +144,8 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--models", nargs="+", default=["resnet20", "mlp10m"])
-    parser.add_argument("--modes", nargs="+", default=MODES)
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=MODELS)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=MODES)
     parser.add_argument("--bucket-bytes", type=int, default=1 << 20,  # merge_policy.DEFAULT_BUCKET_BYTES
                         help="mxnet_gc's store: consecutive keys share messages of up to this many bytes of float32 "
                              "(0: one message per key)")
@@ -186,20 +187,21 @@ def main():
     print("\nTargets:")
     for model in args.models:
         if (model, "4bit_payload_ratio") in results:
-            print("- %s: 4bit push traffic beyond the fixed per-message cost is %.4f x n/2 bytes (target: "
-                  "within 3%%)" % (model, results[model, "4bit_payload_ratio"]))
+            print(targets.line("%s: 4bit push traffic beyond the fixed per-message cost / (n/2 bytes), "
+                               "less 1, in absolute value" % model, abs(results[model, "4bit_payload_ratio"] - 1),
+                               "<=", 0.03))
         if (model, "gc_2bit") in results and (model, "mxnet-2bit") in results:
-            print("- %s: gc_2bit step time / MXNet's stock 2bit step time: %.2f (target <= 1.0)"
-                  % (model, results[model, "gc_2bit"]["step_s"] / results[model, "mxnet-2bit"]["step_s"]))
+            print(targets.line("%s: gc_2bit step time / MXNet's stock 2bit step time" % model,
+                               results[model, "gc_2bit"]["step_s"] / results[model, "mxnet-2bit"]["step_s"], "<=", 1.0))
         if (model, "gc_2bit") in results and (model, "gc-mx2bit") in results:
             print("- %s: gc_2bit step time / MXNet's 2bit kernels in mxnet_gc's store: %.2f"
                   % (model, results[model, "gc_2bit"]["step_s"] / results[model, "gc-mx2bit"]["step_s"]))
         if (model, "headers") in results and (model, "mxnet-none") in results:
-            print("- %s: 4bit with 1 value per key / MXNet's whole dense step: %.2f (target <= 0.3)"
-                  % (model, results[model, "headers"]["step_s"] / results[model, "mxnet-none"]["step_s"]))
+            print(targets.line("%s: 4bit with 1 value per key / MXNet's whole dense step" % model,
+                               results[model, "headers"]["step_s"] / results[model, "mxnet-none"]["step_s"], "<=", 0.3))
         if (model, "gc-none") in results and (model, "mxnet-none") in results:
-            print("- %s: uncompressed step time / MXNet's dist_sync: %.2f (target <= 1.05)"
-                  % (model, results[model, "gc-none"]["step_s"] / results[model, "mxnet-none"]["step_s"]))
+            print(targets.line("%s: uncompressed step time / MXNet's dist_sync" % model,
+                               results[model, "gc-none"]["step_s"] / results[model, "mxnet-none"]["step_s"], "<=", 1.05))
         if (model, "4bit-cpull") in results and (model, "4bit") in results:
             a, b = results[model, "4bit-cpull"], results[model, "4bit"]
             print("- %s: compressed pull: received bytes x %.3f, step time x %.2f (against 4bit with full pulls)"

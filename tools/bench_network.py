@@ -59,7 +59,7 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from mxnet_gc import launch
-from tools import jobfiles, netns_cluster, provenance
+from tools import jobfiles, netns_cluster, progress, provenance
 from tools.netbench import jobs, models, report, worker
 from tools.netbench.modes import DEFAULT_MODES, DEFAULT_RATES, MODES, RATES_BITS
 
@@ -127,14 +127,14 @@ def run_all(args, tag):
                 jobs_list += [(model, mode, rate, workers, servers, dilation) for rate in args.rates
                               for mode in args.modes for dilation in args.dilation
                               if servers == servers_of(args.servers[0], workers) or not MODES[mode].horovod]
-    runs = []
+    runs, done = [], progress.Progress(args.repeats * len(jobs_list))
     try:
         for _ in range(args.repeats):
             runs.append([])
             for model, mode, rate, workers, servers, dilation in jobs_list:
                 runs[-1].append(jobs.run(model, MODES[mode], rate, workers, servers, dilation, args, tag,
                                          codec[model, mode]))
-                print(report.table(runs[-1][-1:]).splitlines()[-1], flush=True)
+                print(done.step(report.table(runs[-1][-1:]).splitlines()[-1]), flush=True)
     finally:
         left = launch.processes_with_env(tag)
         for pid in left:

@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from tools import progress
 from tools.doc_tables import LGC_ROWS
 from tools.study_accuracy import ROOT, plot_curves, train, tuned_2bit
 
@@ -197,15 +198,17 @@ def main(argv=None):
             raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
         results = dict(results, **{c: logs for c, logs in saved["results"].items() if c not in args.rerun})
         args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))
-    for config in table:
-        for seed in args.seeds:
-            if any(log["args"]["seed"] == seed for log in results[config]):
-                continue
-            log = run(config, seed, args, table)
-            results[config].append(log)
-            print("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"]),
-                  flush=True)
-            save(results)  # after every run: an interrupted study keeps what it did (continue it with --more)
+    else:
+        os.makedirs(args.results, exist_ok=True)
+    todo = [(c, seed) for c in table for seed in args.seeds
+            if not any(log["args"]["seed"] == seed for log in results[c])]
+    done = progress.Progress(len(todo))
+    for config, seed in todo:
+        log = run(config, seed, args, table)
+        results[config].append(log)
+        print(done.step("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"])),
+              flush=True)
+        save(results)  # after every run: an interrupted study keeps what it did (continue it with --more)
     save(results)
     plot(results, os.path.join(args.results, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],
          "epoch")

@@ -1,0 +1,35 @@
+"""The tools' common report lines: a target missed is marked, progress counts runs with an ETA, and a
+benchmark refuses what it does not know instead of running something else under its name."""
+import subprocess
+import sys
+
+import pytest
+
+from dist.job import ROOT
+from tools import progress, targets
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_missed_target_is_marked_and_a_met_one_is_not():
+    assert targets.line("4bit encode / copy bandwidth", 0.0, ">=", 0.5) == \
+        "- 4bit encode / copy bandwidth: 0.00 (target >= 0.5)  **MISSED**"
+    assert targets.line("x", 0.5, ">=", 0.5) == "- x: 0.50 (target >= 0.5)"
+    assert targets.line("y", 1.06, "<=", 1.05).endswith("**MISSED**")
+    assert targets.line("y", 1.05, "<=", 1.05) == "- y: 1.05 (target <= 1.05)"
+
+
+def test_progress_counts_runs_and_estimates_the_rest_from_their_mean():
+    now = [0.0]
+    p = progress.Progress(4, clock=lambda: now[0])
+    now[0] = 90.0
+    assert p.step("first") == "[run 1 of 4, elapsed 1m30s, ETA 4m30s] first"
+    now[0] = 7200.0
+    assert p.step("second") == "[run 2 of 4, elapsed 2h00m, ETA 2h00m] second"
+
+
+def test_the_kvstore_benchmark_refuses_an_unknown_model_or_mode():
+    for flag, value in (("--models", "xyz"), ("--modes", "5bit")):
+        proc = subprocess.run([sys.executable, "-m", "tools.bench_kvstore", flag, value], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "invalid choice: %r" % value in proc.stderr, proc.stderr
