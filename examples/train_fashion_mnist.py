@@ -241,8 +241,9 @@ def main(argv=None):
             ends.append(time.time())
             if (step + 1) % max(1, steps_per_epoch // 10) == 0:
                 done = (step + 1) / steps_per_epoch
-                say("epoch %d [%-10s] %3.0f%% loss %.4f" % (epoch + 1, "#" * int(round(10 * done)), 100 * done,
-                                                          loss.mean().asscalar()), flush=True)
+                eta = (time.time() - start) * (1 - done) / done  # (this epoch's rest, at its pace so far)
+                say("epoch %d [%-10s] %3.0f%% loss %.4f, epoch ETA %.0f s" % (
+                    epoch + 1, "#" * int(round(10 * done)), 100 * done, loss.mean().asscalar(), eta), flush=True)
         train_loss = float(losses.get()[1])
         warning = not_learning(train_loss, args)
         if warning:

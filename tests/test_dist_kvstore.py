@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import mxnet as mx
 
+import mxnet_gc
+
 import reference
 from dist.job import LAUNCH, ROOT, gradient, initial_value, run_job, run_scenarios
 
@@ -175,10 +177,24 @@ def test_large_tensor_chunked_over_two_servers(tmp_path):
     proc, results = run_job(tmp_path, spec, workers=2, servers=2, env=["MXNET_GC_BIGARRAY_BOUND=1000"])
     check(results, simulate(spec, 2), 2, spec)
     received = [int(b) for b in re.findall(r"mxnet_gc server \d: \d+ pushes, (\d+) bytes", proc.stdout)]
-    assert len(received) == 2
-    # payload bytes: 2 workers x 3 steps x 2000 values x 1/2 byte on each server, +- the small key
-    assert abs(received[0] - received[1]) <= 2 * 3 * 8
-    assert min(received) >= 2 * 3 * 1000
+    # exactly: 4 parts of 1000 values, 2 on each server; the small key whole on the first (both equal then);
+    # 2 workers x 3 steps of 4bit payload words (4 bytes each)
+    words = mxnet_gc.codecs.create(spec["compression"]).payload_size
+    assert sorted(received) == sorted([2 * 3 * 4 * (2 * words(1000) + words(10)), 2 * 3 * 4 * 2 * words(1000)])
+
+
+def test_a_layer_over_a_servers_fair_share_is_spread_over_two_servers(tmp_path):
+    """A key under the split bound holding most of the values (20,000 of 23,000) is cut into parts that
+    level the servers: the job inits 'conv' (3,000) first, whole on server 0, then 'dense' as 8,500 values
+    there and 11,500 on server 1.  The pulled sums are the reference's; each server's bytes are exactly
+    its parts' payloads."""
+    spec = {"keys": [["dense", [20000]], ["conv", [3000]]], "steps": 3, "scale": 1.0, "seed": 4,
+            "compression": {"type": "4bit", "thresholds": POW2}}
+    proc, results = run_job(tmp_path, spec, workers=2, servers=2)
+    check(results, simulate(spec, 2), 2, spec)
+    received = {int(s): int(b) for s, b in re.findall(r"mxnet_gc server (\d): \d+ pushes, (\d+) bytes", proc.stdout)}
+    words = mxnet_gc.codecs.create(spec["compression"]).payload_size
+    assert received == {0: 2 * 3 * 4 * (words(3000) + words(8500)), 1: 2 * 3 * 4 * words(11500)}
 
 
 def test_gc_2bit_equals_mxnet_builtin_2bit(shared):

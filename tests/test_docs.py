@@ -3,9 +3,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.system  # (a Sphinx build in its own process)
 def test_api_reference_builds_without_warnings(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", os.path.join(ROOT, "docs", "api"),
                            str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.system  # (builds the sanitized fuzz driver with make: not in-process)
 BINARY = os.path.join(ROOT, "build", "asan", "kernel_fuzz")
 NAN_PATTERNS = [0x7FC00000, 0xFFFFFFFF, 0x7F800000, 0xFF800000, 0x7F800001, 0x00000001, 0x80000000]
 

@@ -21,6 +21,7 @@ def run_with_isa(isa, *args):
                           timeout=600)
 
 
+@pytest.mark.system  # (the codec tests again in a nested pytest per level: not in-process)
 @pytest.mark.parametrize("isa", [level for level in LEVELS if level != mxnet_gc.kernel_isa()])
 def test_other_levels_encode_exactly(isa):
     probe = run_with_isa(isa, "-c", "import mxnet_gc; print(mxnet_gc.kernel_isa())")

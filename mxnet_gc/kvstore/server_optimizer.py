@@ -10,9 +10,12 @@ from .. import optimizer_state
 class ServerOptimizer:
     """A worker's optimizer (None until one arrives) and its states, one per segment id."""
 
+    ALIASED = ("param_dict", "idx2name", "lr_mult", "wd_mult")  # the optimizer's tables looked up by index
+
     def __init__(self):
         self.optimizer = None
         self.states = {}
+        self.tables = {}  # the optimizer's ALIASED tables as the worker sent them
 
     @property
     def active(self):
@@ -23,8 +26,13 @@ class ServerOptimizer:
         cannot run fails here)."""
         optimizer = optimizer_state.from_workers(description)
         trial_update(optimizer)
-        self.optimizer = optimizer
+        self.install(optimizer, messages)
         self.states = {}
+
+    def install(self, optimizer, messages):
+        """Takes ``optimizer`` (its tables as the worker sent them) and aliases its tables to ``messages``."""
+        self.optimizer = optimizer
+        self.tables = {t: dict(getattr(optimizer, t, {}) or {}) for t in self.ALIASED}
         self.alias(messages)
 
     def apply(self, value, message):
@@ -46,25 +54,25 @@ class ServerOptimizer:
         (Learning-rate and weight-decay multipliers are looked up by index in param_dict, lr_mult,
         wd_mult and idx2name; a split tensor's parts need their own states but the same settings.)
         """
-        opt = self.optimizer
-        if opt is None:
+        if self.optimizer is None:
             return
-        for table in ("param_dict", "idx2name", "lr_mult", "wd_mult"):
-            original = getattr(opt, "_mxgc_" + table, None)
-            if original is None:
-                original = dict(getattr(opt, table, {}) or {})
-                setattr(opt, "_mxgc_" + table, original)
+        for table, original in self.tables.items():
             aliased = {k: v for k, v in original.items() if not isinstance(k, int)}
             for message in messages:
                 for seg in message.segments:
                     if seg["index"] in original:
                         aliased[seg["id"]] = original[seg["index"]]
-            setattr(opt, table, aliased)
+            setattr(self.optimizer, table, aliased)
 
     def save(self, path, dump_optimizer, gaps):
         """Writes the states (and the optimizer, with ``dump_optimizer``) and ``gaps`` ({segment id: array}: the
         compressed weight pulls' differences not yet sent) to ``path``."""
-        optimizer_state.save(path, self.states, self.optimizer if dump_optimizer else None, gaps)
+        optimizer = None
+        if dump_optimizer:  # (with its tables as the worker sent them: a resumed job's layout aliases them anew)
+            optimizer = copy.copy(self.optimizer)
+            for table, original in self.tables.items():
+                setattr(optimizer, table, original)
+        optimizer_state.save(path, self.states, optimizer, gaps)
 
     def load(self, path, messages):
         """Restores what ``save`` wrote; returns its gaps."""
@@ -72,8 +80,7 @@ class ServerOptimizer:
         self.states = states
         if optimizer is not None:
             trial_update(optimizer)
-            self.optimizer = optimizer
-            self.alias(messages)
+            self.install(optimizer, messages)
         return gaps
 
 
