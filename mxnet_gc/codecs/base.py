@@ -24,6 +24,10 @@ class Codec:
 
     type = None
     kernel_name = None
+    # Whether a payload can be cut on word boundaries into parts that decode alone, and the sum of W
+    # decoded parts re-encoded by the same codec (``pull_codec``): what the compressed allreduce needs
+    # (kvstore/ring_scatter.py).  A codec whose payload has a header or a scale for the whole array cannot.
+    cuttable = False
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""

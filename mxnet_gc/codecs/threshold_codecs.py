@@ -37,6 +37,7 @@ class ThresholdCodec(Codec):
     """Shared implementation: ``bits`` per value, quantized to the levels of ``group`` by ``rounding``."""
 
     bits = None
+    cuttable = True  # (a code per value, bits to a word: see ``word_values``)
 
     def __init__(self, group, rounding):
         if rounding not in ROUNDINGS:

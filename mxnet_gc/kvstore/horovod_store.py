@@ -31,7 +31,6 @@ import mxnet as mx
 import numpy as np
 
 from .. import _mx, config, log, schedule
-from ..codecs.threshold_codecs import ThresholdCodec
 from . import agreement, protocol, residual_file
 from .base import StoreBase
 from .failure import PeerFailure, exit_at_once_on_error
@@ -402,7 +401,7 @@ class HorovodStore(StoreBase):
         """Bytes one worker's link carries per step for a key of n values (ring collectives)."""
         if codec is None:
             return 8 * n  # a ring allreduce sends and receives about the whole array
-        if self._compression.compressed_pull and isinstance(codec, ThresholdCodec):
+        if self._compression.compressed_pull and codec.cuttable:
             # the compressed allreduce (ring_scatter.py): (W-1)/W of the pushed payload and of the pulled one,
             # each sent and received
             words = codec.payload_size(n) + codec.pull_codec(self.num_workers).payload_size(n)

@@ -31,13 +31,12 @@ import numpy as np
 PAIRWISE_WORDS = 16384
 
 from .. import _mx
-from ..codecs.threshold_codecs import ThresholdCodec
 from ..message_plan import MessagePlan
 
 
 def scatters(message):
-    """Whether ``message`` can travel by the compressed allreduce: every chunk a threshold codec."""
-    return message.coded and all(isinstance(c.codec, ThresholdCodec) for c in message.chunks)
+    """Whether ``message`` can travel by the compressed allreduce: every chunk's codec cuttable."""
+    return message.coded and all(c.codec.cuttable for c in message.chunks)
 
 
 def pieces_pull(pieces):
