@@ -141,10 +141,12 @@ bench-sparse: install
 
 # The accuracy study (docs/accuracy.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
 # one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
-# on 2 cores; keeps each run in docs/results/accuracy/accuracy.json as it ends, so a second call resumes).
+# on 2 cores; writes each run to docs/results/accuracy/accuracy.json as it ends, with its provenance; every run
+# is trained afresh: continue an interrupted study with `python -m tools.study_accuracy --reuse
+# docs/results/accuracy/accuracy.json`, which reuses the runs of the same code, printed as stored).
 # study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 5 epochs: uncompressed and MXNet 2bit (the CNN
 # study's tuned threshold; run study first) on seeds 1-2, 4bit groups with and without compressed pulls on
-# seeds 1-3 (about 20 minutes a run, 3.3 hours in all, on 2 cores: 260 to 310 images/s; resumes like study).
+# seeds 1-3 (about 20 minutes a run, 3.3 hours in all, on 2 cores: 260 to 310 images/s; continues like study).
 study: install data
 	$(PY) -m tools.study_accuracy
 # 4bit with per-layer groups, with and without compressed pulls, against uncompressed on 10 seeds, and

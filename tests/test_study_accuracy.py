@@ -58,27 +58,52 @@ def test_differences_are_paired_by_seed_and_claims_follow_them():
     assert "| 1,2,3 | 0.8600 | 0.0100 | 0.8500 | 0.8700 | -5.00 [-5.00, -5.00] points | 1.0 / 2.0 |" in row
 
 
-def test_runs_are_kept_and_found_again(tmp_path, monkeypatch):
-    """A run is trained once: the file keeps it under its full argument list and its number of workers, and
-    a second study reads it."""
+def test_runs_are_fresh_unless_reused_from_the_same_code(tmp_path, monkeypatch):
+    """A study trains what it reports: a second study with the same file trains again; with --reuse of it,
+    the runs of the same code (its hash) are reused and labelled stored with their commit and date; runs of
+    other code, or of a file that does not say, run again; --report reads a file as it is, all stored."""
+    from tools import provenance
+
     trained = []
     monkeypatch.setattr(study, "train", lambda argv, workers, pull_stats=0:
                         trained.append((argv, workers)) or log(0.3, 0.7))
     settings = {"model": "cnn", "epochs": 2, "lr_steps": "1", "seeds": [7], "workers": 2, "lr_warmup_epochs": 0,
                 "pull_stats": 0}
     args = type("Args", (), settings)()
-    path = str(tmp_path / "runs.json")
-    first = study.Runs(path, args).get(["--compression", "none"], 7)
-    again = study.Runs(path, args).get(["--compression", "none"], 7)
-    other = study.Runs(path, args).get(["--compression", "none"], 8)
-    assert first == again == other == log(0.3, 0.7)
-    assert study.Runs(path, args).get(["--compression", "4bit"], 7, train_missing=False) is None  # --report
-    four = type("Args", (), {**settings, "workers": 4, "lr_warmup_epochs": 1})()
-    study.Runs(path, four).get(["--compression", "none"], 7)  # other workers, a warm-up: another run
-    assert [(a[a.index("--seed") + 1], w) for a, w in trained] == [("7", 2), ("8", 2), ("7", 4)]
-    assert trained[-1][0][trained[-1][0].index("--lr-warmup-epochs") + 1] == "1"
+    path, again = str(tmp_path / "runs.json"), str(tmp_path / "again.json")
+    runs = study.Runs(path, args)
+    assert runs.get(["--compression", "none"], 7) == log(0.3, 0.7) and runs.label(["--compression", "none"], 7) == ""
     with open(path) as f:
-        assert len(json.load(f)["runs"]) == 3
+        stored = json.load(f)["runs"]
+    assert len(stored) == 1 and stored[0]["provenance"]["code"] == provenance.code_hash()
+    assert stored[0]["key"] == {"argv": runs.argv(["--compression", "none"], 7), "workers": 2}
+    study.Runs(path, args).get(["--compression", "none"], 7)  # fresh by default: trained again
+    assert len(trained) == 2
+    reused = study.Runs(again, args, reuse=[path])
+    assert reused.get(["--compression", "none"], 7) == log(0.3, 0.7) and len(trained) == 2
+    assert reused.label(["--compression", "none"], 7) == " (stored: commit %s, %s)" % (
+        stored[0]["provenance"]["commit"], stored[0]["provenance"]["date"])
+    reused.get(["--compression", "none"], 8)  # another seed: trained, by this invocation
+    assert len(trained) == 3 and reused.label(["--compression", "none"], 8) == ""
+    with open(again) as f:  # the new file: the reused run and the new one, each with its own provenance
+        assert len(json.load(f)["runs"]) == 2
+    four = type("Args", (), {**settings, "workers": 4, "lr_warmup_epochs": 1})()
+    study.Runs(None, four, reuse=[path]).get(["--compression", "none"], 7)  # other workers, a warm-up: another run
+    assert [(a[a.index("--seed") + 1], w) for a, w in trained] == [("7", 2), ("7", 2), ("8", 2), ("7", 4)]
+    assert trained[-1][0][trained[-1][0].index("--lr-warmup-epochs") + 1] == "1"
+    # runs of other code, and runs written before provenance: not reused, trained again
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"runs": [dict(stored[0], provenance=dict(stored[0]["provenance"], code="0" * 16)),
+                                          {"argv": runs.argv(["--compression", "4bit"], 7), "workers": 2,
+                                           "log": log(0.1, 0.2)}]}))
+    fresh = study.Runs(None, args, reuse=[str(other)])
+    fresh.get(["--compression", "none"], 7)
+    fresh.get(["--compression", "4bit"], 7)
+    assert len(trained) == 6
+    report = study.Runs(None, args, reuse=[str(other)], any_code=True)  # --report: as it is, labelled stored
+    assert report.get(["--compression", "4bit"], 7, train_missing=False) == log(0.1, 0.2)
+    assert report.label(["--compression", "4bit"], 7) == " (stored: commit unknown, date unknown)"
+    assert report.get(["--compression", "2bit"], 7, train_missing=False) is None and len(trained) == 6
 
 
 def test_one_group_levels_are_geometric():

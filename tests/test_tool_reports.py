@@ -34,3 +34,25 @@ def test_the_kvstore_benchmark_refuses_an_unknown_model_or_mode(monkeypatch, cap
         with pytest.raises(SystemExit) as e:
             bench_kvstore.main()
         assert e.value.code == 2 and "invalid choice: %r" % value in capsys.readouterr().err
+
+
+def test_the_code_hash_follows_the_code_only(tmp_path):
+    """Runs are reused only for the same code: the hash changes with a source file of the library, the C++
+    kernels or the examples, and not with built files, caches or anything else."""
+    from tools import provenance
+
+    for folder in provenance.CODE_FOLDERS:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.py").write_text("x = 1\n")
+    first = provenance.code_hash(str(tmp_path))
+    (tmp_path / "mxnet_gc" / "libmxnet_gc.so").write_bytes(b"\0")
+    (tmp_path / "mxnet_gc" / "__pycache__").mkdir()
+    (tmp_path / "mxnet_gc" / "__pycache__" / "a.py").write_text("cached")
+    (tmp_path / "docs.md").write_text("text")
+    assert provenance.code_hash(str(tmp_path)) == first
+    for folder in provenance.CODE_FOLDERS:
+        (tmp_path / folder / "a.py").write_text("x = 2\n")
+        assert provenance.code_hash(str(tmp_path)) != first
+        (tmp_path / folder / "a.py").write_text("x = 1\n")
+    (tmp_path / "src_cpp" / "k.cc").write_text("int k;")
+    assert provenance.code_hash(str(tmp_path)) != first

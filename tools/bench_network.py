@@ -174,7 +174,8 @@ def summary(rows, head):
 
 
 LISTS = ("steps_ms", "run_step_ms")  # (space-separated in the CSV)
-TEXTS = ("model", "mode", "rate", "dilation_asked", "throttled_s_per_host", "commit", "date", "machine", "command")
+TEXTS = ("model", "mode", "rate", "dilation_asked", "throttled_s_per_host", "commit", "code", "date", "machine",
+         "command")
 
 
 def read_rows(path):

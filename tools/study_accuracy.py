@@ -14,8 +14,10 @@ are calibrated on them), and so does the top-k one.
    95% t interval of its difference to uncompressed, paired by seed; each claim gets a verdict
    (supported, refuted, or cannot tell at this number of seeds).
 
-Runs are kept in the JSON file (default docs/results/accuracy/accuracy.json) as they finish, so an interrupted study
-resumes where it stopped; a run is identified by its full argument list and seed.  Writes the plots
+Runs are written to the JSON file (default docs/results/accuracy/accuracy.json) as they finish, each with its
+provenance (commit, code hash, date, machine, command); a study runs fresh: ``--reuse FILE`` takes the runs of
+FILE that ran the same code (an interrupted study continues with ``--reuse`` of its own file), printed as
+"stored" with their commit and date; ``--report`` prints a file's runs as they are, every one "stored".  Writes the plots
 ``<prefix>_epochs.png`` (test accuracy against epoch, mean and min-max band over seeds),
 ``<prefix>_bytes.png`` (against rank 0's traffic) and, with sweeps, ``<prefix>_sweeps.png``; prints the
 tables and verdicts for docs/accuracy.md.
@@ -34,6 +36,8 @@ import sys
 import tempfile
 
 import numpy as np
+
+from tools import study_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARMUP = "50"  # dense steps before the compression starts, for every compressed configuration
@@ -76,13 +80,11 @@ def configurations(threshold, base):
 
 
 class Runs:
-    """The runs done so far, kept in a JSON file as each one finishes."""
+    """The study's runs (tools/study_runs.py) by the example's arguments, seed and workers."""
 
-    def __init__(self, path, args):
-        self.path, self.args, self.runs = path, args, []
-        if os.path.exists(path):
-            with open(path) as f:
-                self.runs = json.load(f).get("runs", [])
+    def __init__(self, path, args, reuse=(), any_code=False):
+        self.path, self.args = path, args
+        self.runs = study_runs.Runs(path, reuse, any_code)
 
     def argv(self, example_args, seed):
         a = self.args
@@ -90,21 +92,24 @@ class Runs:
         return ["--model", a.model, "--epochs", str(a.epochs), "--lr-steps", a.lr_steps] + warmup + \
             ["--seed", str(seed)] + list(example_args)
 
+    def key(self, example_args, seed):
+        return {"argv": self.argv(example_args, seed), "workers": self.args.workers}
+
     def get(self, example_args, seed, train_missing=True):
-        """The epochs' log of this run, from the file or from a new job (None if missing and not to train)."""
-        argv = self.argv(example_args, seed)
-        workers = self.args.workers
-        for run in self.runs:
-            if run["argv"] == argv and run.get("workers", 2) == workers:
-                return run["log"]
-        if not train_missing:
-            return None
-        print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
-        log = train(argv, workers, pull_stats=self.args.pull_stats)
-        self.runs.append({"argv": argv, "workers": workers, "log": log})
-        with open(self.path, "w") as f:
-            json.dump({"runs": self.runs}, f, indent=1)
-        return log
+        """The epochs' log of this run: made now, or stored and reused (None if neither and not to train)."""
+        argv, workers = self.argv(example_args, seed), self.args.workers
+
+        def make():
+            print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
+            return train(argv, workers, pull_stats=self.args.pull_stats)
+
+        return self.runs.get(self.key(example_args, seed), make if train_missing else None,
+                             command=["python", "tools/launch.py", "-n", str(workers), "-s", "1", "python",
+                                      "examples/train_fashion_mnist.py"] + argv)
+
+    def label(self, example_args, seed):
+        """'' for a run of this invocation, ' (stored: commit C, DATE)' for a reused one."""
+        return self.runs.label(self.key(example_args, seed))
 
 
 def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, output=False):
@@ -138,8 +143,8 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, outpu
 def tuned_2bit(path=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json")):
     """The MXNet 2bit threshold of the best final accuracy in ``make study``'s sweep (the CNN, 2 workers, 6
     epochs, seed 1), read from its saved runs."""
-    runs = Runs(path, argparse.Namespace(model="cnn", epochs=6, lr_steps="4,5", workers=2, lr_warmup_epochs=0,
-                                         pull_stats=0))
+    runs = Runs(None, argparse.Namespace(model="cnn", epochs=6, lr_steps="4,5", workers=2, lr_warmup_epochs=0,
+                                         pull_stats=0), reuse=[path], any_code=True)
     points = [(t, runs.get(mxnet_2bit(t), 1, train_missing=False)) for t in SWEEP_2BIT]
     points = [(t, final(log)) for t, log in points if log is not None]
     if not points:
@@ -316,25 +321,32 @@ def main():
     parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "
                         "group's base (default: --json)")
     parser.add_argument("--configs", nargs="+", help="run only these configurations")
+    parser.add_argument("--reuse", nargs="+", default=[], help="files of stored runs: those that ran this code "
+                        "(the same code hash) are reused, and printed as stored")
     parser.add_argument("--report", action="store_true", help="train nothing: the tables and plots of the runs "
-                        "the file has")
+                        "the file has (every one printed as stored)")
     args = parser.parse_args()
-    runs = Runs(args.json, args)
-    tuned = runs if not args.tuned_by else Runs(args.tuned_by, argparse.Namespace(**{**vars(args), **{
+    if args.report:
+        runs = Runs(None, args, reuse=[args.json], any_code=True)
+    else:
+        runs = Runs(args.json, args, reuse=args.reuse)
+    tuned = runs if not args.tuned_by else Runs(None, argparse.Namespace(**{**vars(args), **{
         "model": "cnn", "epochs": 6, "lr_steps": "4,5", "workers": 2, "lr_warmup_epochs": 0,
-        "pull_stats": 0}}))
+        "pull_stats": 0}}), reuse=[args.tuned_by], any_code=True)
     sweeps = {}
     for name, xlabel, values, make in (("MXNet 2bit", "threshold", SWEEP_2BIT, mxnet_2bit),
                                        ("4bit, one group", "base of the levels (base * 2**k)", SWEEP_4BIT,
                                         one_group)):
         points = []
         for value in values:
-            log = tuned.get(make(value), tuned.args.seeds[0], train_missing=not (args.no_sweep or args.report))
+            seed = tuned.args.seeds[0]
+            log = tuned.get(make(value), seed, train_missing=not (args.no_sweep or args.report))
             if log is not None:
                 points.append((value, final(log)))
-                print("sweep %s %g: final test accuracy %.4f" % (name, value, final(log)), flush=True)
+                print("sweep %s %g: final test accuracy %.4f%s" % (name, value, final(log),
+                                                                  tuned.label(make(value), seed)), flush=True)
         if not points:
-            sys.exit("no %s sweep in %s: run it first, or drop --no-sweep" % (name, tuned.path))
+            sys.exit("no %s sweep in %s: run it first, or drop --no-sweep" % (name, args.tuned_by or args.json))
         sweeps[name] = (xlabel, points)
     threshold = max(sweeps["MXNet 2bit"][1], key=lambda p: p[1])[0]
     base = max(sweeps["4bit, one group"][1], key=lambda p: p[1])[0]
@@ -348,7 +360,8 @@ def main():
                 log = runs.get(example_args, seed, train_missing=not args.report)
                 if log is not None:
                     results[name][seed] = log
-                    print("%s, seed %d: final test accuracy %.4f" % (name, seed, final(log)), flush=True)
+                    print("%s, seed %d: final test accuracy %.4f%s" % (name, seed, final(log),
+                                                                      runs.label(example_args, seed)), flush=True)
     results = {name: logs for name, logs in results.items() if logs}
 
     prefix = os.path.splitext(args.json)[0]

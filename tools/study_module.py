@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from tools import provenance
+from tools import study_runs
 from tools.jobfiles import write_section
 from tools.study_accuracy import difference_text, t_interval, train
 
@@ -73,26 +73,22 @@ BATCHES = {10: ["--num-examples", "12000", "--num-epochs", "2", "--lr", "0.01"],
 
 
 class Runs:
-    """The runs done so far, in a JSON file."""
+    """The study's runs (tools/study_runs.py) by the example's arguments and workers."""
 
-    def __init__(self, path):
-        self.path, self.runs = path, []
-        if os.path.exists(path):
-            with open(path) as f:
-                self.runs = json.load(f)["runs"]
+    def __init__(self, path, reuse=()):
+        self.runs = study_runs.Runs(path, reuse)
 
     def get(self, argv, workers):
-        for run in self.runs:
-            if run["argv"] == argv and run["workers"] == workers:
-                return run["log"]
-        print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
-        log = train(argv, workers, "classic_fashion_mnist.py")
-        self.runs.append({"argv": argv, "workers": workers, "log": log, "provenance": provenance.record(
-            ["python", "tools/launch.py", "-n", str(workers), "-s", "1", "python", "examples/classic_fashion_mnist.py"]
-            + argv)})
-        with open(self.path, "w") as f:
-            json.dump({"runs": self.runs}, f)
-        return log
+        def make():
+            print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
+            return train(argv, workers, "classic_fashion_mnist.py")
+
+        return self.runs.get({"argv": argv, "workers": workers}, make, command=[
+            "python", "tools/launch.py", "-n", str(workers), "-s", "1", "python", "examples/classic_fashion_mnist.py"]
+            + argv)
+
+    def label(self, argv, workers):
+        return self.runs.label({"argv": argv, "workers": workers})
 
 
 def final(log):
@@ -199,21 +195,23 @@ def main():
     p.add_argument("--diagnose", action="store_true", help="the short setting, with the residual's norms")
     p.add_argument("--weight-pulls", action="store_true",
                    help="compressed weight pulls against float32 pulls (5 epochs, momentum 0.9)")
-    p.add_argument("--json", required=True, help="the runs, kept as they finish")
+    p.add_argument("--json", required=True, help="the runs of this invocation, written as they finish")
+    p.add_argument("--reuse", nargs="+", default=[], help="files of stored runs: those that ran this code (the "
+                   "same code hash) are reused (an interrupted study continues with --reuse of its own --json)")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     p.add_argument("--markdown", help="a page whose section between <!-- study_module:NAME:begin/end --> "
                                       "markers (NAME: diagnose or study) gets the table")
     args = p.parse_args()
-    runs = Runs(args.json)
+    runs = Runs(args.json, args.reuse)
     name = "diagnose" if args.diagnose else "weight_pulls" if args.weight_pulls else "study"
     table = diagnose(runs, args.seeds) if args.diagnose else weight_pulls(runs, args.seeds, args.workers) \
         if args.weight_pulls else study(runs, args.seeds, args.workers)
     command = "`.venv/bin/python -m tools.study_module %s`" % " ".join(sys.argv[1:])
-    made = [r["provenance"] for r in runs.runs if "provenance" in r]
+    made = [r["provenance"] for r in runs.runs.runs if "provenance" in r]
     where = "; runs made at commit%s %s on %s" % ("s" if len({p["commit"] for p in made}) > 1 else "", ", ".join(
         sorted({p["commit"] + ("" if p["clean"] else "+changes") for p in made})), made[0]["machine"]) if made else ""
-    text = "Command: %s (%s, %d runs, 2 cores%s)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs),
+    text = "Command: %s (%s, %d runs, 2 cores%s)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs.runs),
                                                                where, table)
     print(text)
     if args.markdown:
