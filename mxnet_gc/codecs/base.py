@@ -17,6 +17,25 @@ from ..message_plan import MessagePlan
 _PLANS_KEPT = 64  # one-segment plans kept per codec (one per size) for the numpy calls
 
 
+class LevelFit:
+    """How a store fits a codec's levels to each key's gradients (its ``'auto'``): the parameter it fills
+    (``field``; ``multi``: a list of levels, else one number), a value standing for it while the other
+    parameters are checked before the fit, the levels from a key's largest gradient values (``levels_of``,
+    mxnet_gc/level_fit.py), and how the parameter is described in an error."""
+
+    def __init__(self, field, multi, placeholder, levels_of, described):
+        self.field, self.multi, self.placeholder = field, multi, placeholder
+        self.levels_of, self.described = levels_of, described
+
+    def param(self, levels):
+        """The parameter's value for ``levels``."""
+        return list(levels) if self.multi else levels[0]
+
+    def levels(self, config):
+        """The levels a codec's ``config`` holds, as a list."""
+        return list(config[self.field]) if self.multi else [config[self.field]]
+
+
 class Codec:
     """Interface of a gradient codec.  Subclasses set ``type`` and ``kernel_name`` and implement
     ``config``, ``payload_size`` and ``kernel_params``; a codec with state other than one residual
@@ -28,6 +47,10 @@ class Codec:
     # decoded parts re-encoded by the same codec (``pull_codec``): what the compressed allreduce needs
     # (kvstore/ring_scatter.py).  A codec whose payload has a header or a scale for the whole array cannot.
     cuttable = False
+    level_fit = None  # a LevelFit when a store can fit the codec's levels to each key ('auto')
+    fitted_by_default = False  # whether a store fits them when the params do not give the levels
+    default_rounding = "nearest"  # (a threshold codec's, when the params do not say)
+    pulls_compressed_by_default = False  # whether a store compresses the pulls too unless told not to
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""

@@ -28,7 +28,6 @@ import json
 
 from .. import codecs
 from ..codecs.threshold_group import ThresholdGroup
-from .. import level_fit
 from .. import schedule
 from ..lgc.options import LGCOptions
 from ..schedule import Phase
@@ -37,11 +36,6 @@ MXNET_TYPES = ("none", "2bit")  # served by MXNet's own code path
 DEFAULT_WARMUP_STEPS = 50
 FIT_STEPS = 20  # warm-up steps that measure the gradients for 'thresholds': 'auto' (its last ones)
 AUTO = "auto"
-FITTED = {"4bit": "thresholds", "2bit": "threshold"}  # the parameter 'auto' fits, per codec type
-PLACEHOLDER = {"4bit": "medium", "2bit": 0.5}  # (to check the other parameters before the fit)
-# The codecs' default rounding; with 'auto' levels both round to nearest by default: gc_2bit's fitted
-# threshold with floor rounding loses most of its accuracy under momentum on the servers (docs/accuracy.md).
-ROUNDING = {"4bit": "nearest", "2bit": "floor"}
 GC_PREFIX = "gc_"  # mxnet_gc's implementation of a name MXNet also uses
 # A store's options beside an mxnet_gc codec's parameters: (name, default, accepted values), as codecs.options
 STORE_OPTIONS = [
@@ -50,10 +44,6 @@ STORE_OPTIONS = [
     ("warmup_steps", DEFAULT_WARMUP_STEPS, "an int >= 0: dense float32 pushes before the codec starts"),
     ("per_key", {}, "{key: levels}: other levels for some keys (4bit's thresholds, gc_2bit's threshold)"),
 ]
-# Codec types whose pulls are compressed unless 'compressed_pull': False: 4bit's cost in accuracy against
-# float32 pulls stayed within 0.3 points on every path measured (docs/accuracy.md), and only both directions
-# compressed make a step faster (README's first table)
-PULLS_COMPRESSED_BY_DEFAULT = ("4bit",)
 
 
 def supported_types():
@@ -102,10 +92,12 @@ class Compression:
             self.config = LGCOptions(params).config
             return
         self.codec_type = _codec_type(kind)
+        cls = codecs.codec_class(self.codec_type) if self.codec_type else None
+        self._fit = cls and cls.level_fit  # (what the codec declares: mxnet_gc/codecs/base.py)
         per_key = params.pop("per_key", {}) or {}
         self.pull_given = "compressed_pull" in params  # (else the default: it gives way where it cannot run)
         self.compressed_pull = params.pop("compressed_pull",
-                                          pulls_compressed and self.codec_type in PULLS_COMPRESSED_BY_DEFAULT)
+                                          pulls_compressed and bool(cls and cls.pulls_compressed_by_default))
         if not isinstance(self.compressed_pull, bool):
             raise ValueError("'compressed_pull' must be True or False, got %r" % (self.compressed_pull,))
         if self.codec_type is None:
@@ -121,18 +113,20 @@ class Compression:
         self.warmup_steps = params.pop("warmup_steps", DEFAULT_WARMUP_STEPS)
         if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError("'warmup_steps' must be an int >= 0, got %r" % (self.warmup_steps,))
-        if self.codec_type == "4bit" and "thresholds" not in params:  # the store's default: levels fitted
-            params["thresholds"] = AUTO
-        field = FITTED.get(self.codec_type)
-        self.fits_levels = field is not None and params.get(field) == AUTO
+        fit = self._fit
+        if cls.fitted_by_default and fit.field not in params:  # the store's default: levels fitted
+            params[fit.field] = AUTO
+        self.fits_levels = fit is not None and params.get(fit.field) == AUTO
         if self.fits_levels:
+            field = fit.field
             if self.warmup_steps < 1 and not per_key:
                 raise ValueError("%s: '%s': 'auto' fits each key's levels to its gradients during the dense warm-up; "
                                  "'warmup_steps' must be at least 1, got 0, or give '%s' (%s)"
-                                 % (self.codec_type, field, field, "levels or a group name such as 'medium'"
-                                    if self.codec_type == "4bit" else "a number"))
-            params.setdefault("rounding", "nearest")  # (fitted levels round to nearest unless asked: see ROUNDING)
-            self._create(dict(params, **{field: PLACEHOLDER[self.codec_type]}))  # (checks the other parameters)
+                                 % (self.codec_type, field, field, fit.described))
+            # fitted levels round to nearest unless asked, whatever the codec's default: gc_2bit's fitted
+            # threshold with floor rounding loses most of its accuracy under momentum on the servers
+            params.setdefault("rounding", "nearest")
+            self._create(dict(params, **{field: fit.placeholder}))  # (checks the other parameters)
             self._default = None
             default = {"type": self.codec_type, field: AUTO, "rounding": params["rounding"]}
         else:
@@ -149,12 +143,13 @@ class Compression:
     @property
     def rounding(self):
         """The threshold codecs' rounding (their default unless the params say)."""
-        return self._params.get("rounding", ROUNDING.get(self.codec_type, "nearest"))
+        return self._params.get("rounding", codecs.codec_class(self.codec_type).default_rounding
+                                if self.codec_type else "nearest")
 
     @property
     def levels_of(self):
         """For 'auto': a key's levels from its largest gradient value (level_fit.py)."""
-        return level_fit.ladder if self.codec_type == "4bit" else level_fit.single
+        return self._fit.levels_of
 
     @property
     def fit_steps(self):
@@ -184,8 +179,7 @@ class Compression:
         if not self.fits_levels or self._per_key.keys() - self._params["per_key"].keys():
             return None
         try:
-            candidate = self.fitted({k: c["thresholds"] if self.codec_type == "4bit" else [c["threshold"]]
-                                     for k, c in config.get("per_key", {}).items()})
+            candidate = self.fitted({k: self._fit.levels(c) for k, c in config.get("per_key", {}).items()})
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
         return candidate if json.loads(json.dumps(candidate.config)) == config else None
@@ -198,11 +192,9 @@ class Compression:
         """The codec of a key's compressed weight pull (the optimizer on the servers: kvstore/weight_pulls.py):
         the key's codec type on levels fitted, as 'auto' fits gradients (``levels_of``), to ``largest``, its
         weights' largest change in a step; 8bit, which scales each segment itself, as it is."""
-        field = FITTED.get(self.codec_type)
-        if field is None:
+        if self._fit is None:
             return self._create(self._codec_params).pull_codec(1)
-        levels = self.levels_of(largest)
-        return self._create(dict(self._codec_params, **{field: levels if self.codec_type == "4bit" else levels[0]})
+        return self._create(dict(self._codec_params, **{self._fit.field: self._fit.param(self.levels_of(largest))})
                             ).pull_codec(1)
 
     def check_fit(self, levels, num_workers):
@@ -212,7 +204,7 @@ class Compression:
 
     def _key_codec(self, key, value):
         """The codec of ``key`` in 'per_key' (its errors name the key)."""
-        if self.codec_type == "4bit" and _levels(value) == AUTO:
+        if self._fit is not None and self._fit.multi and _levels(value) == AUTO:
             raise ValueError("'per_key'[%r]: 'auto' applies to every key ('thresholds': 'auto')" % (key,))
         try:
             return self._codec_with(value, self.num_workers)
@@ -220,12 +212,13 @@ class Compression:
             raise ValueError("'per_key'[%r]: %s" % (key, e)) from None
 
     def _codec_with(self, value, num_workers):
-        """The codec with a key's own ``value``: 4bit's levels, gc_2bit's one level as a list (a fit), or a dict
-        of parameters."""
-        if self.codec_type == "4bit":
-            override = {"thresholds": _levels(value)}
-        elif self.codec_type == "2bit" and isinstance(value, list) and len(value) == 1:  # a fitted level
-            override = {"threshold": value[0]}
+        """The codec with a key's own ``value``: the levels of a codec that takes a list of them (4bit's), the one
+        level of a codec that takes one (gc_2bit's) as a list (a fit), or a dict of parameters."""
+        fit = self._fit
+        if fit is not None and fit.multi:
+            override = {fit.field: _levels(value)}
+        elif fit is not None and isinstance(value, list) and len(value) == 1:  # a fitted level
+            override = {fit.field: value[0]}
         elif isinstance(value, dict):
             override = value
         else:
