@@ -51,6 +51,7 @@ class Codec:
     fitted_by_default = False  # whether a store fits them when the params do not give the levels
     default_rounding = "nearest"  # (a threshold codec's, when the params do not say)
     pulls_compressed_by_default = False  # whether a store compresses the pulls too unless told not to
+    scales_itself = False  # whether it scales each array itself (needs no levels fitted for any values)
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""

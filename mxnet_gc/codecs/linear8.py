@@ -17,6 +17,7 @@ class Linear8Codec(Codec):
     """'8bit': 255 evenly spaced levels scaled to each array's largest value, with error feedback."""
 
     type = "8bit"
+    scales_itself = True
     kernel_name = "8bit"
     values = {}  # (none: each array is scaled to its largest |value| / 127)
     hints = {"scale": "8bit takes no parameters: its scale is each array's largest |value| / 127"}

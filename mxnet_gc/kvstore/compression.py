@@ -87,12 +87,13 @@ class Compression:
         self.fits_levels = False
         self.num_workers = num_workers
         if self.lgc:  # a method with phases, not one codec: the store runs it (codec_for gives None)
+            self.codec_class = None
             self.codec_type, self.compressed_pull, self._default, self._per_key = None, False, None, {}
             self.pull_given = False
             self.config = LGCOptions(params).config
             return
         self.codec_type = _codec_type(kind)
-        cls = codecs.codec_class(self.codec_type) if self.codec_type else None
+        cls = self.codec_class = codecs.codec_class(self.codec_type) if self.codec_type else None
         self._fit = cls and cls.level_fit  # (what the codec declares: mxnet_gc/codecs/base.py)
         per_key = params.pop("per_key", {}) or {}
         self.pull_given = "compressed_pull" in params  # (else the default: it gives way where it cannot run)

@@ -21,7 +21,12 @@ import numpy as np
 from .. import log
 from .compression import FIT_STEPS
 
-TYPES = ("4bit", "2bit", "8bit")  # the codecs a weight pull can use (8bit scales each segment itself)
+
+
+def pullable(codec_class):
+    """Whether a codec can send the servers' weights' differences: one whose levels a store fits (to the
+    changes, during the warm-up) or one that scales each segment itself (8bit)."""
+    return codec_class is not None and (codec_class.level_fit is not None or codec_class.scales_itself)
 
 
 def check(compression, asynchronous):
@@ -32,11 +37,11 @@ def check(compression, asynchronous):
         raise ValueError("dist_async: each worker pulls the weights when it pushes, so compressed weight pulls would "
                          "need a copy of the weights per worker on the servers; 'compressed_pull' is refused there "
                          "(use dist_sync)")
-    if compression.codec_type not in TYPES:
+    if not pullable(compression.codec_class):
         raise ValueError("'compressed_pull' with the optimizer on the servers sends the weights' differences, on "
                          "4bit, gc_2bit or 8bit; %r cannot (run the optimizer on the workers: update_on_kvstore=False)"
                          % compression.type)
-    if compression.codec_type != "8bit" and compression.warmup_steps < 1:
+    if not compression.codec_class.scales_itself and compression.warmup_steps < 1:
         raise ValueError("'compressed_pull' (4bit's default) with the optimizer on the servers fits the levels of the "
                          "weights' differences during the dense warm-up: 'warmup_steps' must be at least 1, got 0 (or "
                          "give 'compressed_pull': False for float32 weight pulls)")
