@@ -20,7 +20,8 @@ horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, al
 horovod_join.py   joining a horovodrun job, naming a rank that never creates its store
 step_order.py     a worker's pushes and pulls in step order, refused where they would pair other steps
 ring_scatter.py   the parts of its compressed allreduce (2bit and 4bit with 'compressed_pull')
-collective_wait.py  waiting for Horovod's collectives with a timeout
+collective_wait.py  waiting for Horovod's collectives with a timeout (a helper thread)
+timed_collectives.py Horovod's collectives by name, each wait within the timeout; stall reports
 server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
 server_start.py   how the launcher starts it (by its path, without scipy)
 aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)

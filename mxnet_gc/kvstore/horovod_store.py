@@ -23,10 +23,6 @@ since the last pull, and a regroup or compression change between a push and its 
 each owner's part) carries the step its worker pushed it in, and dense values one word per worker: a pull
 raises on every worker when a collective paired different steps (a worker skipped a key in a step).
 """
-import collections
-import json
-import time
-
 import mxnet as mx
 import numpy as np
 
@@ -34,13 +30,14 @@ from .. import _mx, config, log, schedule
 from . import agreement, protocol, residual_file
 from .base import StoreBase
 from .failure import PeerFailure, exit_at_once_on_error
-from .collective_wait import CollectiveError, Waiter
+from .collective_wait import CollectiveError
 from .compression import Compression
 from .horovod_join import init as join
 from .layout import Layout
 from .lgc_ring import RingRounds
 from .ring_scatter import RingScatter, scatters
 from .step_order import RULE, StepOrder
+from .timed_collectives import TimedCollectives
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole
 STEPS = 2 ** 24  # step numbers travel as float32 words: modulo this, exact
@@ -72,11 +69,8 @@ class HorovodStore(StoreBase):
         exit_at_once_on_error()
         self._hvd = hvd
         log.set_up(self.rank)
-        self._timeout = settings.collective_timeout
-        self._waiter = Waiter()
+        self._collectives = TimedCollectives(hvd, settings.collective_timeout, self._describe)
         self._order = StepOrder()
-        self._pushes = collections.Counter()  # collective name -> how often this worker started it
-        self._inflight = {}  # collective name -> (its output, what it carries) until waited for
         self._values = {}
         self._decoding = set()  # message plans of the last pull's decodes
         self._send = {}  # Message -> the array its pushes send (its payload words, or its values when dense)
@@ -315,63 +309,14 @@ class HorovodStore(StoreBase):
         return "mxgc.%d" % message.value_key
 
     def collective(self, name, what, start, blocking=False):
-        """Starts a collective: ``start()`` (a Horovod call) returns its output, written when it completes;
-        ``what``: what it carries, for messages.  ``wait_collectives`` waits for it.  ``blocking``: the
-        call returns only once complete (Horovod's allgather), so it runs within the collective timeout."""
-        self._pushes[name] += 1
-        output = self._timed(start, lambda: (name, what)) if blocking else start()
-        self._inflight[name] = (output, what)
-        return output
+        """Starts a collective (timed_collectives.py): ``start()`` (a Horovod call) returns its output;
+        ``what``: what it carries, for messages; ``blocking``: the call returns once complete."""
+        return self._collectives.start(name, what, start, blocking)
 
     def wait_collectives(self, names):
-        """Returns once the collectives ``names`` this worker started have completed.  After
-        MXNET_GC_COLLECTIVE_TIMEOUT seconds, or when Horovod aborted one (another worker failed or
-        ended), raises RuntimeError on every worker it can reach, saying which keys which ranks did not
-        push (the workers exchange how often each started each collective)."""
-        waiting = [(n,) + self._inflight.pop(n) for n in names if n in self._inflight]
-        done = []
-
-        def wait_all():  # (one call on the helper thread for them all)
-            for _, output, _ in waiting:
-                output.wait_to_read()
-                done.append(output)
-        if waiting:
-            self._timed(wait_all, lambda: (waiting[len(done)][0], waiting[len(done)][2]))
-
-    def _timed(self, call, failing):
-        """``call()`` within the collective timeout; ``failing()``: (name, what) of the collective it waits
-        for when it fails or times out."""
-        try:
-            return self._waiter.run(call, time.monotonic() + self._timeout)
-        except CollectiveError as e:
-            name, what = failing()
-            raise PeerFailure("mxnet_gc horovod store: the collective of %s (%s) failed: %s; another worker failed "
-                              "or ended before it (its output says why)" % (what, name, e)) from None
-        except TimeoutError:
-            name, what = failing()
-            raise RuntimeError("mxnet_gc horovod store: the collective of %s (%s) did not complete within %g s "
-                               "(MXNET_GC_COLLECTIVE_TIMEOUT): %s" % (what, name, self._timeout, self._stall_report())) \
-                from None
-
-    def _stall_report(self):
-        """After a timeout: which collectives the workers started how often (an exchange among the workers
-        that also wait in the store; the others cannot answer)."""
-        try:
-            counts = self._gather_json("mxgc.stall", dict(self._pushes), Waiter())
-        except (TimeoutError, CollectiveError):
-            return ("the other workers did not answer within %g s either (they ended, or wait outside "
-                    "mxnet_gc's store)" % self._timeout)
-        names = sorted({n for c in counts.values() for n in c}, key=str)
-        lines = []
-        for n in names:
-            per_rank = {r: c.get(n, 0) for r, c in counts.items()}
-            if len(set(per_rank.values())) > 1:
-                most = max(per_rank.values())
-                lines.append("%s: not pushed by rank(s) %s (times started: %s)"
-                             % (self._describe(n), [r for r, c in sorted(per_rank.items()) if c < most],
-                                ", ".join("rank %d: %d" % (r, c) for r, c in sorted(per_rank.items()))))
-        return "; ".join(lines) + "; every worker must push the same keys at every step" if lines else \
-            "every worker started the same collectives (a worker waits outside mxnet_gc's store?)"
+        """Returns once the collectives ``names`` this worker started have completed, or raises on every
+        worker it can reach (after MXNET_GC_COLLECTIVE_TIMEOUT, or when another worker failed)."""
+        self._collectives.wait(names)
 
     def _describe(self, name):
         """The keys a collective carries (a message's), or its name."""
@@ -463,28 +408,16 @@ class HorovodStore(StoreBase):
         ``config`` (a collective: every worker gathers every worker's settings; ``what``: one of
         agreement.SUBJECTS)."""
         try:
-            configs = self._gather_json("mxgc.agree.%s" % what, config, self._waiter)
+            configs = self._collectives.gather_json("mxgc.agree.%s" % what, config)
         except TimeoutError:
             raise RuntimeError("mxnet_gc horovod store: the other workers did not set their %s within %g s "
-                               "(MXNET_GC_COLLECTIVE_TIMEOUT)" % (agreement.SUBJECTS[what][0], self._timeout)) from None
+                               "(MXNET_GC_COLLECTIVE_TIMEOUT)" % (agreement.SUBJECTS[what][0], self._collectives.timeout)) from None
         except CollectiveError as e:
             raise PeerFailure("mxnet_gc horovod store: agreeing on the %s failed: %s; another worker failed or "
                               "ended (its output says why)" % (agreement.SUBJECTS[what][0], e)) from None
         message = agreement.disagreement(what, configs)
         if message is not None:
             raise ValueError("mxnet_gc: %s (this worker is rank %d)" % (message, self.rank))
-
-    def _gather_json(self, name, value, waiter):
-        """{rank: value} of every worker's JSON-serializable ``value`` (two allgathers, through ``waiter``
-        within the collective timeout: TimeoutError or CollectiveError otherwise)."""
-        text = np.frombuffer(json.dumps(value, sort_keys=True).encode(), np.uint8).astype(np.float32)
-        deadline = time.monotonic() + self._timeout
-        lengths = waiter.run(lambda: self._hvd.allgather(mx.nd.array([text.size]), name=name + ".length"), deadline)
-        gathered = waiter.run(lambda: self._hvd.allgather(mx.nd.array(text), name=name), deadline)
-        lengths, gathered = lengths.asnumpy().astype(int), gathered.asnumpy()
-        ends = np.cumsum(lengths)
-        return {r: json.loads(bytes(gathered[end - n:end].astype(np.uint8)).decode())
-                for r, (n, end) in enumerate(zip(lengths, ends))}
 
 
 def _init_name(key):
