@@ -185,16 +185,29 @@ def targets(rows):
     return found
 
 
-def plot(rows, path):
+COLUMNS = 3  # panels per row: a page 1,600 px wide shows each at about 500 px
+
+
+def grid(count):
+    """(figure, axes) of ``count`` panels in rows of at most COLUMNS, the unused places hidden."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    columns = min(COLUMNS, count)
+    rows = -(-count // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:count])
+
+
+def plot(rows, path):
     rows = _first_servers(rows)
     panels = sorted({(r["model"], r["workers"]) for r in rows})
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-    for ax, (model, workers) in zip(axes[0], panels):
+    fig, axes = grid(len(panels))
+    for ax, (model, workers) in zip(axes, panels):
         mine = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
         rates = [rate for rate in RATES_BITS if any(r["rate"] == rate for r in mine)]
         modes = [m for m in MODES if any(r["mode"] == m for r in mine)]
@@ -213,11 +226,12 @@ def plot(rows, path):
         ax.set_yscale("log")
         ax.set_ylabel("step time, ms (log)")
         ax.set_title("%s, %d workers" % (model, workers))
-    axes[0][0].legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 6), fontsize=8)
     fig.suptitle("Step time per compression (bars), wire bound (black), compute (white); tools/bench_network.py",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
 
 
 def _line(row, halves):
@@ -241,15 +255,10 @@ def plot_scaling(rows, path):
     """Step time against workers, one panel per model, rate and family of modes (parameter server, the
     optimizer on the servers, Horovod), one line per mode and number of servers, with each job's wire
     bound dotted."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = sorted({(r["model"], r["rate"], _family(r["mode"])) for r in rows},
                     key=lambda p: (p[0], list(RATES_BITS).index(p[1]), FAMILIES.index(p[2])))
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(7.0, 5.5 * len(panels)), 4.2), squeeze=False)
-    for ax, (model, rate, family) in zip(axes[0], panels):
+    fig, axes = grid(len(panels))
+    for ax, (model, rate, family) in zip(axes, panels):
         mine = [r for r in rows if (r["model"], r["rate"], _family(r["mode"])) == (model, rate, family)]
         halves = {r["mode"] for r in mine if r["servers"] > 1 and r["servers"] == r["workers"] // 2}
         lines = sorted({_line(r, halves) for r in mine}, key=lambda l: (list(MODES).index(l[0]), str(l[1])))
@@ -270,4 +279,4 @@ def plot_scaling(rows, path):
     fig.suptitle("Step time (solid) and the busiest link's wire bound (dotted); tools/bench_network.py",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
