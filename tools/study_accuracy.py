@@ -37,7 +37,7 @@ import tempfile
 
 import numpy as np
 
-from tools import study_runs
+from tools import plots, study_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARMUP = "50"  # dense steps before the compression starts, for every compressed configuration
@@ -261,36 +261,32 @@ def pull_table(results):
     return "\n".join(rows) if len(rows) > 2 else ""
 
 
-def pyplot():
-    """matplotlib's pyplot, drawing to files only."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_curves(results, path, x_of, xlabel):
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for k, (name, logs) in enumerate(results.items()):  # (line styles tell apart curves that coincide)
-        xs = np.mean([x_of(log) for log in logs.values()], axis=0)
-        acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs.values()])
-        line, = ax.plot(xs, acc.mean(axis=0), marker="o^sv"[k % 4], linestyle=["-", "--", "-.", ":"][k % 4],
-                        label="%s (%d seed%s)" % (name, len(logs), "s" * (len(logs) > 1)))
-        ax.fill_between(xs, acc.min(axis=0), acc.max(axis=0), color=line.get_color(), alpha=0.15)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("test accuracy (mean; band: min-max over seeds)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    """Test accuracy against ``x_of(log)`` per configuration (mean over seeds, min-max band), at most
+    plots.SERIES configurations a panel (the reference, uncompressed if there, else the first, in each),
+    each panel's legend below it."""
+    plt = plots.pyplot()
+    panels = plots.panels_of(sorted(results, key=lambda name: name != "uncompressed"))
+    fig, axes = plots.grid(len(panels), width=6.0, height=4.0 + 0.22 * max(len(p) for p in panels))
+    for ax, names in zip(axes, panels):
+        for k, name in enumerate(names):  # (line styles tell apart curves that coincide)
+            logs = results[name]
+            xs = np.mean([x_of(log) for log in logs.values()], axis=0)
+            acc = np.array([[e["test_accuracy"] for e in log["epochs"]] for log in logs.values()])
+            line, = ax.plot(xs, acc.mean(axis=0), marker="o^sv"[k % 4], linestyle=["-", "--", "-.", ":"][k % 4],
+                            color="C%d" % k, label="%s (%d seed%s)" % (name, len(logs), "s" * (len(logs) > 1)))
+            ax.fill_between(xs, acc.min(axis=0), acc.max(axis=0), color=line.get_color(), alpha=0.15)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("test accuracy (mean; band: min-max)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
 def plot_sweeps(sweeps, path):
-    plt = pyplot()
+    plt = plots.pyplot()
     fig, axes = plt.subplots(1, len(sweeps), figsize=(5 * len(sweeps), 4))
     for ax, (name, (xlabel, points)) in zip(np.atleast_1d(axes), sweeps.items()):
         ax.semilogx([x for x, _ in points], [acc for _, acc in points], marker="o")

@@ -30,7 +30,8 @@ import numpy as np
 
 from tools import study_lgc
 from tools.jobfiles import write_section
-from tools.study_accuracy import ROOT, pyplot
+from tools.plots import pyplot
+from tools.study_accuracy import ROOT
 
 RESULTS = os.path.join(ROOT, "docs", "results", "lgc_study")
 PICTURE = os.path.join(ROOT, "docs", "results", "accuracy", "pareto.png")
@@ -108,23 +109,39 @@ def table(panel, pts):
     return "\n".join(rows)
 
 
+def pareto_front(points):
+    """The (bytes, accuracy) points that no other point beats on both: fewer or as many bytes and a higher
+    accuracy; in order of bytes."""
+    front = []
+    for sent, acc in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not front or acc > front[-1][1]:
+            front.append((sent, acc))
+    return front
+
+
 def plot(panels):
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 8.5), squeeze=False)
     for ax, (title, pts) in zip(axes[0], panels):
         trained = [a for s in pts.values() for a, _ in s.values() if a >= DIVERGED]
         low = min(trained) - 0.01  # the frame's bottom: a diverged seed's bar goes below it
+        means = {}
         for m, by_seed in pts.items():
             accs = np.array([a for a, _ in by_seed.values()])
             sent = np.mean([s for _, s in by_seed.values()])
             mean = accs.mean()
-            color = plt.cm.tab20(METHODS.index(m) % 20)  # (a method's colour in every panel)
+            i = METHODS.index(m)  # (a method's colour and marker in every panel: ten colours, then other markers)
+            color, marker = plt.cm.tab10(i % 10), "osD^v"[i // 10]
             if mean < low:  # diverged seeds pull the mean below the frame: a cross on its bottom
                 ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label="%s (%d of %d seeds diverged)"
                         % (LABELS.get(m, m), sum(accs < DIVERGED), len(accs)))
                 continue
+            means[m] = (sent, mean)
             bars = [[max(0.0, mean - accs.min())], [max(0.0, accs.max() - mean)]]  # (a mean's rounding)
-            ax.errorbar([sent], [mean], yerr=bars, fmt="o", capsize=3, color=color, label=LABELS.get(m, m))
+            ax.errorbar([sent], [mean], yerr=bars, fmt=marker, capsize=3, color=color, label=LABELS.get(m, m))
+        front = pareto_front(list(means.values()))
+        ax.step([s for s, _ in front], [a for _, a in front], where="post", color="0.4", linestyle="--", lw=1,
+                label="the front: no method more accurate for fewer bytes")
         ax.set_xscale("log")
         ax.set_xlabel("bytes sent by rank 0 per step (last epoch)")
         ax.set_ylabel("final test accuracy (mean; bars: lowest, highest seed)")

@@ -3,6 +3,8 @@ and the section of a markdown file between the benchmark's markers."""
 import json
 import os
 
+from tools import plots
+
 from .modes import HOROVOD_PREFIX, MODES, RATES_BITS
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets.json")) as _f:
@@ -185,28 +187,10 @@ def targets(rows):
     return found
 
 
-COLUMNS = 3  # panels per row: a page 1,600 px wide shows each at about 500 px
-
-
-def grid(count):
-    """(figure, axes) of ``count`` panels in rows of at most COLUMNS, the unused places hidden."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    columns = min(COLUMNS, count)
-    rows = -(-count // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False)
-    for ax in axes.flat[count:]:
-        ax.set_visible(False)
-    return fig, list(axes.flat[:count])
-
-
 def plot(rows, path):
     rows = _first_servers(rows)
     panels = sorted({(r["model"], r["workers"]) for r in rows})
-    fig, axes = grid(len(panels))
+    fig, axes = plots.grid(len(panels))
     for ax, (model, workers) in zip(axes, panels):
         mine = [r for r in rows if (r["model"], r["workers"]) == (model, workers)]
         rates = [rate for rate in RATES_BITS if any(r["rate"] == rate for r in mine)]
@@ -257,7 +241,7 @@ def plot_scaling(rows, path):
     bound dotted."""
     panels = sorted({(r["model"], r["rate"], _family(r["mode"])) for r in rows},
                     key=lambda p: (p[0], list(RATES_BITS).index(p[1]), FAMILIES.index(p[2])))
-    fig, axes = grid(len(panels))
+    fig, axes = plots.grid(len(panels))
     for ax, (model, rate, family) in zip(axes, panels):
         mine = [r for r in rows if (r["model"], r["rate"], _family(r["mode"])) == (model, rate, family)]
         halves = {r["mode"] for r in mine if r["servers"] > 1 and r["servers"] == r["workers"] // 2}
