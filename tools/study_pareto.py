@@ -30,6 +30,7 @@ import numpy as np
 
 from tools import study_lgc
 from tools.jobfiles import write_section
+from tools import plots
 from tools.plots import pyplot
 from tools.study_accuracy import ROOT
 
@@ -55,6 +56,8 @@ METHODS = ["uncompressed", "MXNet 2bit", "4bit, per-layer groups", "4bit, per-la
            "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum",
            "LGC-PS, own codes, every worker's candidates, density x workers, signs, clip, DGC momentum",
            "LGC-RAR, every worker's candidates, density x workers, DGC momentum"]
+# the picture's two rows of panels (at most 8 methods a panel), uncompressed in both: the codecs and top-k, LGC
+FAMILIES = [("codecs and top-k", METHODS[:7]), ("LGC", METHODS[:1] + METHODS[7:])]
 LABELS = {  # the picture's names of the long ones
     "LGC-PS, own codes, every worker's candidates, density x workers, DGC momentum":
         "LGC-PS, own codes, every worker's top-k, DGC momentum",
@@ -120,37 +123,41 @@ def pareto_front(points):
 
 
 def plot(panels):
+    """One column per setting, one row per family of methods; the setting's Pareto front (over all its
+    methods) in both rows."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 8.5), squeeze=False)
-    for ax, (title, pts) in zip(axes[0], panels):
-        trained = [a for s in pts.values() for a, _ in s.values() if a >= DIVERGED]
-        low = min(trained) - 0.01  # the frame's bottom: a diverged seed's bar goes below it
-        means = {}
-        for m, by_seed in pts.items():
-            accs = np.array([a for a, _ in by_seed.values()])
-            sent = np.mean([s for _, s in by_seed.values()])
-            mean = accs.mean()
-            i = METHODS.index(m)  # (a method's colour and marker in every panel: ten colours, then other markers)
-            color, marker = plt.cm.tab10(i % 10), "osD^v"[i // 10]
-            if mean < low:  # diverged seeds pull the mean below the frame: a cross on its bottom
-                ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label="%s (%d of %d seeds diverged)"
-                        % (LABELS.get(m, m), sum(accs < DIVERGED), len(accs)))
-                continue
-            means[m] = (sent, mean)
-            bars = [[max(0.0, mean - accs.min())], [max(0.0, accs.max() - mean)]]  # (a mean's rounding)
-            ax.errorbar([sent], [mean], yerr=bars, fmt=marker, capsize=3, color=color, label=LABELS.get(m, m))
-        front = pareto_front(list(means.values()))
-        ax.step([s for s, _ in front], [a for _, a in front], where="post", color="0.4", linestyle="--", lw=1,
-                label="the front: no method more accurate for fewer bytes")
-        ax.set_xscale("log")
-        ax.set_xlabel("bytes sent by rank 0 per step (last epoch)")
-        ax.set_ylabel("final test accuracy (mean; bars: lowest, highest seed)")
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(low, None)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below: no point hidden
+    fig, axes = plots.grid(len(FAMILIES) * len(panels), width=6.5, height=5.8)
+    for row, (family, methods) in enumerate(FAMILIES):
+        for ax, (title, pts) in zip(axes[row * len(panels):], panels):
+            trained = [a for s in pts.values() for a, _ in s.values() if a >= DIVERGED]
+            low = min(trained) - 0.01  # the frame's bottom: a diverged seed's bar goes below it
+            means = {}
+            for m, by_seed in pts.items():
+                accs = np.array([a for a, _ in by_seed.values()])
+                means[m] = (np.mean([s for _, s in by_seed.values()]), accs.mean(), accs)
+            front = pareto_front([(s, a) for s, a, _ in means.values() if a >= low])
+            ax.step([s for s, _ in front], [a for _, a in front], where="post", color="0.4", linestyle="--", lw=1)
+            for m in (m for m in methods if m in means):
+                sent, mean, accs = means[m]
+                i = methods.index(m)  # (a colour of its own in its family's panels; uncompressed the first)
+                color, marker = plt.cm.tab10(i), "osD^v<>p"[i]
+                if mean < low:  # diverged seeds pull the mean below the frame: a cross on its bottom
+                    ax.plot([sent], [low + 0.002], "x", color=color, markersize=9, label="%s (%d of %d seeds "
+                            "diverged)" % (LABELS.get(m, m), sum(accs < DIVERGED), len(accs)))
+                    continue
+                bars = [[max(0.0, mean - accs.min())], [max(0.0, accs.max() - mean)]]  # (a mean's rounding)
+                ax.errorbar([sent], [mean], yerr=bars, fmt=marker, capsize=3, color=color, label=LABELS.get(m, m))
+            ax.set_xscale("log")
+            ax.set_xlabel("bytes sent by rank 0 per step (last epoch)")
+            ax.set_ylabel("final test accuracy (mean; bars: lowest, highest seed)")
+            ax.set_title("%s: %s" % (title, family), fontsize=10)
+            ax.set_ylim(low, None)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below: no point hidden
+    fig.suptitle("Dashed: the Pareto front of each setting (over both rows' methods: none more accurate for fewer "
+                 "bytes); tools/study_pareto.py", fontsize=10)
     fig.tight_layout()
-    fig.savefig(PICTURE, dpi=100)
+    fig.savefig(PICTURE, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
