@@ -203,6 +203,8 @@ def plot(rows, path):
                     continue
                 x = i + (j - (len(modes) - 1) / 2) * width
                 ax.bar(x, row["step_ms"], width, color="C%d" % j, label=mode if i == 0 else None)
+                ax.annotate("%.0f" % row["step_ms"], (x, row["step_ms"]), ha="center", va="bottom", fontsize=6,
+                            rotation=90)  # (the log axis hides ratios: each bar's milliseconds)
                 ax.plot([x - width / 2, x + width / 2], [row["compute_ms"]] * 2, color="white", lw=1)
                 if row["wire_bound_ms"]:
                     ax.plot([x - width / 2, x + width / 2], [row["wire_bound_ms"]] * 2, color="black", lw=1.5)
