@@ -16,6 +16,8 @@
 
 Pure bookkeeping (no MXNet calls), shared by the worker store and described to the servers.
 """
+import math
+
 from . import protocol
 
 MIN_SPREAD_PART = 4096  # values: the smallest part of a spread key (16 KiB of float32)
@@ -151,12 +153,7 @@ class Layout:
             raise ValueError("merge groups must hold every key being initialized exactly once")
         group_of = {k: g for g, members in enumerate(groups or []) for k in members}
         new, group_message = [], {}
-        sizes = []
-        for shape in shapes:
-            n = 1
-            for d in shape:
-                n *= d
-            sizes.append(n)
+        sizes = [math.prod(shape) for shape in shapes]
         fair = sum(sizes) / self.num_servers
 
         def message(server):
