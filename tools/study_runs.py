@@ -49,11 +49,12 @@ class Runs:
             return None
         if run is None:
             run = {"key": key, "log": make(), "provenance": provenance.record(command)}
-        elif all(r is not run for r in self.runs):
+        elif all(r is not run for r in self.runs):  # a stored run, reused for the first time
             self.reused.add(id(run))
-        if all(r is not run for r in self.runs):
-            self.runs.append(run)
-            self.save()
+        else:
+            return run["log"]
+        self.runs.append(run)
+        self.save()
         return run["log"]
 
     def label(self, key):

@@ -144,8 +144,7 @@ class Compression:
     @property
     def rounding(self):
         """The threshold codecs' rounding (their default unless the params say)."""
-        return self._params.get("rounding", codecs.codec_class(self.codec_type).default_rounding
-                                if self.codec_type else "nearest")
+        return self._params.get("rounding", self.codec_class.default_rounding if self.codec_class else "nearest")
 
     @property
     def levels_of(self):
