@@ -24,11 +24,10 @@ def grid(count, width=5.2, height=4.0):
     return fig, list(axes.flat[:count])
 
 
-def panels_of(names, first_in_each=True):
+def panels_of(names):
     """``names`` in panels of at most SERIES, the first of them (the reference: uncompressed, or the
-    baseline) repeated in every panel when ``first_in_each``."""
+    baseline) repeated in every panel."""
     if len(names) <= SERIES:
         return [list(names)]
-    head, rest = (names[:1], names[1:]) if first_in_each else ([], list(names))
-    per = SERIES - len(head)
-    return [head + rest[i:i + per] for i in range(0, len(rest), per)]
+    per = SERIES - 1
+    return [names[:1] + names[i:i + per] for i in range(1, len(names), per)]

@@ -83,7 +83,7 @@ class Runs:
     """The study's runs (tools/study_runs.py) by the example's arguments, seed and workers."""
 
     def __init__(self, path, args, reuse=(), any_code=False):
-        self.path, self.args = path, args
+        self.args = args
         self.runs = study_runs.Runs(path, reuse, any_code)
 
     def argv(self, example_args, seed):
@@ -104,12 +104,24 @@ class Runs:
             return train(argv, workers, pull_stats=self.args.pull_stats)
 
         return self.runs.get(self.key(example_args, seed), make if train_missing else None,
-                             command=["python", "tools/launch.py", "-n", str(workers), "-s", "1", "python",
-                                      "examples/train_fashion_mnist.py"] + argv)
+                             command=job_command(argv, workers, pull_stats=self.args.pull_stats))
 
     def label(self, example_args, seed):
         """'' for a run of this invocation, ' (stored: commit C, DATE)' for a reused one."""
         return self.runs.label(self.key(example_args, seed))
+
+
+def job_command(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, log="log.json"):
+    """The command line of one job of an example writing its JSON log to ``log``: horovodrun with
+    ``--kvstore horovod`` in ``argv`` (no servers), else the launcher with one server."""
+    if "horovod" in argv:
+        launcher = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H",
+                    "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
+    else:
+        launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
+                    "--timeout", "7200"] + ["--verbose"] * bool(pull_stats)  # (the servers' lines too)
+    # (--log-file: horovodrun would take --log for an abbreviation of its own options)
+    return launcher + [sys.executable, os.path.join(ROOT, "examples", example), "--log-file", log] + list(argv)
 
 
 def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, output=False):
@@ -119,16 +131,9 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, outpu
     the job's printed output) instead."""
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.json")
-        if "horovod" in argv:
-            launcher = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H",
-                        "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
-        else:
-            launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",
-                        "--timeout", "7200"] + ["--verbose"] * bool(pull_stats)  # (the servers' lines too)
-        # (--log-file: horovodrun would take --log for an abbreviation of its own options)
-        example = [sys.executable, os.path.join(ROOT, "examples", example), "--log-file", log]
         env = dict(os.environ, MXNET_GC_PULL_STATS=str(pull_stats)) if pull_stats else None
-        proc = subprocess.run(launcher + example + argv, cwd=ROOT, capture_output=True, text=True, env=env)
+        proc = subprocess.run(job_command(argv, workers, example, pull_stats, log), cwd=ROOT, capture_output=True,
+                              text=True, env=env)
         if proc.returncode != 0:
             sys.exit("run %s failed:\n%s\n%s" % (" ".join(argv), proc.stdout[-3000:], proc.stderr[-3000:]))
         with open(log) as f:

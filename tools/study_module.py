@@ -43,7 +43,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from tools import study_runs
 from tools.jobfiles import write_section
-from tools.study_accuracy import difference_text, t_interval, train
+from tools.study_accuracy import difference_text, job_command, t_interval, train
 
 SWEEP_2BIT = (0.01, 0.05, 0.2, 0.5, 1.0)
 CONFIGS = {"uncompressed": ["--gc-type", "none"],
@@ -83,9 +83,8 @@ class Runs:
             print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
             return train(argv, workers, "classic_fashion_mnist.py")
 
-        return self.runs.get({"argv": argv, "workers": workers}, make, command=[
-            "python", "tools/launch.py", "-n", str(workers), "-s", "1", "python", "examples/classic_fashion_mnist.py"]
-            + argv)
+        return self.runs.get({"argv": argv, "workers": workers}, make,
+                             command=job_command(argv, workers, "classic_fashion_mnist.py"))
 
     def label(self, argv, workers):
         return self.runs.label({"argv": argv, "workers": workers})
