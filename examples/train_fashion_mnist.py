@@ -33,7 +33,7 @@ import mxnet_gc
 from models import build_model, evaluate, to_batch
 from mxnet_gc.traffic import socket_bytes
 
-BEST_2BIT_THRESHOLD = 0.005  # MXNet 2bit's best threshold in `make study`'s sweep on the CNN (docs/accuracy.md)
+BEST_2BIT_THRESHOLD = 0.005  # MXNet 2bit's best threshold in `make study`'s sweep on the CNN (lab/accuracy/findings.md)
 
 
 def compression_params(args):
@@ -92,7 +92,7 @@ def not_learning(train_loss, args, classes=10):
     if abs(train_loss - np.log(classes)) >= 0.01:
         return None
     if args.compression in ("2bit", "gc_2bit"):
-        fix = "a smaller --threshold than %g (the best of docs/accuracy.md's sweep on this CNN: %g)" % (
+        fix = "a smaller --threshold than %g (the best of lab/accuracy/findings.md's sweep on this CNN: %g)" % (
             args.threshold, BEST_2BIT_THRESHOLD)
     elif args.compression == "4bit":
         fix = "a smaller threshold group (--thresholds small, or --groups) or a longer --dense-warmup-steps"
@@ -135,7 +135,7 @@ def parse_args(argv=None):
     p.add_argument("--merge", default=None, help="merge plan: dp, layerwise, one, or a bucket size in bytes")
     p.add_argument("--no-pipeline", action="store_true", help="push only after the whole backward")
     p.add_argument("--threshold", "--gc-threshold", type=float, default=BEST_2BIT_THRESHOLD,
-                   help="2bit threshold (MXNet's default, 0.5, stops this CNN from learning: docs/accuracy.md)")
+                   help="2bit threshold (MXNet's default, 0.5, stops this CNN from learning: lab/accuracy/findings.md)")
     p.add_argument("--thresholds", default="medium",
                    help="4bit: a group name, comma-separated levels, or 'auto' (the stores' default, fitted per "
                         "key during the warm-up); 'medium' here keeps this example's recorded runs comparable, and "

@@ -9,7 +9,7 @@ decides the same), and each parameter gets the group with the smallest error.  N
 override pattern get the group (or levels) given.  The table also lists each gradient's RMS.
 
 The three default ladders come from an experiment on the gradients of the example models
-(tools/study_threshold_groups.py; docs/threshold_groups.md).
+(tools/study_threshold_groups.py; lab/threshold_groups/findings.md).
 """
 import fnmatch
 

@@ -11,7 +11,7 @@ it a second time.  That kills networks (Module.fit and a plain gluon.Trainer wit
 servers).  HEADROOM = 4 leaves two octaves for gradients that grow after the warm-up.  Values below the
 lowest level's rounding bound wait in the residual until they add up to it.  Powers of two keep the
 levels exact in float32, and a gradient scaled by 2^k (batch size, loss scale) gets its ladder scaled by
-2^k.  The measurements behind it are in docs/accuracy.md ("The original 2bit context").
+2^k.  The measurements behind it are in lab/accuracy/findings.md ("The original 2bit context").
 
 A key whose levels the codec cannot use (gradients from about 1e37 on, whose top level overflows float32,
 also as a compressed pull's levels times the workers; or up to about 1e-44, whose lowest level underflows)

@@ -1,6 +1,6 @@
-"""One source for every number of README.md and docs/choosing.md: their tables equal what
-tools/doc_tables.py makes from docs/results/, and no measured number is written by hand elsewhere in
-them; every file of docs/ is named by a page, a tool or the Makefile."""
+"""One source for every number of README.md, docs/choosing.md and docs/results.md: their tables equal what
+tools/doc_tables.py makes from lab/, and no measured number is written by hand elsewhere in them; every
+file of docs/ and lab/ is named by a page, a tool or the Makefile."""
 import csv
 import os
 import re
@@ -49,20 +49,21 @@ def test_the_pattern_catches_measurements():
     with open(os.path.join(ROOT, "README.md")) as f:
         text = f.read()
     assert MEASURED.search("a step 7.9x shorter") and MEASURED.search("0.9021") and not MEASURED.search("mxnet==1.9.1")
-    with open(os.path.join(ROOT, "docs", "results", "bench_emulated", "cnn.csv")) as f:
+    with open(os.path.join(ROOT, "lab", "bench_emulated", "cnn.csv")) as f:
         row = next(r for r in csv.DictReader(f) if (r["mode"], r["workers"], r["rate"]) == ("gc-none", "2", "100mbit"))
     assert "| %.0f |" % float(row["step_ms"]) in text  # (the uncompressed step time, from its data)
 
 
-def test_every_file_of_docs_is_named_somewhere():
+def test_every_file_of_docs_and_the_lab_is_named_somewhere():
     texts = []
-    for folder in ("", "docs", "tools", "tests", os.path.join("tools", "netbench")):
+    lab = [os.path.relpath(d, ROOT) for d, _, _ in os.walk(os.path.join(ROOT, "lab"))]
+    for folder in ["", "docs", "tools", "tests", os.path.join("tools", "netbench")] + lab:
         for name in os.listdir(os.path.join(ROOT, folder)):
             if name.endswith((".md", ".py", ".rst")) or name == "Makefile":
                 with open(os.path.join(ROOT, folder, name)) as f:
                     texts.append((os.path.join(folder, name), f.read()))
     unnamed = []
-    for folder in ["docs"] + [os.path.relpath(d, ROOT) for d, _, _ in os.walk(os.path.join(ROOT, "docs", "results"))]:
+    for folder in ["docs"] + lab:
         for name in os.listdir(os.path.join(ROOT, folder)):
             path = os.path.join(folder, name)
             if os.path.isfile(os.path.join(ROOT, path)) and not any(name in t for p, t in texts if p != path):

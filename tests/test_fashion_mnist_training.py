@@ -250,7 +250,7 @@ def test_a_loss_at_a_uniform_guess_or_not_finite_is_reported(monkeypatch):
     four_bit = example.parse_args(["--compression", "4bit"])
     assert "not learning (try a smaller threshold group" in example.not_learning(2.3026, four_bit)
     two_bit = example.parse_args(["--compression", "2bit", "--threshold", "0.5"])
-    assert "try a smaller --threshold than 0.5 (the best of docs/accuracy.md's sweep on this CNN: 0.005)" in \
+    assert "try a smaller --threshold than 0.5 (the best of lab/accuracy/findings.md's sweep on this CNN: 0.005)" in \
         example.not_learning(2.3026, two_bit)
     assert example.parse_args([]).threshold == 0.005
     assert example.not_learning(2.28, four_bit) is None and example.not_learning(0.45, four_bit) is None

@@ -46,7 +46,7 @@ traffic may spill over into rank 0's next step, so one step can be shorter).
 
 Writes the rows to --csv, a plot to --plot, step time against workers (one line per mode and number
 of servers) to --scaling-plot, and the tables to --markdown (replacing the part between
-the benchmark's markers in docs/performance.md).  Checks at the end that no namespace and no process
+the benchmark's markers in a findings page of lab/).  Checks at the end that no namespace and no process
 of the benchmark is left.  Needs root (network namespaces, tc).
 """
 import argparse

@@ -1,16 +1,16 @@
 #!/usr/bin/env python
-"""The tables of README.md, docs/choosing.md and docs/lgc.md's study, made from the result files under
-docs/results/.
+"""The tables of README.md, docs/choosing.md, docs/results.md and the LGC study's findings, made from the
+result files under lab/.
 
     python -m tools.doc_tables           # rewrites the tables between their markers
     python -m tools.doc_tables --check   # exits 1 (naming the table) where a page differs from its data
 
 Each number in those tables is read from one file: the 6-epoch accuracy studies (`make study`,
-results/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
-results/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`,
-results/lgc_study/lgc_study_w2.json, lgc_study_w4.json and lgc_study_cnn-fc_w2.json; `make study-lgc-seeds`,
-results/lgc_study/seeds/lgc_study_w2.json) and the step times on emulated hosts (`make
-bench-emulated-targets`, results/bench_emulated/cnn.csv).  tests/test_doc_numbers.py runs ``--check`` and, in
+lab/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
+lab/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`,
+lab/lgc_study/lgc_study_w2.json, lgc_study_w4.json and lgc_study_cnn-fc_w2.json; `make study-lgc-seeds`,
+lab/lgc_study/seeds/lgc_study_w2.json) and the step times on emulated hosts (`make
+bench-emulated-targets`, lab/bench_emulated/cnn.csv).  tests/test_doc_numbers.py runs ``--check`` and, in
 README.md and docs/choosing.md, also refuses a measured number written by hand outside the tables.
 """
 import argparse
@@ -21,10 +21,12 @@ import sys
 
 import numpy as np
 
+from tools import study_runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "docs", "results")
+RESULTS = os.path.join(ROOT, "lab")
 PAGES = {"README.md": ("speed", "methods"), os.path.join("docs", "choosing.md"): ("choosing",),
-         os.path.join("docs", "lgc.md"): ("lgc_w2", "lgc_w4", "lgc_cnn-fc_w2", "lgc_seeds_w2")}
+         os.path.join("lab", "lgc_study", "findings.md"): ("lgc_w2", "lgc_w4", "lgc_cnn-fc_w2", "lgc_seeds_w2")}
 
 
 def _load_json(*path):
@@ -82,7 +84,7 @@ def accuracy_study(file_name="accuracy.json", command="make study"):
             for prefix in ("MXNet 2bit", "4bit, one group") if any(n.startswith(prefix) for n in by_config)}
     tuned = {n: runs for n, runs in by_config.items()  # (the sweeps' other points: seed 1 only)
              if all(not n.startswith(prefix) or n == b for prefix, b in best.items())}
-    return Study(tuned, command, "docs/results/accuracy/" + file_name, 6)
+    return Study(tuned, command, "lab/accuracy/" + file_name, 6)
 
 
 def seeds_study():
@@ -95,9 +97,9 @@ def sparse_study(workers=2, model="cnn", folder="lgc_study", command="make study
     or with 4 workers, 6 epochs; on cnn-fc with 2 workers, 3 short epochs, 2 seeds (``folder``
     "lgc_study/seeds": `make study-lgc-seeds`, a few of them on more seeds)."""
     name = "lgc_study_%sw%d.json" % ("" if model == "cnn" else model + "_", workers)
-    data = _load_json(folder, name)["results"]
+    data = study_runs.by_config(os.path.join(RESULTS, folder, name))
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
-                 command, "docs/results/%s/%s" % (folder, name), 3 if workers == 2 else 6)
+                 command, "lab/%s/%s" % (folder, name), 3 if workers == 2 else 6)
 
 
 STEPS = "`make bench-emulated-targets`"
@@ -133,7 +135,7 @@ def speed_table():
         r = rows[mode]
         out.append("| %s | %s | %.0f | %.1fx | %.0f |" % (name, params, float(r["step_ms"]), base / float(r["step_ms"]),
                                                          1e3 * float(r["worker0_received_mb_per_step"])))
-    return "\n".join(out + ["", "Source: %s (docs/results/%s: the Fashion-MNIST CNN, %s parameters, 2 workers and "
+    return "\n".join(out + ["", "Source: %s (lab/%s: the Fashion-MNIST CNN, %s parameters, 2 workers and "
                                 "a server, emulated hosts of one core each on links of 100 Mbit/s, MXNet's own "
                                 "gluon.Trainer with SGD and momentum 0.9 on the servers as "
                                 "Module.fit trains; the median step of 3 runs, timed after the warm-up; the benchmark gives 4bit the fixed "
@@ -195,7 +197,7 @@ def methods_table():
                                 "server, %d epochs, seeds %s; each difference the mean over seeds of the paired "
                                 "difference to uncompressed; bytes: rank 0's sockets in the last epoch, a "
                                 "parameter-server worker's pushes, on Horovod everything it sends); step times "
-                                "%s (docs/results/%s: the same model, 2 workers, emulated hosts of one core each "
+                                "%s (lab/%s: the same model, 2 workers, emulated hosts of one core each "
                                 "on links of 100 Mbit/s, median of 3 runs)."
                                 % (study.command, study.source, study.epochs,
                                    ", ".join(map(str, study.seeds("uncompressed"))), STEPS, "/".join(STEPS_FILE))])
@@ -298,7 +300,7 @@ def _dgc_rows(density, subtract=False, tuned=False):
          "LGC without autoencoder, density 0.7 x, DGC momentum")]
 
 
-# docs/lgc.md's study tables: (row label, configuration of tools/study_lgc.py)
+# lab/lgc_study/findings.md's study tables: (row label, configuration of tools/study_lgc.py)
 LGC_ROWS = {
     ("cnn", 2): [("uncompressed", "uncompressed"),
         ("top-k (error feedback), density 1e-3", "top-k (error feedback)"),
@@ -367,7 +369,7 @@ DIVERGED = 0.15  # a final accuracy near chance (10 classes): the run diverged
 
 
 def lgc_table(workers, model="cnn"):
-    """docs/lgc.md: the study of ``model`` with ``workers`` workers, a row per configuration run (seeds, mean,
+    """lab/lgc_study/findings.md: the study of ``model`` with ``workers`` workers, a row per configuration run (seeds, mean,
     difference to uncompressed with its standard deviation, MB rank 0 sent in the last epoch)."""
     study = sparse_study(workers, model)
     steps = steps_per_epoch(study, "uncompressed")
@@ -402,7 +404,7 @@ SEEDS_ROWS = [("uncompressed", "uncompressed"),
 
 
 def lgc_seeds_table():
-    """docs/lgc.md: LGC-PS's recommended setting, its ablation and uncompressed on more seeds (the CNN, 2
+    """lab/lgc_study/findings.md: LGC-PS's recommended setting, its ablation and uncompressed on more seeds (the CNN, 2
     workers): each seed's accuracy, the mean, and the mean paired difference to uncompressed and to the
     ablation with its standard deviation."""
     study = sparse_study(2, folder=os.path.join("lgc_study", "seeds"), command="make study-lgc-seeds")

@@ -6,10 +6,10 @@ dense 200 steps, ramp 200, train 300, then the lgc phase from step 700, density 
 steps of the lgc phase rank 0 logs the relative squared error |applied - values|^2 / |values|^2 of what
 was applied on its behalf at the leader's indices (its estimate, exact at its innovation coordinates),
 split into the steps it led and the others, and the error with the best scale per step
-(mxnet_gc/kvstore/lgc_rounds.py).  Keeps every report in docs/results/lgc_study/estimates.json and prints
+(mxnet_gc/kvstore/lgc_rounds.py).  Keeps every report in lab/lgc_study/estimates.json and prints
 the table (with ``--markdown PAGE``, also between the page's ``<!-- lgc_estimates:begin -->`` and ``:end``).
 
-    .venv/bin/python -m tools.lgc_estimates [--settings NAME ...] [--report] [--markdown docs/lgc.md]
+    .venv/bin/python -m tools.lgc_estimates [--settings NAME ...] [--report] [--markdown lab/lgc_study/findings.md]
 """
 import argparse
 import json
@@ -20,7 +20,7 @@ import sys
 from tools.jobfiles import write_section
 from tools.study_accuracy import ROOT, train
 
-PATH = os.path.join(ROOT, "docs", "results", "lgc_study", "estimates.json")
+PATH = os.path.join(ROOT, "lab", "lgc_study", "estimates.json")
 JOB = ["--compression", "lgc", "--epochs", "2", "--lgc-dense-steps", "200", "--ramp-steps", "200", "--ae-steps", "300",
        "--density", "1e-3", "--seed", "1"]
 SETTINGS = {  # name -> the 'lgc' options beside the defaults
@@ -96,7 +96,7 @@ def main():
     print(text)
     if args.markdown:
         write_section(args.markdown, "lgc_estimates", "Command: `.venv/bin/python -m tools.lgc_estimates` "
-                      "(docs/results/lgc_study/estimates.json)\n\n" + text)
+                      "(lab/lgc_study/estimates.json)\n\n" + text)
 
 
 if __name__ == "__main__":

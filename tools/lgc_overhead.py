@@ -9,9 +9,9 @@ process on vectors of the real length (the coded tensors' leader indices at --de
 forward + backward + SGD step of the model at batch 64 (what each worker computes per step).
 
     python -m tools.lgc_overhead [--models cnn cnn-fc] [--workers 2 4] [--density 1e-3]
-        [--channels 8 16 16 8] [--repeats 20] [--csv F] [--markdown docs/lgc.md]
+        [--channels 8 16 16 8] [--repeats 20] [--csv F] [--markdown lab/lgc_overhead/findings.md]
 
---csv writes the rows (docs/results/lgc_overhead/lgc_overhead.csv); --markdown puts the table between the
+--csv writes the rows (lab/lgc_overhead/lgc_overhead.csv); --markdown puts the table between the
 page's ``<!-- lgc_overhead:begin -->`` and ``:end`` markers.
 
 LGC-PS: per step a worker spends encode / W (the leader rotates) + decode; a server decode x W (lgc

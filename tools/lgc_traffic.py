@@ -4,7 +4,7 @@ the same density), from the wire formats (mxnet_gc/lgc/wire.py, the layerwise_to
 Fashion-MNIST example's models (coded tensors: all of >= 2 dims but the first and last).
 
     python -m tools.lgc_traffic [--model cnn] [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
-        [--measured docs/results/lgc_study/lgc_study_w2.json ...]
+        [--measured lab/lgc_study/lgc_study_w2.json ...]
 
 LGC-PS (parameter server: what a worker pushes), three views: over all parameters (the dense ones sent
 as float32), over the coded tensors only, and over the coded tensors without the indices.  LGC-RAR
@@ -18,7 +18,6 @@ messages, as ps-lite keys and ring collectives need) and delta + varint (variabl
 have to reserve its worst case).
 """
 import argparse
-import json
 import os
 
 
@@ -29,6 +28,7 @@ from mxnet_gc import codecs
 from mxnet_gc.lgc.options import LGCOptions
 from mxnet_gc.lgc.wire import HEADER, WireFormat, index_bits
 from examples.models import build_model
+from tools import study_runs
 
 
 def coded_sizes(model, options):
@@ -98,12 +98,10 @@ def main():
         print("| study | workers | configuration | phases | B/step |")
         print("|---|---|---|---|---:|")
         for path in args.measured:
-            with open(path) as f:
-                study = json.load(f)
-            for config, logs in study["results"].items():
+            for config, logs in study_runs.by_config(path).items():
                 per_step = [measured_per_step(log["epochs"][-1]) for log in logs]
                 phases = sorted({p["phase"] for log in logs for p in log["epochs"][-1]["phases"]})
-                print("| %s | %d | %s | %s | %.0f |" % (os.path.basename(path), study["args"]["workers"], config,
+                print("| %s | %d | %s | %s | %.0f |" % (os.path.basename(path), logs[0]["workers"], config,
                                                        ", ".join(phases), np.mean(per_step)))
     print()
     print("Leader indices per step, three encodings (k indices into each coded tensor of n values; the delta/varint "

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A timeline of one training step with layer-wise sparsification, pipelined and not (MXNet's profiler).
 
-    .venv/bin/python -m tools.profile_pipeline [--rate 1gbit] [--model mlp10m] [--plot docs/results/pipeline/pipeline_timeline.png]
+    .venv/bin/python -m tools.profile_pipeline [--rate 1gbit] [--model mlp10m] [--plot lab/pipeline/pipeline_timeline.png]
 
 Runs two jobs of 2 workers and 1 server on tools/netns_cluster.py's shaped hosts, training a model of
 tools/netbench/models.py (default: the 10M-parameter MLP) with 'layerwise_topk' (density 0.01, sparse
@@ -124,7 +124,7 @@ def main():
     parser.add_argument("--engine-threads", type=int, default=2,
                         help="MXNET_CPU_WORKER_NTHREADS of the workers (MXNet's default is 1: then the encoding "
                              "waits behind backward on the one engine thread)")
-    parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "results", "pipeline", "pipeline_timeline.png"))
+    parser.add_argument("--plot", default=os.path.join(ROOT, "lab", "pipeline", "pipeline_timeline.png"))
     parser.add_argument("--pipeline", type=int, help=argparse.SUPPRESS)
     jobfiles.add_worker_arguments(parser)
     args = parser.parse_args()

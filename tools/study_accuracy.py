@@ -14,18 +14,18 @@ are calibrated on them), and so does the top-k one.
    95% t interval of its difference to uncompressed, paired by seed; each claim gets a verdict
    (supported, refuted, or cannot tell at this number of seeds).
 
-Runs are written to the JSON file (default docs/results/accuracy/accuracy.json) as they finish, each with its
+Runs are written to the JSON file (default lab/accuracy/accuracy.json) as they finish, each with its
 provenance (commit, code hash, date, machine, command); a study runs fresh: ``--reuse FILE`` takes the runs of
 FILE that ran the same code (an interrupted study continues with ``--reuse`` of its own file), printed as
 "stored" with their commit and date; ``--report`` prints a file's runs as they are, every one "stored".  Writes the plots
 ``<prefix>_epochs.png`` (test accuracy against epoch, mean and min-max band over seeds),
 ``<prefix>_bytes.png`` (against rank 0's traffic) and, with sweeps, ``<prefix>_sweeps.png``; prints the
-tables and verdicts for docs/accuracy.md.
+tables and verdicts for lab/accuracy/findings.md.
 
     .venv/bin/python -m tools.study_accuracy                      # the CNN study (make study)
     .venv/bin/python -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 \\
-        --no-sweep --tuned-by docs/results/accuracy/accuracy.json --configs uncompressed "MXNet 2bit" \\
-        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json docs/results/accuracy/accuracy_resnet20.json
+        --no-sweep --tuned-by lab/accuracy/accuracy.json --configs uncompressed "MXNet 2bit" \\
+        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json lab/accuracy/accuracy_resnet20.json
 """
 import argparse
 import json
@@ -145,7 +145,7 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, outpu
         return (result, proc.stdout + proc.stderr) if output else result
 
 
-def tuned_2bit(path=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json")):
+def tuned_2bit(path=os.path.join(ROOT, "lab", "accuracy", "accuracy.json")):
     """The MXNet 2bit threshold of the best final accuracy in ``make study``'s sweep (the CNN, 2 workers, 6
     epochs, seed 1), read from its saved runs."""
     runs = Runs(None, argparse.Namespace(model="cnn", epochs=6, lr_steps="4,5", workers=2, lr_warmup_epochs=0,
@@ -316,7 +316,7 @@ def main():
                         "this many rounds (MXNET_GC_PULL_STATS), kept with each new run and summed up in a table")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
-    parser.add_argument("--json", default=os.path.join(ROOT, "docs", "results", "accuracy", "accuracy.json"), help="the runs; plots "
+    parser.add_argument("--json", default=os.path.join(ROOT, "lab", "accuracy", "accuracy.json"), help="the runs; plots "
                         "are written next to it, named after it")
     parser.add_argument("--no-sweep", action="store_true", help="take the tuned values from --tuned-by")
     parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "

@@ -14,9 +14,9 @@ no ramp diverged here); the rows named "DGC momentum" run LGC with DGC's momentu
 SGD without momentum, beside their control, "uncompressed, SGD without momentum" (", dense momentum":
 the tensors sent dense push DGC's velocity too, option ``dense_momentum``).
 
-Writes docs/results/lgc_study/lgc_study_<name>.json (every epoch of every run), docs/results/lgc_study/lgc_study_<name>_epochs.png and
-docs/results/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
-prints the table for docs/lgc.md.
+Writes lab/lgc_study/lgc_study_<name>.json (every epoch of every run), lab/lgc_study/lgc_study_<name>_epochs.png and
+lab/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
+prints the table for lab/lgc_study/findings.md.
 
     .venv/bin/python -m tools.study_lgc [--model cnn] [--workers 2] [--epochs 3] [--seeds 1 2 3] [--density 1e-3]
         [--limit N] [--lr LR] [--configs uncompressed LGC-PS ... | --table-rows] [--more [--rerun LGC-PS ...]]
@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 
-from tools import progress
+from tools import progress, study_runs
 from tools.doc_tables import LGC_ROWS
 from tools.study_accuracy import ROOT, plot_curves, train, tuned_2bit
 
@@ -134,11 +134,11 @@ def configs(args):
     return {config: argv + common for config, argv in table.items()}
 
 
-def run(config, seed, args, table):
-    """The example's JSON log of one configuration (its arguments: ``table[config]``) and seed."""
+def example_args(config, seed, args, table):
+    """The example's arguments for one configuration (its own: ``table[config]``) and seed."""
     warmup = ["--lr-warmup-epochs", repr(args.lr_warmup_epochs)] if args.lr_warmup_epochs else []
-    return train(["--model", args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps] + warmup +
-                 ["--seed", str(seed)] + table[config], args.workers)
+    return ["--model", args.model, "--epochs", str(args.epochs), "--lr-steps", args.lr_steps] + warmup + \
+        ["--seed", str(seed)] + table[config]
 
 
 def plot(results, path, x_of, xlabel):
@@ -154,7 +154,7 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr-steps", default="")
     parser.add_argument("--lr-warmup-epochs", type=float, default=0, help="the example's warm-up of the learning rate "
-                        "(from lr / workers to lr; docs/accuracy.md: 1 with 4 workers)")
+                        "(from lr / workers to lr; lab/accuracy/findings.md: 1 with 4 workers)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--density", type=float, default=1e-3)
     parser.add_argument("--dense", type=int, default=200)
@@ -165,13 +165,11 @@ def main(argv=None):
     parser.add_argument("--threshold-2bit", type=float, default=0, help="MXNet 2bit's threshold (default: the best "
                         "of make study's sweep)")
     parser.add_argument("--configs", nargs="+", help="run these configurations (default: %s)" % DEFAULT_CONFIGS)
-    parser.add_argument("--table-rows", action="store_true", help="run every configuration of docs/lgc.md's table "
+    parser.add_argument("--table-rows", action="store_true", help="run every configuration of lab/lgc_study/findings.md's table "
                         "of this model and number of workers (tools/doc_tables.py's LGC_ROWS)")
-    parser.add_argument("--results", default=os.path.join(ROOT, "docs", "results", "lgc_study"), help="where the runs and plots go")
-    parser.add_argument("--more", action="store_true", help="keep the runs in docs/results/lgc_study/lgc_study_<name>.json and add these "
-                        "seeds' (the other settings must be the same)")
-    parser.add_argument("--rerun", nargs="+", default=[], help="with --more: run these configurations again, "
-                        "replacing their saved runs (after a change to their code)")
+    parser.add_argument("--results", default=os.path.join(ROOT, "lab", "lgc_study"), help="where the runs and plots go")
+    parser.add_argument("--reuse", action="store_true", help="reuse the runs of --results' file that ran the same "
+                        "code (printed as stored) and keep them there; the others run again")
     args = parser.parse_args(argv)
     table = configs(args)
     if args.table_rows:
@@ -180,36 +178,24 @@ def main(argv=None):
     if unknown:
         raise SystemExit("--configs: unknown %s; known: %s" % (sorted(unknown), list(table)))
     table = {c: a for c, a in table.items() if c in (args.configs or DEFAULT_CONFIGS)}
-    if set(args.rerun) - set(table):
-        raise SystemExit("--rerun: %s must be among the configurations run" % sorted(set(args.rerun) - set(table)))
     name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
-    results = {config: [] for config in table}
-
-    def save(results):
-        with open(os.path.join(args.results, name + ".json"), "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=1)
-
-    if args.more:
-        with open(os.path.join(args.results, name + ".json")) as f:
-            saved = json.load(f)
-        ignored = ("seeds", "more", "configs", "rerun", "results", "table_rows")
-        same = {k: v for k, v in dict(vars(parser.parse_args([])), **saved["args"]).items() if k not in ignored}
-        if same != {k: v for k, v in vars(args).items() if k not in ignored}:
-            raise SystemExit("--more: the saved runs had other settings: %s" % saved["args"])
-        results = dict(results, **{c: logs for c, logs in saved["results"].items() if c not in args.rerun})
-        args.seeds = sorted(set(saved["args"]["seeds"]) | set(args.seeds))
-    else:
-        os.makedirs(args.results, exist_ok=True)
-    todo = [(c, seed) for c in table for seed in args.seeds
-            if not any(log["args"]["seed"] == seed for log in results[c])]
+    path = os.path.join(args.results, name + ".json")
+    runs = study_runs.Runs(path, [path] if args.reuse and os.path.exists(path) else [])
+    keys = {(c, seed): {"argv": example_args(c, seed, args, table), "workers": args.workers}
+            for c in table for seed in args.seeds}
+    todo = [ck for ck, key in keys.items() if runs.find(key) is None]
     done = progress.Progress(len(todo))
-    for config, seed in todo:
-        log = run(config, seed, args, table)
+    results = {c: [] for c in table}
+    for (config, seed), key in keys.items():
+        made = (config, seed) in todo
+        log = runs.get(key, lambda: train(key["argv"], args.workers), config=config)
         results[config].append(log)
-        print(done.step("%s, seed %d: final test accuracy %.4f" % (config, seed, log["epochs"][-1]["test_accuracy"])),
-              flush=True)
-        save(results)  # after every run: an interrupted study keeps what it did (continue it with --more)
-    save(results)
+        line = "%s, seed %d: final test accuracy %.4f%s" % (config, seed, log["epochs"][-1]["test_accuracy"],
+                                                          runs.label(key))
+        print(done.step(line) if made else line, flush=True)  # (each run is written to the file as it ends)
+    if args.reuse:
+        runs.keep_stored()
+    runs.save()
     plot(results, os.path.join(args.results, name + "_epochs.png"), lambda log: [e["epoch"] for e in log["epochs"]],
          "epoch")
     plot(results, os.path.join(args.results, name + "_bytes.png"),

@@ -21,16 +21,16 @@ with 'threshold': 'auto' (2 workers, momentum 0.9); uncompressed against 4bit's 
 0.9); and both with the batch 10x smaller (10 per worker, lr 0.01; the first 12,000 images, 2 epochs:
 1,200 steps) and 10x larger (1,000 per worker; 5 epochs of the 60k: 150 steps, the first 50 dense).
 
-    .venv/bin/python -m tools.study_module --diagnose --json docs/results/module_study/module_diagnosis.json \
-        --markdown docs/accuracy.md
-    .venv/bin/python -m tools.study_module --json docs/results/module_study/module_study.json --markdown docs/accuracy.md
+    .venv/bin/python -m tools.study_module --diagnose --json lab/module_study/module_diagnosis.json \
+        --markdown lab/accuracy/findings.md
+    .venv/bin/python -m tools.study_module --json lab/module_study/module_study.json --markdown lab/accuracy/findings.md
 
 ``--weight-pulls``: Module.fit (2 and 4 workers) and a plain gluon.Trainer (2 workers), momentum 0.9, 5
 epochs, 3 seeds: uncompressed, 4bit's default with float32 weight pulls, and 4bit both ways
 ('compressed_pull': the servers send their weights' difference).  Every run records its provenance.
 
-    .venv/bin/python -m tools.study_module --weight-pulls --json docs/results/module_study/weight_pulls.json \
-        --markdown docs/accuracy.md
+    .venv/bin/python -m tools.study_module --weight-pulls --json lab/module_study/weight_pulls.json \
+        --markdown lab/accuracy/findings.md
 """
 import argparse
 import json

@@ -11,31 +11,30 @@ compressed pulls, top-k with DGC's momentum at densities 1e-2 and 1e-3, top-k wi
 and with DGC's momentum correction (SGD without momentum) LGC's ablation, LGC-PS (own codes, without
 and with each value's sign and 'clip' error feedback) and LGC-RAR with every worker's candidates at W
 times 1e-3.
-Each run is a real job of tools/study_lgc.py, kept in that setting's docs/results/lgc_study/ file, so a
+Each run is a real job of tools/study_lgc.py, kept in that setting's lab/lgc_study/ file, so a
 second call trains only what is missing; ``--report`` trains nothing.
 
 A point is a method's mean final test accuracy over the seeds (bars: the lowest and highest seed)
 against the bytes rank 0 sent per step in the last epoch (every step of it compressed); a method is on
 the Pareto front when no other sends at most as many bytes for a higher mean accuracy.  Writes
-docs/results/accuracy/pareto.png and, with ``--markdown``, the tables between the page's
+lab/accuracy/pareto.png and, with ``--markdown``, the tables between the page's
 ``<!-- study_pareto:begin -->`` and ``:end`` markers.
 
-    .venv/bin/python -m tools.study_pareto [--panels cnn-w2 cnn-w4 cnn-fc-w2] [--report] [--markdown docs/accuracy.md]
+    .venv/bin/python -m tools.study_pareto [--panels cnn-w2 cnn-w4 cnn-fc-w2] [--report] [--markdown lab/accuracy/findings.md]
 """
 import argparse
-import json
 import os
 
 import numpy as np
 
-from tools import study_lgc
+from tools import study_lgc, study_runs
 from tools.jobfiles import write_section
 from tools import plots
 from tools.plots import pyplot
 from tools.study_accuracy import ROOT
 
-RESULTS = os.path.join(ROOT, "docs", "results", "lgc_study")
-PICTURE = os.path.join(ROOT, "docs", "results", "accuracy", "pareto.png")
+RESULTS = os.path.join(ROOT, "lab", "lgc_study")
+PICTURE = os.path.join(ROOT, "lab", "accuracy", "pareto.png")
 # name -> (title, study_lgc's arguments, its file under RESULTS)
 PANELS = {
     "cnn-w2": ("CNN, 2 workers, 3 epochs, seeds 1-3", ["--workers", "2", "--epochs", "3", "--seeds", "1", "2", "3"],
@@ -172,16 +171,15 @@ def main(argv=None):
         title, study_args, file_name = PANELS[name]
         path = os.path.join(RESULTS, file_name)
         if not args.report:
-            study_lgc.main(study_args + ["--configs"] + METHODS + ["--more"] * os.path.exists(path))
-        with open(path) as f:
-            made.append((title, points(json.load(f)["results"])))
+            study_lgc.main(study_args + ["--configs"] + METHODS + ["--reuse"])
+        made.append((title, points(study_runs.by_config(path))))
     plot(made)
     text = "\n\n".join(table(title, pts) for title, pts in made)
     print(text)
     if args.markdown:
         write_section(args.markdown, "study_pareto", "Command: `.venv/bin/python -m tools.study_pareto%s` (the runs: "
                       "%s)\n\n%s" % ("" if args.panels == list(PANELS) else " --panels " + " ".join(args.panels),
-                                     ", ".join("docs/results/lgc_study/" + PANELS[p][2] for p in args.panels), text))
+                                     ", ".join("lab/lgc_study/" + PANELS[p][2] for p in args.panels), text))
 
 
 if __name__ == "__main__":

@@ -41,14 +41,17 @@ class Runs:
         """The run of ``key`` (made now, else stored), or None."""
         return next((run for runs in (self.runs, self.stored) for run in runs if key_of(run) == key), None)
 
-    def get(self, key, make=None, command=None):
+    def get(self, key, make=None, command=None, config=None):
         """The log of ``key``'s run: a stored one, or ``make()``'s (recorded with the provenance of
-        ``command``, and written to ``path``); None when neither is there (``make`` None)."""
+        ``command`` and the study's name for its configuration, ``config``, and written to ``path``); None when neither is there
+        (``make`` None)."""
         run = self.find(key)
         if run is None and make is None:
             return None
         if run is None:
             run = {"key": key, "log": make(), "provenance": provenance.record(command)}
+            if config is not None:
+                run["config"] = config
         elif all(r is not run for r in self.runs):  # a stored run, reused for the first time
             self.reused.add(id(run))
         else:
@@ -65,8 +68,31 @@ class Runs:
         p = run.get("provenance") or {}
         return " (stored: commit %s, %s)" % (p.get("commit", "unknown"), p.get("date", "date unknown"))
 
+    def keep_stored(self):
+        """Keep every reusable stored run in ``path`` too (those of the same code this invocation did not ask
+        for), so that a study run again for some configurations does not drop the others."""
+        for run in list(self.stored):
+            self.get(key_of(run))
+
     def save(self):
         if self.path:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             with open(self.path, "w") as f:
                 json.dump({"runs": self.runs}, f, indent=1)
+
+
+def by_config(path):
+    """The runs of a study file by the study's names for their configurations: {config: [log, ...]}, in the
+    file's order."""
+    with open(path) as f:
+        runs = json.load(f)["runs"]
+    out = {}
+    for run in runs:
+        out.setdefault(run["config"], []).append(run["log"])
+    return out
+
+
+def provenances(path):
+    """The provenance records of a study file's runs, in order."""
+    with open(path) as f:
+        return [run.get("provenance") or {} for run in json.load(f)["runs"]]

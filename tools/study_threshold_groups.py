@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The experiment behind the default threshold groups (mxnet_gc/groups.py, docs/threshold_groups.md).
+"""The experiment behind the default threshold groups (mxnet_gc/groups.py, lab/threshold_groups/findings.md).
 
 It trains each example model on Fashion-MNIST (one process, uncompressed, the example's settings)
 and, on every step's real gradients, runs the 4bit codec with error feedback for many candidate
@@ -10,7 +10,7 @@ gradient RMS and the best base; then it derives three ladders (bases at the size
 quantiles of the best bases) and compares one group for all layers with the best of the three per layer
 (the trainer's rule: it measures these errors during calibration and picks the smallest).
 
-    .venv/bin/python -m tools.study_threshold_groups [--steps 200] [--out docs/results/threshold_groups/threshold_groups.json]
+    .venv/bin/python -m tools.study_threshold_groups [--steps 200] [--out lab/threshold_groups/threshold_groups.json]
 """
 import argparse
 import itertools

@@ -128,7 +128,7 @@ class FourBitCodec(ThresholdCodec):
                          "levels or a group name such as 'medium'")
     fitted_by_default = True
     # 4bit's cost in accuracy against float32 pulls stayed within 0.3 points on every path measured
-    # (docs/accuracy.md), and only both directions compressed make a step faster
+    # (lab/accuracy/findings.md), and only both directions compressed make a step faster
     pulls_compressed_by_default = True
     values = {"thresholds": "'auto' (on a store: fitted to each key's gradients during the warm-up; a store's "
                             "default), a group name ('small', 'medium', 'large'), or 1 to 7 increasing positive "

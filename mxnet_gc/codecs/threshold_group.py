@@ -8,7 +8,7 @@ t_k = base * 2**(k-1), k = 1..7, covering a 64x range of magnitudes above its ba
     large   base 2^-2 = 0.25      (0.25 ... 16)
 
 They were set by tools/study_threshold_groups.py on the gradients of the Fashion-MNIST example models
-(docs/threshold_groups.md): Gluon gradients summed over a batch of 64.  Gradients of another scale
+(lab/threshold_groups/findings.md): Gluon gradients summed over a batch of 64.  Gradients of another scale
 (another batch size, loss normalization or model) want groups scaled with them.
 """
 import numbers
