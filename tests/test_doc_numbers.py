@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = ["README.md", os.path.join("docs", "choosing.md")]
+PAGES = ["README.md", os.path.join("docs", "choosing.md"), os.path.join("docs", "results.md")]
 # a number with the unit of a measurement (a time, a ratio, a size, an accuracy), or a decimal of three or
 # more digits after the point
 MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(\.\d+)?\s*(x|%|ms|s|min|minutes|hours|MB|KB|GB|GB/s|points|tests)\b"
@@ -82,3 +82,49 @@ def test_studies_tell_their_configurations_apart():
     assert len(four) == 10 and five  # (none of the ten 4-bit runs replaced)
     assert not any(log["args"].get("pull_bits") for log in four.values())
     assert all(log["args"]["pull_bits"] == 5 for log in five.values())
+
+
+def test_a_table_names_its_data_and_says_when_its_rows_ran_different_code():
+    """Each generated table ends with the commit(s) and dates of the rows it read; rows of more than one
+    version of the code (code hashes, or commits where rows record none) are said to be so."""
+    sys.path.insert(0, ROOT)
+    from tools import doc_tables
+    one = {"commit": "aaa", "code": "c1", "date": "2026-12-06 10:00 UTC"}
+    assert doc_tables.data_note({"f.json": [one, dict(one, commit="bbb")]}) == \
+        "Data: f.json, 2 rows: commit aaa, 2026-12-06."  # (two commits, one code: one version)
+    mixed = doc_tables.data_note({"f.json": [one, dict(one, code="c2", date="2026-12-07 09:00 UTC")]})
+    assert "2 rows of 2 versions of the code" in mixed and "2026-12-06 to 2026-12-07" in mixed and \
+        "ran different code" in mixed
+    early = doc_tables.data_note({"f.csv": [{"commit": "aaa", "date": "2026-12-01", "recorded": "backfilled"},
+                                            {"commit": "bbb", "date": "2026-12-02", "recorded": "backfilled"}]})
+    assert "2 commits that first held them" in early and "may have run different code" in early
+    for name in doc_tables.TABLES:
+        text = doc_tables.made(name)
+        note = text.splitlines()[-1]
+        assert note == doc_tables.data_note(doc_tables.READ) and note.startswith("Data: lab/"), name
+        for source, provs in doc_tables.READ.items():
+            if len({p.get("code") or p.get("commit") for p in provs}) > 1:
+                assert "different code" in note.split(source, 1)[1].split("; lab/")[0], (name, source)
+
+
+def test_every_stored_result_row_has_provenance():
+    """Every row of every result file under lab/ names the commit, date, machine and command that made it."""
+    import json
+    missing = []
+    for folder, _, names in os.walk(os.path.join(ROOT, "lab")):
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.endswith(".csv"):
+                with open(path) as f:
+                    rows = list(csv.DictReader(f))
+            elif name.endswith(".json"):
+                with open(path) as f:
+                    data = json.load(f)
+                rows = [run.get("provenance") or {} for run in data["runs"]] if "runs" in data else \
+                    [data["provenance"]] if "provenance" in data else \
+                    [report.get("provenance") or {} for report in data.values()]  # (reports by name)
+            else:
+                continue
+            missing += ["%s row %d" % (os.path.relpath(path, ROOT), i) for i, row in enumerate(rows)
+                        if not all(row.get(k) for k in ("commit", "date", "machine", "command"))]
+    assert not missing, missing[:20]

@@ -26,7 +26,38 @@ from tools import study_runs
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "lab")
 PAGES = {"README.md": ("speed", "methods"), os.path.join("docs", "choosing.md"): ("choosing",),
+         os.path.join("docs", "results.md"): ("seeds", "scaling"),
          os.path.join("lab", "lgc_study", "findings.md"): ("lgc_w2", "lgc_w4", "lgc_cnn-fc_w2", "lgc_seeds_w2")}
+
+
+READ = {}  # the data a table read: source file -> the provenance of each row read (tools/provenance.py)
+
+
+def _read(source, provenances):
+    READ.setdefault(source, []).extend(provenances)
+
+
+def data_note(read):
+    """The line under a table naming its data: per source file, how many rows, the commit(s) and dates.  Rows
+    of more than one version of the code (by their code hash, or by their commit where they record none) are
+    said to be so, since their differences are then not only the methods'; rows from before provenance was
+    recorded carry the commit that first held them (tools/provenance.py), and are said to."""
+    parts = []
+    for source, provs in read.items():
+        versions = {p.get("code") or p.get("commit") for p in provs}
+        commits = sorted({p.get("commit") or "unknown" for p in provs})
+        dates = sorted({(p.get("date") or "unknown")[:10] for p in provs})
+        when = dates[0] if len(dates) == 1 else "%s to %s" % (dates[0], dates[-1])
+        early = any(p.get("recorded") for p in provs)
+        if len(versions) == 1:
+            parts.append("%s, %d rows: commit %s, %s%s" % (source, len(provs), commits[0], when,
+                                                            " (the commit that first held them)" * early))
+        else:
+            shown = ", ".join(commits[:4]) + (" and %d more" % (len(commits) - 4) if len(commits) > 4 else "")
+            parts.append("%s, %d rows of %d %s (%s; %s): rows that %s different code" % (
+                source, len(provs), len(versions), "commits that first held them" if early else
+                "versions of the code", shown, when, "may have run" if early else "ran"))
+    return "Data: " + "; ".join(parts) + "."
 
 
 def _load_json(*path):
@@ -64,7 +95,7 @@ def accuracy_study(file_name="accuracy.json", command="make study"):
     """A 6-epoch CNN study of tools/study_accuracy.py (`make study`, or `make study-seeds`: 10 seeds of
     fewer configurations), its configurations told apart by the example's arguments (the tuned 2bit
     threshold and one group are the ones run on the most seeds)."""
-    by_config = {}
+    by_config, provs = {}, {}
     for run in _load_json("accuracy", file_name)["runs"]:
         a = run["log"]["args"]
         kind = a["compression"]
@@ -80,10 +111,12 @@ def accuracy_study(file_name="accuracy.json", command="make study"):
         else:
             name = "layer-wise top-k %g, DGC momentum" % a["density"]
         by_config.setdefault(name, {})[a["seed"]] = run["log"]
+        provs.setdefault(name, {})[a["seed"]] = run.get("provenance") or {}
     best = {prefix: max((n for n in by_config if n.startswith(prefix)), key=lambda n: len(by_config[n]))
             for prefix in ("MXNet 2bit", "4bit, one group") if any(n.startswith(prefix) for n in by_config)}
     tuned = {n: runs for n, runs in by_config.items()  # (the sweeps' other points: seed 1 only)
              if all(not n.startswith(prefix) or n == b for prefix, b in best.items())}
+    _read("lab/accuracy/" + file_name, [provs[n][s] for n in tuned for s in tuned[n]])
     return Study(tuned, command, "lab/accuracy/" + file_name, 6)
 
 
@@ -98,6 +131,7 @@ def sparse_study(workers=2, model="cnn", folder="lgc_study", command="make study
     "lgc_study/seeds": `make study-lgc-seeds`, a few of them on more seeds)."""
     name = "lgc_study_%sw%d.json" % ("" if model == "cnn" else model + "_", workers)
     data = study_runs.by_config(os.path.join(RESULTS, folder, name))
+    _read("lab/%s/%s" % (folder, name), study_runs.provenances(os.path.join(RESULTS, folder, name)))
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
                  command, "lab/%s/%s" % (folder, name), 3 if workers == 2 else 6)
 
@@ -109,7 +143,9 @@ STEPS_FILE = ("bench_emulated", "cnn.csv")
 def step_times():
     """Step times of the CNN on emulated hosts (`make bench-emulated-targets`): {(mode, rate, workers): row}."""
     with open(os.path.join(RESULTS, *STEPS_FILE)) as f:
-        return {(r["mode"], r["rate"], int(r["workers"])): r for r in csv.DictReader(f)}
+        rows = list(csv.DictReader(f))
+    _read("lab/" + "/".join(STEPS_FILE), rows)
+    return {(r["mode"], r["rate"], int(r["workers"])): r for r in rows}
 
 
 def steps_per_epoch(study, config):
@@ -422,9 +458,53 @@ def lgc_seeds_table():
     return "\n".join(lines)
 
 
+def seeds_table():
+    """docs/results.md: uncompressed, 4bit with per-layer groups and with compressed pulls on 10 seeds (the CNN,
+    2 workers, 6 epochs): the mean final accuracy, the paired difference with its spread, the bytes."""
+    study = seeds_study()
+    out = ["| `%s`: the CNN, 2 workers, %d epochs | seeds | final test accuracy, mean | vs uncompressed, points "
+           "(sd) | MB sent by rank 0, last epoch |" % (study.command, study.epochs), "|---|---:|---:|---:|---:|"]
+    base = study.configs["uncompressed"]
+    for config in ("uncompressed", "4bit, per-layer groups", "4bit, per-layer groups, compressed pull"):
+        runs = study.configs[config]
+        diffs = [100 * (_final(runs[s]) - _final(base[s])) for s in sorted(set(runs) & set(base))]
+        out.append("| %s | %d | %.4f | %s | %.1f |" % (
+            config, len(runs), study.accuracy(config),
+            "" if config == "uncompressed" else "%+.2f (%.2f)" % (np.mean(diffs), np.std(diffs, ddof=1)),
+            study.mb_last_epoch(config)))
+    return "\n".join(out)
+
+
+SCALING_FILES = {"fmnist-cnn": ("bench_emulated", "scaling_cnn.csv"),
+                 "mlp10m": ("bench_emulated", "scaling_mlp10m.csv")}
+
+
+def scaling_table():
+    """docs/results.md: 4bit both ways on the parameter server (W/2 servers) and on Horovod, 2 to 16 workers on
+    emulated hosts at 100 Mbit/s: the step against the larger of its wire bound and its compute."""
+    out = ["| model | mode | workers | step, ms | wire bound, ms | compute, ms | step / max(bound, compute) |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    for model, parts in SCALING_FILES.items():
+        with open(os.path.join(RESULTS, *parts)) as f:
+            rows = list(csv.DictReader(f))
+        _read("lab/" + "/".join(parts), rows)
+        for r in sorted(rows, key=lambda r: (r["mode"], int(r["workers"]))):
+            step, bound, compute = (float(r[k]) for k in ("step_ms", "wire_bound_ms", "compute_ms"))
+            out.append("| %s | %s | %s | %.0f | %.0f | %.0f | %.2f |" % (
+                model, r["mode"], r["workers"], step, bound, compute, step / max(bound, compute)))
+    return "\n".join(out)
+
+
 TABLES = {"speed": speed_table, "methods": methods_table, "choosing": choosing_table, "lgc_w2": lambda: lgc_table(2),
           "lgc_w4": lambda: lgc_table(4), "lgc_cnn-fc_w2": lambda: lgc_table(2, "cnn-fc"),
-          "lgc_seeds_w2": lgc_seeds_table}
+          "lgc_seeds_w2": lgc_seeds_table, "seeds": seeds_table, "scaling": scaling_table}
+
+
+def made(name):
+    """Table ``name`` with the line naming its data (data_note)."""
+    READ.clear()
+    table = TABLES[name]()
+    return table + "\n\n" + data_note(READ)
 
 
 def markers(name):
@@ -449,12 +529,12 @@ def main(argv=None):
         with open(path) as f:
             text = f.read()
         for name in names:
-            made = TABLES[name]()
-            if section(text, name) != made:
+            table = made(name)
+            if section(text, name) != table:
                 stale.append("%s: table %r" % (page, name))
                 begin, end = markers(name)
                 head, rest = text.split(begin, 1)
-                text = head + begin + "\n" + made + "\n" + end + rest.split(end, 1)[1]
+                text = head + begin + "\n" + table + "\n" + end + rest.split(end, 1)[1]
         if not args.check:
             with open(path, "w") as f:
                 f.write(text)

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 
+from tools import provenance
 from tools.jobfiles import write_section
 from tools.study_accuracy import ROOT, train
 
@@ -89,7 +90,7 @@ def main():
     if not args.report:
         for name in args.settings:
             print("running: %s" % name, flush=True)
-            saved[name] = run(SETTINGS[name])
+            saved[name] = dict(run(SETTINGS[name]), provenance=provenance.record())
             with open(PATH, "w") as f:
                 json.dump(saved, f, indent=1)
     text = table({n: saved[n] for n in SETTINGS if n in saved})

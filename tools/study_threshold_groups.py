@@ -25,6 +25,7 @@ from mxnet import autograd, gluon
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from examples import fashion_mnist, models
 import mxnet_gc
+from tools import provenance
 
 BASES = [2.0 ** k for k in range(-22, 4)]
 FAMILIES = {"geometric x2": lambda b: [b * 2 ** k for k in range(7)],
@@ -143,7 +144,8 @@ def main():
     print("| each layer at its own best t1 (bound) | %.4f | %.4f |" % oracle)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"args": vars(args), "summary": summary, "parameters": rows}, f, indent=1)
+            json.dump({"provenance": provenance.record(), "args": vars(args), "summary": summary, "parameters": rows},
+                      f, indent=1)
 
 
 if __name__ == "__main__":
