@@ -141,9 +141,9 @@ bench-sparse: install
 
 # The accuracy study (lab/accuracy/findings.md).  study: the CNN, threshold sweeps of MXNet's 2bit and of 4bit's
 # one group on seed 1, then every configuration on 3 or 5 seeds (37 runs of 6 epochs, about 2.5 hours
-# on 2 cores; writes each run to lab/accuracy/accuracy.json as it ends, with its provenance; every run
+# on 2 cores; writes each run to lab/accuracy/accuracy.jsonl as it ends, with its provenance; every run
 # is trained afresh: continue an interrupted study with `python -m tools.study_accuracy --reuse
-# lab/accuracy/accuracy.json`, which reuses the runs of the same code, printed as stored).
+# lab/accuracy/accuracy.jsonl`, which reuses the runs of the same code, printed as stored).
 # study-resnet20: gluoncv's CIFAR ResNet-20 on Fashion-MNIST, 5 epochs: uncompressed and MXNet 2bit (the CNN
 # study's tuned threshold; run study first) on seeds 1-2, 4bit groups with and without compressed pulls on
 # seeds 1-3 (about 20 minutes a run, 3.3 hours in all, on 2 cores: 260 to 310 images/s; continues like study).
@@ -151,22 +151,22 @@ study: install data
 	$(PY) -m tools.study_accuracy
 # 4bit with per-layer groups, with and without compressed pulls, against uncompressed on 10 seeds, and
 # 5-bit compressed pulls on 5 (the CNN, 6 epochs, the tuned values of `make study`; about 60 minutes on 2
-# cores; lab/accuracy/accuracy_10seeds.json; the last command prints the table of all four)
+# cores; lab/accuracy/accuracy_10seeds.jsonl; the last command prints the table of all four)
 study-seeds: install data
-	$(PY) -m tools.study_accuracy --no-sweep --tuned-by lab/accuracy/accuracy.json \
-		--json lab/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
+	$(PY) -m tools.study_accuracy --no-sweep --tuned-by lab/accuracy/accuracy.jsonl \
+		--json lab/accuracy/accuracy_10seeds.jsonl --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
 		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
-	$(PY) -m tools.study_accuracy --no-sweep --tuned-by lab/accuracy/accuracy.json \
-		--json lab/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 --configs "4bit, per-layer groups, compressed pull, 5 bits"
-	$(PY) -m tools.study_accuracy --no-sweep --tuned-by lab/accuracy/accuracy.json \
-		--json lab/accuracy/accuracy_10seeds.json --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
+	$(PY) -m tools.study_accuracy --no-sweep --tuned-by lab/accuracy/accuracy.jsonl \
+		--json lab/accuracy/accuracy_10seeds.jsonl --seeds 1 2 3 4 5 --configs "4bit, per-layer groups, compressed pull, 5 bits"
+	$(PY) -m tools.study_accuracy --no-sweep --tuned-by lab/accuracy/accuracy.jsonl \
+		--json lab/accuracy/accuracy_10seeds.jsonl --seeds 1 2 3 4 5 6 7 8 9 10 --few-seeds 10 \
 		--configs uncompressed "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" \
 		"4bit, per-layer groups, compressed pull, 5 bits" --report
 study-resnet20: install data
 	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 --no-sweep \
-		--tuned-by lab/accuracy/accuracy.json --json lab/accuracy/accuracy_resnet20.json --configs uncompressed "MXNet 2bit"
+		--tuned-by lab/accuracy/accuracy.jsonl --json lab/accuracy/accuracy_resnet20.jsonl --configs uncompressed "MXNet 2bit"
 	$(PY) -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 3 --no-sweep \
-		--tuned-by lab/accuracy/accuracy.json --json lab/accuracy/accuracy_resnet20.json \
+		--tuned-by lab/accuracy/accuracy.jsonl --json lab/accuracy/accuracy_resnet20.jsonl \
 		--configs "4bit, per-layer groups" "4bit, per-layer groups, compressed pull"
 
 # Learned gradient compression (docs/lgc.md).  study-lgc: the accuracy study, every configuration and

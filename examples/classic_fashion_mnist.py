@@ -79,7 +79,7 @@ class UpdateNorms:
             return
         weights = {k: v.asnumpy() for k, v in self.weights().items()}
         if self._last is not None:
-            self.rows.append({"epoch": epoch, "batch": batch,
+            self.rows.append({"epoch": epoch + 1, "batch": batch,
                               "update_norm": {k: float(np.linalg.norm(weights[k] - self._last[k])) for k in weights}})
         self._last = weights
 
@@ -91,7 +91,7 @@ def train_module(args, kv, train, test, norms_every):
     epochs = []
 
     def end_of_epoch(epoch, symbol, arg_params, aux_params):
-        epochs.append({"epoch": epoch, "test_accuracy": mod.score(test, "acc")[0][1]})
+        epochs.append({"epoch": epoch + 1, "test_accuracy": mod.score(test, "acc")[0][1]})  # (1-based, as every log)
 
     mod.fit(train, num_epoch=args.num_epochs, kvstore=kv, optimizer="sgd",
             optimizer_params={"learning_rate": args.lr, "momentum": args.mom, "wd": args.wd,
@@ -125,7 +125,7 @@ def train_gluon(args, kv, train, test, norms_every):
         test.reset()
         for batch in test:
             metric.update([batch.label[0]], [net(batch.data[0])])
-        epochs.append({"epoch": epoch, "test_accuracy": metric.get()[1]})
+        epochs.append({"epoch": epoch + 1, "test_accuracy": metric.get()[1]})
         report(kv, epochs[-1])
     return epochs, norms.rows
 

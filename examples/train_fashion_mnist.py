@@ -222,7 +222,8 @@ def main(argv=None):
     schedule = trainer.schedule  # (with 'lgc', LGC's phases)
     described = schedule.describe()
     say("schedule: %s" % described, flush=True)
-    log = {"args": vars(args), "workers": workers, "parameters": values, "compression": compression,
+    log = {"args": dict(vars(args), lgc_options=json.loads(args.lgc_options)),  # (the options as an object)
+           "workers": workers, "parameters": values, "compression": compression,
            "schedule": described, "epochs": []}
     first_epoch = trainer.load_checkpoint(args.resume)["epoch"] if args.resume else 0
     for epoch in range(first_epoch, args.epochs):

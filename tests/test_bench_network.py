@@ -189,21 +189,24 @@ def test_summary_has_a_targets_table_only_when_a_target_applies():
 
 
 def test_pages_are_made_again_from_the_csv(tmp_path):
-    """--from-csv: the rows read back with their types; the same text as the run that wrote them."""
-    import csv as csv_module
+    """--from-csv: the rows read back with their types (each run's step from its own column); one value per
+    cell, so that pandas loads the file as it is."""
+    import pandas
 
     from tools import bench_network
 
+    made = {"commit": "1234567", "date": "2026-12-06 04:48 UTC", "machine": "2 cores",
+            "command": "python -m tools.bench_network"}
     rows = [{"model": "fmnist-cnn", "workers": 2, "servers": 1, "rate": "100mbit", "mode": "none", "step_ms": 10.0,
-             "steps_ms": [9.0, 10.0, 11.0], "run_step_ms": [10.0], "runs": 1, "dilation_asked": "3.0", "dilation": 3.0,
-             "emulated": True, "codec_ms": None, "commit": "1234567", "date": "2026-12-06 04:48 UTC",
-             "machine": "2 cores", "command": "python -m tools.bench_network"}]
-    path = tmp_path / "r.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv_module.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(dict(r, steps_ms="9.0 10.0 11.0", run_step_ms="10.0") for r in rows)
-    assert bench_network.read_rows(str(path)) == rows
+             "steps_ms": [9.0, 10.0, 11.0, 12.0], "run_step_ms": [9.5, 11.5], "runs": 2, "dilation_asked": "3.0",
+             "dilation": 3.0, "emulated": True, "codec_ms": None}]
+    path = str(tmp_path / "r.csv")
+    bench_network.write_rows(path, rows, made)
+    back = {k: v for k, v in rows[0].items() if k != "steps_ms"}  # (every timed step is not kept)
+    assert bench_network.read_rows(path) == [dict(back, **made)]
+    frame = pandas.read_csv(path)
+    assert list(frame["run1_step_ms"]) == [9.5] and list(frame["run2_step_ms"]) == [11.5]
+    assert all(frame[c].dtype != object for c in ("step_ms", "runs", "dilation", "run1_step_ms"))
     (tmp_path / "old.csv").write_text("model,step_ms\nfmnist-cnn,1.0\n")
     with pytest.raises(SystemExit, match="predates --from-csv"):
         bench_network.read_rows(str(tmp_path / "old.csv"))

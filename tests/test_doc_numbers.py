@@ -110,6 +110,8 @@ def test_a_table_names_its_data_and_says_when_its_rows_ran_different_code():
 def test_every_stored_result_row_has_provenance():
     """Every row of every result file under lab/ names the commit, date, machine and command that made it."""
     import json
+    sys.path.insert(0, ROOT)
+    from tools import study_runs
     missing = []
     for folder, _, names in os.walk(os.path.join(ROOT, "lab")):
         for name in names:
@@ -117,14 +119,32 @@ def test_every_stored_result_row_has_provenance():
             if name.endswith(".csv"):
                 with open(path) as f:
                     rows = list(csv.DictReader(f))
+            elif name.endswith(".jsonl"):
+                rows = [run["provenance"] for run in study_runs.read(path)]
             elif name.endswith(".json"):
                 with open(path) as f:
                     data = json.load(f)
-                rows = [run.get("provenance") or {} for run in data["runs"]] if "runs" in data else \
-                    [data["provenance"]] if "provenance" in data else \
+                rows = [data["provenance"]] if "provenance" in data else \
                     [report.get("provenance") or {} for report in data.values()]  # (reports by name)
             else:
                 continue
             missing += ["%s row %d" % (os.path.relpath(path, ROOT), i) for i, row in enumerate(rows)
                         if not all(row.get(k) for k in ("commit", "date", "machine", "command"))]
     assert not missing, missing[:20]
+
+
+def test_every_study_stores_one_run_per_row_in_the_one_format():
+    """Every study's runs under lab/ load with pandas as they are: one row per run, the same columns."""
+    import pandas
+    sys.path.insert(0, ROOT)
+    from tools import study_runs
+    files = [os.path.join(d, n) for d, _, names in os.walk(os.path.join(ROOT, "lab")) for n in names
+             if n.endswith(".jsonl")]
+    assert len(files) >= 13
+    for path in files:
+        frame = pandas.read_json(path, lines=True)
+        with open(path) as f:
+            assert len(frame) == sum(1 for line in f if line.strip()), path
+        assert list(frame.columns) == list(study_runs.ROW + study_runs.PROVENANCE) + ["key", "log"], path
+        assert frame["accuracy"].between(0, 1).all() and (frame["epochs"] >= 1).all(), path
+        assert frame["commit"].notna().all() and frame["seed"].notna().all(), path

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from tools import study_accuracy as study
+from tools import study_accuracy as study, study_runs
 
 
 def log(*accuracies):
@@ -73,8 +73,7 @@ def test_runs_are_fresh_unless_reused_from_the_same_code(tmp_path, monkeypatch):
     path, again = str(tmp_path / "runs.json"), str(tmp_path / "again.json")
     runs = study.Runs(path, args)
     assert runs.get(["--compression", "none"], 7) == log(0.3, 0.7) and runs.label(["--compression", "none"], 7) == ""
-    with open(path) as f:
-        stored = json.load(f)["runs"]
+    stored = study_runs.read(path)
     assert len(stored) == 1 and stored[0]["provenance"]["code"] == provenance.code_hash()
     assert stored[0]["key"] == {"argv": runs.argv(["--compression", "none"], 7), "workers": 2}
     study.Runs(path, args).get(["--compression", "none"], 7)  # fresh by default: trained again
@@ -85,17 +84,16 @@ def test_runs_are_fresh_unless_reused_from_the_same_code(tmp_path, monkeypatch):
         stored[0]["provenance"]["commit"], stored[0]["provenance"]["date"])
     reused.get(["--compression", "none"], 8)  # another seed: trained, by this invocation
     assert len(trained) == 3 and reused.label(["--compression", "none"], 8) == ""
-    with open(again) as f:  # the new file: the reused run and the new one, each with its own provenance
-        assert len(json.load(f)["runs"]) == 2
+    assert len(study_runs.read(again)) == 2  # the new file: the reused run and the new one, each with its own provenance
     four = type("Args", (), {**settings, "workers": 4, "lr_warmup_epochs": 1})()
     study.Runs(None, four, reuse=[path]).get(["--compression", "none"], 7)  # other workers, a warm-up: another run
     assert [(a[a.index("--seed") + 1], w) for a, w in trained] == [("7", 2), ("7", 2), ("8", 2), ("7", 4)]
     assert trained[-1][0][trained[-1][0].index("--lr-warmup-epochs") + 1] == "1"
     # runs of other code, and runs written before provenance: not reused, trained again
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps({"runs": [dict(stored[0], provenance=dict(stored[0]["provenance"], code="0" * 16)),
-                                          {"argv": runs.argv(["--compression", "4bit"], 7), "workers": 2,
-                                           "log": log(0.1, 0.2)}]}))
+    other = tmp_path / "other.jsonl"
+    study_runs.write(str(other), [dict(stored[0], provenance=dict(stored[0]["provenance"], code="0" * 16)),
+                                  {"key": {"argv": runs.argv(["--compression", "4bit"], 7), "workers": 2},
+                                   "log": log(0.1, 0.2), "provenance": {}}])
     fresh = study.Runs(None, args, reuse=[str(other)])
     fresh.get(["--compression", "none"], 7)
     fresh.get(["--compression", "4bit"], 7)

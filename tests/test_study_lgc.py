@@ -2,8 +2,7 @@
 every study (tools/study_runs.py: key, config, log, provenance); with --reuse, the runs of the same code are
 reused and printed as stored, runs of other code run again, and the file keeps the stored runs of the same
 code that this invocation did not ask for."""
-import json
-
+import pandas
 import pytest
 
 from tools import study_lgc, study_runs
@@ -30,14 +29,16 @@ def trained(monkeypatch):
 
 def study(tmp_path, *more):
     study_lgc.main(["--results", str(tmp_path), "--seeds", "1", "2", "--configs", "uncompressed"] + list(more))
-    with open(tmp_path / "lgc_study_w2.json") as f:
-        return json.load(f)["runs"]
+    return study_runs.read(str(tmp_path / "lgc_study_w2.jsonl"))
 
 
 def test_a_study_runs_fresh_and_reuses_only_the_same_codes_runs(tmp_path, trained, capsys):
     first = study(tmp_path)
     assert len(trained) == 2 and [r["config"] for r in first] == ["uncompressed"] * 2
     assert all(set(r) == {"key", "config", "log", "provenance"} and r["provenance"]["code"] for r in first)
+    frame = pandas.read_json(tmp_path / "lgc_study_w2.jsonl", lines=True)  # (the one row format, as it is)
+    assert list(frame.columns) == list(study_runs.ROW + study_runs.PROVENANCE) + ["key", "log"]
+    assert list(frame["seed"]) == [1, 2] and list(frame["config"]) == ["uncompressed"] * 2
     assert "stored" not in capsys.readouterr().out
     study(tmp_path)  # fresh by default: both trained again
     assert len(trained) == 4
@@ -45,11 +46,11 @@ def test_a_study_runs_fresh_and_reuses_only_the_same_codes_runs(tmp_path, traine
     assert len(trained) == 4 and len(again) == 2
     assert capsys.readouterr().out.count("(stored: commit ") == 2
     # a stored run of other code is not reused; another configuration's run of the same code is kept
-    path = tmp_path / "lgc_study_w2.json"
-    runs = json.loads(path.read_text())["runs"]
+    path = tmp_path / "lgc_study_w2.jsonl"
+    runs = study_runs.read(str(path))
     runs[0]["provenance"]["code"] = "0" * 16
     runs.append(dict(runs[1], key={"argv": ["another"], "workers": 2}, config="top-k (error feedback)"))
-    path.write_text(json.dumps({"runs": runs}))
+    study_runs.write(str(path), runs)
     kept = study(tmp_path, "--reuse")
     assert len(trained) == 5  # seed 1 again (its stored run ran other code), seed 2 reused
     assert sorted(study_runs.by_config(str(path))) == ["top-k (error feedback)", "uncompressed"]

@@ -52,6 +52,7 @@ of the benchmark is left.  Needs root (network namespaces, tc).
 import argparse
 import csv
 import os
+import re
 import signal
 import sys
 import time
@@ -173,19 +174,33 @@ def summary(rows, head):
     return text
 
 
-LISTS = ("steps_ms", "run_step_ms")  # (space-separated in the CSV)
 TEXTS = ("model", "mode", "rate", "dilation_asked", "throttled_s_per_host", "commit", "code", "date", "machine",
          "command")
 
 
+RUN_STEP = re.compile(r"run(\d+)_step_ms$")  # each run's median step: a column per run
+
+
+def write_rows(path, rows, made):
+    """The pooled rows as a CSV, one row per job, one value per cell (``pandas.read_csv`` loads it as it is):
+    each run's median step in a column of its own (run1_step_ms, ...), every timed step left out (the row
+    keeps their median, minimum, maximum and count), the provenance ``made`` in every row."""
+    flat = [{**{k: v for k, v in r.items() if k not in ("steps_ms", "run_step_ms")},
+             **{"run%d_step_ms" % (i + 1): round(ms, 1) for i, ms in enumerate(r["run_step_ms"])}, **made}
+            for r in rows]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(flat[0]))
+        writer.writeheader()
+        writer.writerows(flat)
+
+
 def read_rows(path):
-    """The pooled rows of a CSV this script wrote, with their types back (numbers, lists, True/False,
-    None for empty cells); refused when it predates the columns the page is made from."""
+    """The pooled rows of a CSV of write_rows, with their types back (numbers, True/False, None for empty
+    cells, the runs' steps as the list run_step_ms); refused when it predates the columns the page is made
+    from."""
     def value(name, text):
         if name in TEXTS:
             return text
-        if name in LISTS:
-            return [float(v) for v in text.split()]
         if text in ("", "True", "False"):
             return {"": None, "True": True, "False": False}[text]
         for kind in (int, float):
@@ -197,6 +212,10 @@ def read_rows(path):
 
     with open(path, newline="") as f:
         rows = [{name: value(name, text) for name, text in r.items()} for r in csv.DictReader(f)]
+    for r in rows:
+        runs = sorted((int(RUN_STEP.match(k).group(1)), k) for k in r if RUN_STEP.match(k))
+        if runs:
+            r["run_step_ms"] = [r.pop(k) for _, k in runs]
     if not rows or "run_step_ms" not in rows[0] or "dilation_asked" not in rows[0]:
         raise SystemExit("bench_network.py: %s has no rows with each run's step (run_step_ms) and the dilation "
                          "asked for: it predates --from-csv; run the benchmark again" % path)
@@ -238,11 +257,7 @@ def main():
     text = summary(rows, head)
     print("\n".join(text[2:]))
     if args.csv and not args.from_csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]) + list(made))
-            writer.writeheader()
-            writer.writerows(dict(r, steps_ms=" ".join("%.1f" % ms for ms in r["steps_ms"]),
-                                  run_step_ms=" ".join("%.1f" % ms for ms in r["run_step_ms"]), **made) for r in rows)
+        write_rows(args.csv, rows, made)
     if args.plot:
         report.plot(rows, args.plot)
         text += ["", "![step times](%s)" % link(args.plot, args.markdown)]

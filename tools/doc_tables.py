@@ -6,16 +6,15 @@ result files under lab/.
     python -m tools.doc_tables --check   # exits 1 (naming the table) where a page differs from its data
 
 Each number in those tables is read from one file: the 6-epoch accuracy studies (`make study`,
-lab/accuracy/accuracy.json; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
-lab/accuracy/accuracy_10seeds.json), the sparse methods' studies (`make study-lgc`,
-lab/lgc_study/lgc_study_w2.json, lgc_study_w4.json and lgc_study_cnn-fc_w2.json; `make study-lgc-seeds`,
-lab/lgc_study/seeds/lgc_study_w2.json) and the step times on emulated hosts (`make
+lab/accuracy/accuracy.jsonl; `make study-seeds`, 10 seeds of uncompressed and 4bit with groups,
+lab/accuracy/accuracy_10seeds.jsonl), the sparse methods' studies (`make study-lgc`,
+lab/lgc_study/lgc_study_w2.jsonl, lgc_study_w4.jsonl and lgc_study_cnn-fc_w2.jsonl; `make study-lgc-seeds`,
+lab/lgc_study/seeds/lgc_study_w2.jsonl) and the step times on emulated hosts (`make
 bench-emulated-targets`, lab/bench_emulated/cnn.csv).  tests/test_doc_numbers.py runs ``--check`` and, in
 README.md and docs/choosing.md, also refuses a measured number written by hand outside the tables.
 """
 import argparse
 import csv
-import json
 import os
 import sys
 
@@ -60,11 +59,6 @@ def data_note(read):
     return "Data: " + "; ".join(parts) + "."
 
 
-def _load_json(*path):
-    with open(os.path.join(RESULTS, *path)) as f:
-        return json.load(f)
-
-
 def _final(log):
     return log["epochs"][-1]["test_accuracy"]
 
@@ -91,12 +85,12 @@ class Study:
         return float(np.mean([log["epochs"][-1]["bytes_sent"] for log in self.configs[config].values()])) / 1e6
 
 
-def accuracy_study(file_name="accuracy.json", command="make study"):
+def accuracy_study(file_name="accuracy.jsonl", command="make study"):
     """A 6-epoch CNN study of tools/study_accuracy.py (`make study`, or `make study-seeds`: 10 seeds of
     fewer configurations), its configurations told apart by the example's arguments (the tuned 2bit
     threshold and one group are the ones run on the most seeds)."""
     by_config, provs = {}, {}
-    for run in _load_json("accuracy", file_name)["runs"]:
+    for run in study_runs.read(os.path.join(RESULTS, "accuracy", file_name)):
         a = run["log"]["args"]
         kind = a["compression"]
         if kind == "none":
@@ -111,7 +105,7 @@ def accuracy_study(file_name="accuracy.json", command="make study"):
         else:
             name = "layer-wise top-k %g, DGC momentum" % a["density"]
         by_config.setdefault(name, {})[a["seed"]] = run["log"]
-        provs.setdefault(name, {})[a["seed"]] = run.get("provenance") or {}
+        provs.setdefault(name, {})[a["seed"]] = run["provenance"]
     best = {prefix: max((n for n in by_config if n.startswith(prefix)), key=lambda n: len(by_config[n]))
             for prefix in ("MXNet 2bit", "4bit, one group") if any(n.startswith(prefix) for n in by_config)}
     tuned = {n: runs for n, runs in by_config.items()  # (the sweeps' other points: seed 1 only)
@@ -122,14 +116,14 @@ def accuracy_study(file_name="accuracy.json", command="make study"):
 
 def seeds_study():
     """`make study-seeds`: uncompressed and 4bit with groups, with and without compressed pulls, 10 seeds."""
-    return accuracy_study("accuracy_10seeds.json", "make study-seeds")
+    return accuracy_study("accuracy_10seeds.jsonl", "make study-seeds")
 
 
 def sparse_study(workers=2, model="cnn", folder="lgc_study", command="make study-lgc study-pareto"):
     """Every method on the CNN with 2 workers, 3 epochs, 3 seeds (`make study-lgc` and `tools/study_pareto.py`),
     or with 4 workers, 6 epochs; on cnn-fc with 2 workers, 3 short epochs, 2 seeds (``folder``
     "lgc_study/seeds": `make study-lgc-seeds`, a few of them on more seeds)."""
-    name = "lgc_study_%sw%d.json" % ("" if model == "cnn" else model + "_", workers)
+    name = "lgc_study_%sw%d.jsonl" % ("" if model == "cnn" else model + "_", workers)
     data = study_runs.by_config(os.path.join(RESULTS, folder, name))
     _read("lab/%s/%s" % (folder, name), study_runs.provenances(os.path.join(RESULTS, folder, name)))
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},

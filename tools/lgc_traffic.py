@@ -4,7 +4,7 @@ the same density), from the wire formats (mxnet_gc/lgc/wire.py, the layerwise_to
 Fashion-MNIST example's models (coded tensors: all of >= 2 dims but the first and last).
 
     python -m tools.lgc_traffic [--model cnn] [--workers 2 4] [--density 1e-3] [--innovation-density 1e-5]
-        [--measured lab/lgc_study/lgc_study_w2.json ...]
+        [--measured lab/lgc_study/lgc_study_w2.jsonl ...]
 
 LGC-PS (parameter server: what a worker pushes), three views: over all parameters (the dense ones sent
 as float32), over the coded tensors only, and over the coded tensors without the indices.  LGC-RAR

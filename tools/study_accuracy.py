@@ -14,7 +14,7 @@ are calibrated on them), and so does the top-k one.
    95% t interval of its difference to uncompressed, paired by seed; each claim gets a verdict
    (supported, refuted, or cannot tell at this number of seeds).
 
-Runs are written to the JSON file (default lab/accuracy/accuracy.json) as they finish, each with its
+Runs are written to the runs file (JSON Lines, tools/study_runs.py; default lab/accuracy/accuracy.jsonl) as they finish, each with its
 provenance (commit, code hash, date, machine, command); a study runs fresh: ``--reuse FILE`` takes the runs of
 FILE that ran the same code (an interrupted study continues with ``--reuse`` of its own file), printed as
 "stored" with their commit and date; ``--report`` prints a file's runs as they are, every one "stored".  Writes the plots
@@ -24,8 +24,8 @@ tables and verdicts for lab/accuracy/findings.md.
 
     .venv/bin/python -m tools.study_accuracy                      # the CNN study (make study)
     .venv/bin/python -m tools.study_accuracy --model resnet20 --epochs 5 --lr-steps 3,4 --seeds 1 2 \\
-        --no-sweep --tuned-by lab/accuracy/accuracy.json --configs uncompressed "MXNet 2bit" \\
-        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json lab/accuracy/accuracy_resnet20.json
+        --no-sweep --tuned-by lab/accuracy/accuracy.jsonl --configs uncompressed "MXNet 2bit" \\
+        "4bit, per-layer groups" "4bit, per-layer groups, compressed pull" --json lab/accuracy/accuracy_resnet20.jsonl
 """
 import argparse
 import json
@@ -95,8 +95,9 @@ class Runs:
     def key(self, example_args, seed):
         return {"argv": self.argv(example_args, seed), "workers": self.args.workers}
 
-    def get(self, example_args, seed, train_missing=True):
-        """The epochs' log of this run: made now, or stored and reused (None if neither and not to train)."""
+    def get(self, example_args, seed, train_missing=True, config=None):
+        """The epochs' log of this run: made now, or stored and reused (None if neither and not to train);
+        ``config``: the study's name for the configuration, stored with a run made now."""
         argv, workers = self.argv(example_args, seed), self.args.workers
 
         def make():
@@ -104,7 +105,7 @@ class Runs:
             return train(argv, workers, pull_stats=self.args.pull_stats)
 
         return self.runs.get(self.key(example_args, seed), make if train_missing else None,
-                             command=job_command(argv, workers, pull_stats=self.args.pull_stats))
+                             command=job_command(argv, workers, pull_stats=self.args.pull_stats), config=config)
 
     def label(self, example_args, seed):
         """'' for a run of this invocation, ' (stored: commit C, DATE)' for a reused one."""
@@ -145,7 +146,7 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, outpu
         return (result, proc.stdout + proc.stderr) if output else result
 
 
-def tuned_2bit(path=os.path.join(ROOT, "lab", "accuracy", "accuracy.json")):
+def tuned_2bit(path=os.path.join(ROOT, "lab", "accuracy", "accuracy.jsonl")):
     """The MXNet 2bit threshold of the best final accuracy in ``make study``'s sweep (the CNN, 2 workers, 6
     epochs, seed 1), read from its saved runs."""
     runs = Runs(None, argparse.Namespace(model="cnn", epochs=6, lr_steps="4,5", workers=2, lr_warmup_epochs=0,
@@ -316,7 +317,7 @@ def main():
                         "this many rounds (MXNET_GC_PULL_STATS), kept with each new run and summed up in a table")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--few-seeds", type=int, default=3, help="seeds of the configurations marked 'few'")
-    parser.add_argument("--json", default=os.path.join(ROOT, "lab", "accuracy", "accuracy.json"), help="the runs; plots "
+    parser.add_argument("--json", default=os.path.join(ROOT, "lab", "accuracy", "accuracy.jsonl"), help="the runs; plots "
                         "are written next to it, named after it")
     parser.add_argument("--no-sweep", action="store_true", help="take the tuned values from --tuned-by")
     parser.add_argument("--tuned-by", help="a study's JSON whose sweeps choose the 2bit threshold and the one "
@@ -341,7 +342,8 @@ def main():
         points = []
         for value in values:
             seed = tuned.args.seeds[0]
-            log = tuned.get(make(value), seed, train_missing=not (args.no_sweep or args.report))
+            log = tuned.get(make(value), seed, train_missing=not (args.no_sweep or args.report),
+                            config="%s sweep, %g" % (name, value))
             if log is not None:
                 points.append((value, final(log)))
                 print("sweep %s %g: final test accuracy %.4f%s" % (name, value, final(log),
@@ -358,7 +360,7 @@ def main():
     for seed in args.seeds:  # a seed's every configuration first: an interrupted study has paired results
         for name, (example_args, which) in chosen.items():
             if which == "all" or seed in args.seeds[:args.few_seeds]:
-                log = runs.get(example_args, seed, train_missing=not args.report)
+                log = runs.get(example_args, seed, train_missing=not args.report, config=name)
                 if log is not None:
                     results[name][seed] = log
                     print("%s, seed %d: final test accuracy %.4f%s" % (name, seed, final(log),

@@ -14,7 +14,7 @@ no ramp diverged here); the rows named "DGC momentum" run LGC with DGC's momentu
 SGD without momentum, beside their control, "uncompressed, SGD without momentum" (", dense momentum":
 the tensors sent dense push DGC's velocity too, option ``dense_momentum``).
 
-Writes lab/lgc_study/lgc_study_<name>.json (every epoch of every run), lab/lgc_study/lgc_study_<name>_epochs.png and
+Writes lab/lgc_study/lgc_study_<name>.jsonl (one run per line, tools/study_runs.py; every epoch in its log), lab/lgc_study/lgc_study_<name>_epochs.png and
 lab/lgc_study/lgc_study_<name>_bytes.png, <name> being w<W> for the CNN, <model>_w<W> for another model, and
 prints the table for lab/lgc_study/findings.md.
 
@@ -179,7 +179,7 @@ def main(argv=None):
         raise SystemExit("--configs: unknown %s; known: %s" % (sorted(unknown), list(table)))
     table = {c: a for c, a in table.items() if c in (args.configs or DEFAULT_CONFIGS)}
     name = "lgc_study_%sw%d" % ("" if args.model == "cnn" else args.model + "_", args.workers)
-    path = os.path.join(args.results, name + ".json")
+    path = os.path.join(args.results, name + ".jsonl")
     runs = study_runs.Runs(path, [path] if args.reuse and os.path.exists(path) else [])
     keys = {(c, seed): {"argv": example_args(c, seed, args, table), "workers": args.workers}
             for c in table for seed in args.seeds}

@@ -3,7 +3,7 @@
 
 Every run is a real job of examples/classic_fashion_mnist.py (Fashion-MNIST scaled to [0, 1], a
 784-128-64-10 MLP, Xavier initialization, batch 100 per worker, SGD lr 0.1, wd 1e-4, the optimizer on the
-servers), W workers and 1 server started by tools/launch.py.  Runs are kept in the JSON file as they
+servers), W workers and 1 server started by tools/launch.py.  Runs are kept in the runs file (JSON Lines, tools/study_runs.py) as they
 finish (an interrupted study resumes); a run is identified by its arguments and workers.
 
 ``--diagnose``: the short setting (2 workers, the first 12,000 images, 2 epochs, 120 steps of which 50
@@ -21,15 +21,15 @@ with 'threshold': 'auto' (2 workers, momentum 0.9); uncompressed against 4bit's 
 0.9); and both with the batch 10x smaller (10 per worker, lr 0.01; the first 12,000 images, 2 epochs:
 1,200 steps) and 10x larger (1,000 per worker; 5 epochs of the 60k: 150 steps, the first 50 dense).
 
-    .venv/bin/python -m tools.study_module --diagnose --json lab/module_study/module_diagnosis.json \
+    .venv/bin/python -m tools.study_module --diagnose --json lab/module_study/module_diagnosis.jsonl \
         --markdown lab/accuracy/findings.md
-    .venv/bin/python -m tools.study_module --json lab/module_study/module_study.json --markdown lab/accuracy/findings.md
+    .venv/bin/python -m tools.study_module --json lab/module_study/module_study.jsonl --markdown lab/accuracy/findings.md
 
 ``--weight-pulls``: Module.fit (2 and 4 workers) and a plain gluon.Trainer (2 workers), momentum 0.9, 5
 epochs, 3 seeds: uncompressed, 4bit's default with float32 weight pulls, and 4bit both ways
 ('compressed_pull': the servers send their weights' difference).  Every run records its provenance.
 
-    .venv/bin/python -m tools.study_module --weight-pulls --json lab/module_study/weight_pulls.json \
+    .venv/bin/python -m tools.study_module --weight-pulls --json lab/module_study/weight_pulls.jsonl \
         --markdown lab/accuracy/findings.md
 """
 import argparse
@@ -78,13 +78,14 @@ class Runs:
     def __init__(self, path, reuse=()):
         self.runs = study_runs.Runs(path, reuse)
 
-    def get(self, argv, workers):
+    def get(self, argv, workers, config=None):
+        """The log of the run of the example's ``argv`` on ``workers`` (``config``: the study's name for it)."""
         def make():
             print("training (%d workers): %s" % (workers, " ".join(argv)), flush=True)
             return train(argv, workers, "classic_fashion_mnist.py")
 
         return self.runs.get({"argv": argv, "workers": workers}, make,
-                             command=job_command(argv, workers, "classic_fashion_mnist.py"))
+                             command=job_command(argv, workers, "classic_fashion_mnist.py"), config=config)
 
     def label(self, argv, workers):
         return self.runs.label({"argv": argv, "workers": workers})
@@ -123,7 +124,8 @@ def rows(runs, base, workers, seeds, configs, diagnostics, moms=("0.9", "0"), pr
     the residual and update norms."""
     lines = []
     for mom in moms:
-        logs = {name: [runs.get(base + ["--mom", mom, "--seed", str(s)] + argv, workers) for s in seeds]
+        logs = {name: [runs.get(base + ["--mom", mom, "--seed", str(s)] + argv, workers,
+                                "%s%s, momentum %s" % (prefix, name, mom)) for s in seeds]
                 for name, argv in configs.items()}
         for name, by_seed in logs.items():
             finals = [final(log) for log in by_seed]
@@ -156,7 +158,7 @@ def diagnose(runs, seeds):
 def study(runs, seeds, workers_list):
     base = ["--num-epochs", "5"]
     sweep = {t: final(runs.get(base + ["--mom", "0.9", "--seed", str(seeds[0]), "--gc-type", "2bit", "--gc-threshold",
-                                       repr(t)], 2)) for t in SWEEP_2BIT}
+                                       repr(t)], 2, "MXNet 2bit sweep, %g" % t)) for t in SWEEP_2BIT}
     best = max(sweep, key=sweep.get)
     configs = dict(GLUON, **{"MXNet 2bit %g" % best: ["--gc-type", "2bit", "--gc-threshold", repr(best)]})
     lines = ["MXNet 2bit's sweep (seed %d, momentum 0.9, 2 workers): %s" % (

@@ -38,13 +38,13 @@ PICTURE = os.path.join(ROOT, "lab", "accuracy", "pareto.png")
 # name -> (title, study_lgc's arguments, its file under RESULTS)
 PANELS = {
     "cnn-w2": ("CNN, 2 workers, 3 epochs, seeds 1-3", ["--workers", "2", "--epochs", "3", "--seeds", "1", "2", "3"],
-               "lgc_study_w2.json"),
+               "lgc_study_w2.jsonl"),
     "cnn-w4": ("CNN, 4 workers, 6 epochs, seeds 1-3", ["--workers", "4", "--epochs", "6", "--lr-steps", "4,5",
                                                        "--lr-warmup-epochs", "1", "--seeds", "1", "2", "3"],
-               "lgc_study_w4.json"),
+               "lgc_study_w4.jsonl"),
     "cnn-fc-w2": ("cnn-fc, 2 workers, 3 epochs of 20,000 images, seeds 1-2",
                   ["--model", "cnn-fc", "--workers", "2", "--epochs", "3", "--limit", "20000", "--lr", "0.01",
-                   "--dense", "100", "--ramp", "100", "--ae", "100", "--seeds", "1", "2"], "lgc_study_cnn-fc_w2.json"),
+                   "--dense", "100", "--ramp", "100", "--ae", "100", "--seeds", "1", "2"], "lgc_study_cnn-fc_w2.jsonl"),
 }
 METHODS = ["uncompressed", "MXNet 2bit", "4bit, per-layer groups", "4bit, per-layer groups, compressed pull",
            "top-k 1e-2, DGC momentum", "top-k 1e-3, DGC momentum", "top-k (error feedback)",

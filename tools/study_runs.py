@@ -1,5 +1,11 @@
 """The runs of a study: made fresh by this invocation, or reused explicitly from stored files.
 
+Every study stores its runs in one row format, JSON Lines (``pandas.read_json(path, lines=True)`` loads a
+file as it is): one run per line, with the columns ROW (the study's name for the configuration, the method,
+model, transport, workers, seed, epochs, final test accuracy, MB rank 0 sent in the last epoch, its mean
+step time) and the run's provenance (PROVENANCE), then ``key`` (what identifies the run) and ``log`` (the
+example's whole log: every epoch).
+
 Every run a study makes is written (to ``path``, as it ends) with its provenance (tools/provenance.py: the
 commit, whether the tree was clean, the hash of the code it executed, the date, the machine, the command).
 A stored run is reused only when named (``reuse``: files of earlier runs) and only if it ran the same code
@@ -13,9 +19,45 @@ import os
 from tools import provenance
 
 
-def key_of(run):
-    """A stored run's key (files written before keys: its argument list and workers)."""
-    return run["key"] if "key" in run else {"argv": run["argv"], "workers": run.get("workers", 2)}
+ROW = ("config", "method", "model", "transport", "workers", "seed", "epochs", "accuracy", "mb_sent_last_epoch",
+       "step_ms")
+PROVENANCE = ("commit", "clean", "code", "date", "machine", "command", "recorded")
+
+
+def row(run):
+    """A run ({key, log, provenance[, config]}) as one row of the format."""
+    log = run["log"]
+    args, last = log.get("args", {}), log["epochs"][-1]
+    steps = sum(p["steps"][1] - p["steps"][0] + 1 for p in last.get("phases", []))
+    out = {"config": run.get("config"), "method": args.get("compression", args.get("gc_type")),
+           "model": args.get("model"), "transport": args.get("kvstore", args.get("kv_store")),
+           "workers": log.get("workers", run["key"].get("workers")), "seed": args.get("seed"),
+           "epochs": len(log["epochs"]), "accuracy": last["test_accuracy"],
+           "mb_sent_last_epoch": last["bytes_sent"] / 1e6 if "bytes_sent" in last else None,
+           "step_ms": 1e3 * last["seconds"] / steps if steps and "seconds" in last else None}
+    out.update({k: (run.get("provenance") or {}).get(k) for k in PROVENANCE})
+    return dict(out, key=run["key"], log=log)
+
+
+def read(path):
+    """The runs of a file in the format: [{key, log, provenance[, config]}]."""
+    runs = []
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                run = {"key": r["key"], "log": r["log"],
+                       "provenance": {k: r[k] for k in PROVENANCE if r.get(k) is not None}}
+                if r.get("config") is not None:
+                    run["config"] = r["config"]
+                runs.append(run)
+    return runs
+
+
+def write(path, runs):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.writelines(json.dumps(row(run)) + "\n" for run in runs)
 
 
 class Runs:
@@ -27,24 +69,23 @@ class Runs:
         code = provenance.code_hash()
         other = 0
         for stored_path in reuse:
-            with open(stored_path) as f:
-                for run in json.load(f).get("runs", []):
-                    if any_code or (run.get("provenance") or {}).get("code") == code:
-                        self.stored.append(run)
-                    else:
-                        other += 1
+            for run in read(stored_path):
+                if any_code or run["provenance"].get("code") == code:
+                    self.stored.append(run)
+                else:
+                    other += 1
         if other:
             print("%d stored run(s) in %s ran other code (or do not say which): not reused; they run again"
                   % (other, ", ".join(reuse)), flush=True)
 
     def find(self, key):
         """The run of ``key`` (made now, else stored), or None."""
-        return next((run for runs in (self.runs, self.stored) for run in runs if key_of(run) == key), None)
+        return next((run for runs in (self.runs, self.stored) for run in runs if run["key"] == key), None)
 
     def get(self, key, make=None, command=None, config=None):
         """The log of ``key``'s run: a stored one, or ``make()``'s (recorded with the provenance of
-        ``command`` and the study's name for its configuration, ``config``, and written to ``path``); None when neither is there
-        (``make`` None)."""
+        ``command`` and the study's name for its configuration, ``config``, and written to ``path``); None
+        when neither is there (``make`` None)."""
         run = self.find(key)
         if run is None and make is None:
             return None
@@ -72,27 +113,22 @@ class Runs:
         """Keep every reusable stored run in ``path`` too (those of the same code this invocation did not ask
         for), so that a study run again for some configurations does not drop the others."""
         for run in list(self.stored):
-            self.get(key_of(run))
+            self.get(run["key"])
 
     def save(self):
         if self.path:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            with open(self.path, "w") as f:
-                json.dump({"runs": self.runs}, f, indent=1)
+            write(self.path, self.runs)
 
 
 def by_config(path):
     """The runs of a study file by the study's names for their configurations: {config: [log, ...]}, in the
     file's order."""
-    with open(path) as f:
-        runs = json.load(f)["runs"]
     out = {}
-    for run in runs:
+    for run in read(path):
         out.setdefault(run["config"], []).append(run["log"])
     return out
 
 
 def provenances(path):
     """The provenance records of a study file's runs, in order."""
-    with open(path) as f:
-        return [run.get("provenance") or {} for run in json.load(f)["runs"]]
+    return [run["provenance"] for run in read(path)]
