@@ -1,25 +1,6 @@
-"""Every setting mxnet_gc reads from the environment, parsed in one place (docs/configuration.md).
-
-| variable | default | meaning |
-|---|---|---|
-| MXNET_GC_BIGARRAY_BOUND | 1000000 | the dist store cuts a tensor of at least this many values into parts of at most that many; at least the number of servers, the same on every worker |
-| MXNET_GC_NUM_THREADS | OMP_NUM_THREADS, else all cores | threads of the C++ kernels, at most MAX_THREADS (1024) |
-| MXNET_GC_ISA | the best this CPU runs | kernel copy: baseline, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512) |
-| MXNET_GC_NETNS | mxgc | name prefix of the network namespaces of tools/netns_cluster.py |
-| MXNET_GC_COLLECTIVE_TIMEOUT | 120 | seconds the horovod store waits for a collective before it fails every worker, naming the keys some worker did not push |
-| MXNET_GC_ALLTOALL | rounds | the horovod store's compressed allreduce: its parts of 64 KiB and more (3 or more workers) in `rounds` (MXNET_GC_ALLTOALL_PEERS peers each), or by one alltoall to every peer `at_once` |
-| MXNET_GC_ALLTOALL_PEERS | 1 | the peers a worker sends parts to in each round (MXNET_GC_ALLTOALL=rounds): ceil((W - 1) / K) rounds of K flows into each link |
-| MXNET_GC_PULL_STATS | 0 (off) | servers log what each message's compressed pull carries every this many rounds |
-| MXNET_GC_RANK_LINE | (set by the launcher) | a line the dist store prints, with its rank, when it starts (the launcher then labels the worker's output by rank) |
-| MXNET_GC_END_LINE | (set by the launcher) | a line the dist store prints once it has passed the job's last barrier (a worker that exits without it left the job early) |
-| MXNET_GC_JOB_SECRET | (set by the launcher) | the job's secret (hex), the same in every process: workers sign their commands to the servers with it, servers prove with it that they are the job's (docs/reliability.md) |
-| MXNET_GC_JOB_SECRET_FILE | (set by the launcher over ssh) | a file holding the job's secret, where MXNET_GC_JOB_SECRET is not set (so that it is on no command line) |
-| MXNET_GC_JOIN_TIMEOUT | 60 | seconds a server waits, after the first worker joined, for every worker to join with the job's secret before it ends the job |
-| MXNET_GC_CHECKPOINT_DIR | the working directory | the folder (with its subfolders) in which servers write and read checkpoint files; a command naming a file elsewhere is refused |
-| HOROVOD_GLOO_RENDEZVOUS_ADDR, _PORT, HOROVOD_RANK, HOROVOD_SIZE, HOROVOD_ELASTIC, HOROVOD_GLOO_TIMEOUT_SECONDS | (set by horovodrun) | Horovod's: the horovod store waits on horovodrun's rendezvous server for every rank (static gloo jobs) for the gloo timeout (30 s) before hvd.init |
-| OMP_NUM_THREADS | (unset) | OpenMP's, the kernels' thread count (at most 1024) when MXNET_GC_NUM_THREADS is unset |
-| DMLC_ROLE, DMLC_NUM_SERVER, DMLC_NUM_WORKER | (set by the launcher) | ps-lite's: this process's role and the job's size |
-| MXNET_EXEC_BULK_EXEC_TRAIN | MXNet's (1) | MXNet's, read when it starts; pipelined merging overlaps more with 0 (the trainer warns) |
+"""Every setting mxnet_gc reads from the environment, parsed in one place: VARIABLES holds each variable, its
+default (the value the parser uses) and its meaning; docs/configuration.md's table is made from it
+(tools/option_tables.py).
 
 mxnet_gc also sets one variable of MXNet's, MXNET_KVSTORE_BIGARRAY_BOUND, while the dist store creates
 MXNet's store (so that MXNet never splits a key itself; mxnet_gc places the parts).  Importing this
@@ -37,6 +18,92 @@ ALLTOALLS = ("rounds", "at_once")
 # times slower than 64.  Threads beyond the cores only add cost: 1024 is above the core count of any machine
 # in use, and far below those limits even with a team per MXNet engine thread and per process of a job.
 MAX_THREADS = 1024
+
+
+class Phrase(str):
+    """A default that is not one value (set by another program, or chosen at run time): shown as it is."""
+
+
+# (variable or variables, default, meaning): the parser reads its defaults from here
+VARIABLES = (
+    ("MXNET_GC_BIGARRAY_BOUND", 1_000_000,
+     "the dist store cuts a tensor of at least this many values into contiguous parts of at most this many "
+     "values, as many on every server (at least one each).  At least the number of servers (a smaller one "
+     "is refused when mxnet_gc starts), and the same on every worker (the dist store compares them when it "
+     "starts)"),
+    ("MXNET_GC_NUM_THREADS", Phrase("OMP_NUM_THREADS, else all cores"),
+     "threads of the C++ kernels (`mxnet_gc.set_num_threads(n)` at run time; 0 restores this default); at "
+     "most 1024: libgomp aborts the process when the system refuses a thread, and threads beyond the cores "
+     "only slow the kernels"),
+    ("MXNET_GC_ISA", Phrase("the best this CPU runs"),
+     "the kernels' instruction-set copy: `baseline`, `x86-64-v3` (AVX2) or `x86-64-v4` (AVX-512); an "
+     "unknown or unsupported one is refused at `import mxnet_gc`"),
+    ("MXNET_GC_NETNS", "mxgc",
+     "name prefix of the network namespaces of `tools/netns_cluster.py` (so that clusters can run side by "
+     "side)"),
+    ("MXNET_GC_COLLECTIVE_TIMEOUT", 120.0,
+     "seconds the horovod store waits in a pull (or another collective call) for collectives to complete; "
+     "then every worker it can reach fails with the keys and the ranks that did not push them "
+     "([reliability.md](reliability.md)).  Set it above the longest time one worker works alone between "
+     "steps (an evaluation, a checkpoint)"),
+    ("MXNET_GC_ALLTOALL", "rounds",
+     "how the horovod store's compressed allreduce ([kvstore.md](kvstore.md#the-compressed-allreduce-"
+     "compressed_pull-true-2bit-and-4bit)) exchanges parts of 64 KiB and more with 3 or more workers: "
+     "`rounds`, ceil((W - 1) / K) rounds with K flows per link each way (K: `MXNET_GC_ALLTOALL_PEERS`), or "
+     "`at_once`, one alltoall (Gloo sends to every peer at once) ([the benchmark "
+     "study](../lab/bench_network/findings.md#scaling-on-horovod-the-compressed-allreduce) measures both); "
+     "every worker must use the same"),
+    ("MXNET_GC_ALLTOALL_PEERS", 1,
+     "K, the peers each worker sends parts to in each round of the compressed allreduce's `rounds`: fewer "
+     "rounds (each costs a negotiation of Horovod's), more flows into each link at once; every worker must "
+     "use the same"),
+    ("MXNET_GC_PULL_STATS", 0,
+     "0: off; every this many rounds of a message, the servers log a `pull stats` line: the norms of the "
+     "summed gradient, of the compressed pull and of the servers' residual, and the shares of values sent "
+     "as 0 and at the top level (`mxnet_gc/kvstore/pull_monitor.py`; `tools/study_accuracy.py` keeps them "
+     "with the run)"),
+    ("MXNET_GC_RANK_LINE", Phrase("set by the launcher for workers"),
+     "the line the dist store prints with its rank when it starts (`mxnet_gc: this worker's rank is R`); "
+     "the launcher labels that worker's output `[worker R]` from then on"),
+    ("MXNET_GC_END_LINE", Phrase("set by the launcher for workers"),
+     "the line the dist store prints (hidden by the launcher) once it has passed the job's last barrier: a "
+     "worker that exits 0 without it while others run left the job early, and the launcher ends the job "
+     "naming it"),
+    ("MXNET_GC_JOB_SECRET", Phrase("set by the launcher"),
+     "the job's secret (a random hex token, at least 32 characters), the same in every process of the job: "
+     "workers sign their commands to the servers with it, servers prove with it that they are the job's "
+     "([reliability.md](reliability.md#threat-model-what-mxnet_gc-trusts)).  A job started without "
+     "mxnet_gc's launcher sets it in every process (`python -c 'import secrets; "
+     "print(secrets.token_hex(32))'`); a dist store or server without one refuses to start"),
+    ("MXNET_GC_JOB_SECRET_FILE", Phrase("set by the launcher over ssh"),
+     "a file holding the job's secret (read where `MXNET_GC_JOB_SECRET` is not set): the launcher writes "
+     "it with mode 0600 on each host, so that the secret is on no command line "
+     "([launcher.md](launcher.md))"),
+    ("MXNET_GC_JOIN_TIMEOUT", 60.0,
+     "seconds a server waits, after the first worker joined, for every worker to join with the job's "
+     "secret; then it ends the job, naming the ranks that did not (a process outside the job that took a "
+     "worker's place, or a worker that failed before creating its store)"),
+    ("MXNET_GC_CHECKPOINT_DIR", Phrase("the working directory"),
+     "the folder (with its subfolders, links resolved) in which the servers write and read checkpoint "
+     "files (`save_optimizer_states`, LGC's autoencoders); a command naming a file elsewhere is refused. "
+     "The launcher starts every process in its own working directory; give the job another folder with "
+     "`--env MXNET_GC_CHECKPOINT_DIR=/path`"),
+    (("HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_ELASTIC", "HOROVOD_GLOO_TIMEOUT_SECONDS"), Phrase("set by horovodrun"),
+     "Horovod's: in a static `horovodrun --gloo` job the horovod store first waits on horovodrun's "
+     "rendezvous server for every rank to announce itself, for the gloo timeout (30 s by default), and "
+     "names a rank that never comes (`hvd.init` would abort the process then, in C++: "
+     "[reliability.md](reliability.md))"),
+    ("OMP_NUM_THREADS", Phrase("(unset)"),
+     "OpenMP's; the kernels' thread count (at most 1024) when `MXNET_GC_NUM_THREADS` is unset"),
+    (("DMLC_ROLE", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER"), Phrase("set by the launcher"),
+     "ps-lite's: this process's role and the job's size"),
+    ("MXNET_EXEC_BULK_EXEC_TRAIN", Phrase("MXNet's: 1"),
+     "MXNet's, read when it starts; with 0 every layer's gradient is its own engine operation, so a "
+     "pipelined merge plan can send earlier (the Gluon trainer warns otherwise; on cnn-fc at 1 Gbit/s it "
+     "made no difference, lab/bench_sparse/findings.md).  `MXNET_CPU_TEMP_COPY` no longer matters: "
+     "mxnet_gc's engine operations take no temporary space"),
+)
+DEFAULT = {names: default for names, default, _ in VARIABLES if not isinstance(default, Phrase)}
 
 
 def _number(environ, name, default, kind, low):
@@ -72,7 +139,7 @@ def _threads(environ):
 def _bound(environ, num_servers):
     """MXNET_GC_BIGARRAY_BOUND, at least ``num_servers``: a key of at least the bound is cut into at least
     one part per server (kvstore/layout.py), so a bound below the servers would make empty parts."""
-    bound = _int(environ, "MXNET_GC_BIGARRAY_BOUND", 1_000_000, 1)
+    bound = _int(environ, "MXNET_GC_BIGARRAY_BOUND", DEFAULT["MXNET_GC_BIGARRAY_BOUND"], 1)
     if bound < num_servers:
         raise ValueError("MXNET_GC_BIGARRAY_BOUND=%d is below the number of servers (DMLC_NUM_SERVER=%d): a tensor "
                          "of at least that many values is cut into at least one part per server, so some parts "
@@ -134,20 +201,22 @@ class Settings:
         isa = environ.get("MXNET_GC_ISA", "")
         if isa and isa not in ISAS:
             raise ValueError("MXNET_GC_ISA must be one of %s, got %r" % (", ".join(ISAS), isa))
-        alltoall = environ.get("MXNET_GC_ALLTOALL", "") or "rounds"
+        alltoall = environ.get("MXNET_GC_ALLTOALL", "") or DEFAULT["MXNET_GC_ALLTOALL"]
         if alltoall not in ALLTOALLS:
             raise ValueError("MXNET_GC_ALLTOALL must be one of %s, got %r" % (", ".join(ALLTOALLS), alltoall))
         num_servers = _int(environ, "DMLC_NUM_SERVER", 0, 0)
         return cls(bigarray_bound=_bound(environ, num_servers), num_threads=_threads(environ),
-                   isa=isa, netns=environ.get("MXNET_GC_NETNS", "mxgc"), role=environ.get("DMLC_ROLE", ""),
+                   isa=isa, netns=environ.get("MXNET_GC_NETNS", DEFAULT["MXNET_GC_NETNS"]), role=environ.get("DMLC_ROLE", ""),
                    num_servers=num_servers,
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
                    rank_line=environ.get("MXNET_GC_RANK_LINE", ""), end_line=environ.get("MXNET_GC_END_LINE", ""),
-                   collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", 120.0, float, 0),
-                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", 0, 0), alltoall=alltoall,
-                   alltoall_peers=_int(environ, "MXNET_GC_ALLTOALL_PEERS", 1, 1),
-                   job_secret=_secret(environ), join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT", 60.0, float, 0),
+                   collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", DEFAULT["MXNET_GC_COLLECTIVE_TIMEOUT"],
+                                                      float, 0),
+                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", DEFAULT["MXNET_GC_PULL_STATS"], 0), alltoall=alltoall,
+                   alltoall_peers=_int(environ, "MXNET_GC_ALLTOALL_PEERS", DEFAULT["MXNET_GC_ALLTOALL_PEERS"], 1),
+                   job_secret=_secret(environ), join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT",
+                                                                              DEFAULT["MXNET_GC_JOIN_TIMEOUT"], float, 0),
                    checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()),
                    rendezvous=_rendezvous(environ), horovod_rank=_int(environ, "HOROVOD_RANK", 0, 0),
                    horovod_size=_int(environ, "HOROVOD_SIZE", 0, 0),

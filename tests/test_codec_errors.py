@@ -1,4 +1,6 @@
 """Every bad parameter and bad input gets a clear error."""
+import re
+
 import numpy as np
 import pytest
 import mxnet as mx
@@ -142,11 +144,24 @@ def test_operator_checks_sizes_too():
                                params="0.5,0.5").wait_to_read()
 
 
-def test_the_docs_option_table_is_the_codes():
-    """docs/codecs.md's parameter table is the one the messages list (python -m tools.option_tables)."""
+def test_the_docs_option_tables_are_the_codes():
+    """docs/codecs.md's parameter table is the one the messages list, docs/lgc.md's options and
+    docs/configuration.md's variables are the code's own tables, with the defaults the code uses
+    (python -m tools.option_tables)."""
+    from mxnet_gc import config
+    from mxnet_gc.lgc.options import DEFAULTS
     from tools import option_tables
-    with open(option_tables.PAGE) as f:
-        page = f.read()
-    assert option_tables.table() in page, "run python -m tools.option_tables"
+    assert option_tables.stale() == [], "run python -m tools.option_tables"
     for kind in mxnet_gc.codecs.available():
         assert "| `%s` |" % kind in option_tables.table()
+    lgc = option_tables.lgc_table()
+    assert all("| `%s` | %s |" % (field, "(none)" if default is None else "`%r`" % (default,)) in lgc
+               for field, default in DEFAULTS.items())
+    environment = option_tables.environment_table()
+    parsed = config.Settings.from_environ({})
+    assert "| `MXNET_GC_BIGARRAY_BOUND` | %d |" % parsed.bigarray_bound in environment
+    assert "| `MXNET_GC_JOIN_TIMEOUT` | %g |" % parsed.join_timeout in environment
+    with open(config.__file__) as f:  # every variable the parser reads has its row
+        read = set(re.findall(r'"((?:MXNET_GC|DMLC|HOROVOD)_[A-Z_]+)"', f.read()))
+    read.discard("MXNET_GC_")  # (a prefix in a message)
+    assert read and all("`%s`" % name in environment for name in read), read

@@ -1,7 +1,7 @@
 """The options of learned gradient compression ('lgc'), checked, and the phases they make.
 
-``{'type': 'lgc', 'density': 1e-3, ...}``; every field and its default is in ``DEFAULTS`` and in
-docs/lgc.md.  A bad field raises ValueError naming it.  ``phases()`` is the run's schedule:
+``{'type': 'lgc', 'density': 1e-3, ...}``; every field, its default and its meaning is in ``OPTIONS``
+(docs/lgc.md's table is made from it).  A bad field raises ValueError naming it.  ``phases()`` is the run's schedule:
 
     dense       dense_steps steps of float32 pushes
     sparse-1..  the ramp: layerwise_topk (with error feedback and ``momentum``) at densities falling
@@ -25,40 +25,54 @@ import numbers
 
 from ..schedule import AE_TRAIN, COMPRESSED, DENSE, LGC, SPARSE_PREFIX, WARMUP, Phase, Schedule
 
-DEFAULTS = {
-    "density": 1e-3,             # fraction of each coded tensor in the leader's index set
-    "innovation_density": 1e-5,  # fraction of each coded tensor in a worker's own exact values (>= 1 value)
-    "dense_steps": 200,
-    "ramp_steps": 200,
-    "ramp_start": 0.25,
-    "ramp_stages": 4,
-    "ae_steps": 300,
-    "momentum": 0.0,             # DGC's momentum correction on the workers (0: error feedback only)
-    "signs": False,              # with codes 'own': every worker sends its vector's signs (a bit a value) with its
-                                 # code, which its decoder reads in the innovation channel
-    "dense_momentum": False,     # with momentum: the tensors sent dense push DGC's velocity too (False: their
-                                 # gradients, plain SGD; measured the better of the two, docs/lgc.md)
-    "leader": "rotate",          # 'rotate' (rank step mod W) or a fixed rank
-    "order": "index",            # the vector's order: the leader's indices ascending, or by |value| ('magnitude')
-    "error_feedback": "zero",    # 'zero' the coded coordinates (DGC's rule), 'subtract' what was applied, or
-                                 # 'clip': subtract it clamped between 0 and the accumulator's value
-    "codes": "leader",           # lgc phase on a server: the leader's code stands for every worker ('leader'), or
-                                 # every worker sends the code of its own vector at the leader's indices ('own')
-    "index": "leader",           # the index set of a step: the leader's top-k ('leader'), or drawn in turns from
-                                 # every worker's top ceil(k / W) ('union': every worker sends them; on the parameter
-                                 # server with codes 'own', whose every step sends its indices first)
-    "encoder_channels": [8, 16, 16, 8],
-    "latent_channels": 4,
-    "ae_lr": 1e-2,
-    "ae_replay": 8,              # steps of vectors the servers train on
-    "ae_window": 1024,           # values of each vector a training step uses (0: all); bounds its cost
-    "code_weight": 0.1,          # weight of the term pulling the workers' codes together
-    "dense_patterns": None,      # names that stay dense; None: the first and last tensor of >= 2 dims
-    "seed": 0,                   # the autoencoder's initial weights
-    "fine_tune_every": 0,        # lgc phase: every N-th step trains the autoencoder again (0: frozen)
-    "autoencoder": True,         # False: the ramp's last stage runs to the end (DGC with this ramp and dense
-                                 # tensors: the ablation that shows the autoencoder's share)
+# every field: (default, meaning); docs/lgc.md's table of options is made from it (tools/option_tables.py)
+OPTIONS = {
+    "density": (1e-3, "fraction of each coded tensor in the leader's index set (the ramp's last density)"),
+    "innovation_density": (1e-5, "fraction of each coded tensor a worker sends exact (at least 1 value; at most "
+                                 "`density`)"),
+    "dense_steps": (200, "steps of the dense phase"),
+    "ramp_steps": (200, "steps of the sparse ramp (0: none)"),
+    "ramp_start": (0.25, "the ramp's first density"),
+    "ramp_stages": (4, "stages of the ramp"),
+    "ae_steps": (300, "steps of the train phase"),
+    "momentum": (0.0, "DGC's momentum correction on the workers, in the ramp and the coded tensors' accumulators "
+                      "(it replaces the optimizer's momentum: `mxnet_gc.gluon.Trainer` refuses both at once; 0: "
+                      "error feedback only)"),
+    "signs": (False, "with `codes` 'own': every worker sends its vector's signs (a bit a value) with its code, which "
+                     "its decoder reads in the innovation channel"),
+    "dense_momentum": (False, "with `momentum`: the tensors sent dense push DGC's velocity too; False: their "
+                              "gradients, plain SGD with an optimizer without momentum (measured the better of the "
+                              "two)"),
+    "leader": ("rotate", "'rotate' (rank step mod W) or a fixed rank"),
+    "order": ("index", "the vector's order: the leader's indices ascending, or by decreasing \\|value\\| "
+                       "('magnitude')"),
+    "error_feedback": ("zero", "what a worker's accumulator keeps of a coded coordinate: 'zero' (DGC's rule), "
+                               "'subtract' what was applied, or 'clip': that clamped between 0 and the "
+                               "accumulator's value"),
+    "codes": ("leader", "lgc phase on the parameter server: the leader's code stands for every worker ('leader'), "
+                        "or every worker sends the code of its own vector at the leader's indices after an extra "
+                        "round ('own'; refused on a ring)"),
+    "index": ("leader", "the index set of a step: the leader's top-k ('leader'), or drawn in turns from every "
+                        "worker's top ceil(k / W) ('union': every worker sends them; on the parameter server needs "
+                        "`codes` 'own')"),
+    "encoder_channels": ([8, 16, 16, 8], "widths of the 4 stride-2 convolutions ([64, 128, 256, 64]: the larger "
+                                         "size)"),
+    "latent_channels": (4, "channels of the code"),
+    "ae_lr": (1e-2, "Adam's learning rate"),
+    "ae_replay": (8, "steps of vectors in the servers' replay buffer"),
+    "ae_window": (1024, "values of each buffered vector one training step uses (a window at a multiple of 16, "
+                        "drawn from `seed` and the step; 0: the whole vector): a training step's cost stops growing "
+                        "with the vector"),
+    "code_weight": (0.1, "weight of the term pulling the workers' codes together"),
+    "dense_patterns": (None, "names (fnmatch patterns) that stay dense; None: the first and last tensor of at least "
+                             "2 dimensions"),
+    "seed": (0, "the autoencoder's initial weights"),
+    "fine_tune_every": (0, "lgc phase: every N-th step is a train step again, after which the workers pull the new "
+                           "weights (0: the autoencoder stays frozen)"),
+    "autoencoder": (True, "False: the ramp's last stage runs to the end (DGC with LGC's ramp and dense tensors: the "
+                          "ablation that shows the autoencoder's share)"),
 }
+DEFAULTS = {field: default for field, (default, _) in OPTIONS.items()}
 STRIDE = 16  # 4 stride-2 convolutions: the coded vector is padded to a multiple of this
 
 
