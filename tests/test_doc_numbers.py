@@ -148,3 +148,12 @@ def test_every_study_stores_one_run_per_row_in_the_one_format():
         assert list(frame.columns) == list(study_runs.ROW + study_runs.PROVENANCE) + ["key", "log"], path
         assert frame["accuracy"].between(0, 1).all() and (frame["epochs"] >= 1).all(), path
         assert frame["commit"].notna().all() and frame["seed"].notna().all(), path
+
+
+def test_the_module_index_is_the_modules_own_words():
+    """docs/usage.md's module index is made from the modules' docstrings (python -m tools.module_index), and
+    every module of the library has one."""
+    sys.path.insert(0, ROOT)
+    from tools import module_index
+    assert module_index.main(["--check"]) == 0, "run python -m tools.module_index"
+    assert all(text for _, text in module_index.modules())

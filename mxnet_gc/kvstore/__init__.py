@@ -9,37 +9,7 @@ After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')``, 
 ``'gc_horovod'``.  MXNet's single-process stores ('local', 'device') are returned as MXNet creates them
 (MXNet compresses nothing there); any other name raises ValueError saying what to use.
 
-base.py           what both stores share (StoreBase: codecs of the messages, checks, residual state, pushpull)
-store_clock.py    the step clock: the schedule (the compression's, or a trainer's), steps counted from pushes
-residual_file.py  the file of a worker's error-feedback state (save_residuals, load_residuals)
-failure.py        a worker that fails ends at once (after the worker that failed first)
-agreement.py      what the workers must agree on (keys, compression, groups) and how a difference is said
-arguments.py      the key and value arguments of a call, checked and normalized as MXNet takes them
-dist_store.py     the parameter server's worker side (DistSyncStore, DistAsyncStore)
-horovod_store.py  the Horovod transport (HorovodStore: allgather of payloads, allreduce when dense)
-horovod_join.py   joining a horovodrun job, naming a rank that never creates its store
-step_order.py     a worker's pushes and pulls in step order, refused where they would pair other steps
-ring_scatter.py   the parts of its compressed allreduce (2bit and 4bit with 'compressed_pull')
-collective_wait.py  waiting for Horovod's collectives with a timeout (a helper thread)
-timed_collectives.py Horovod's collectives by name, each wait within the timeout; stall reports
-server.py         the server process (CompressedServer; ``python -m mxnet_gc.kvstore.server``)
-server_start.py   how the launcher starts it (by its path, without scipy)
-aggregator.py     what a server does with pushes and commands (decode, sum, optimizer, status)
-server_optimizer.py  the optimizer on the servers (applied per segment; its states saved and loaded)
-scheduler.py      the job's scheduler (ps-lite's, through libmxnet's C API; run by its path)
-protocol.py       key placement, commands and status shared by workers and servers
-layout.py         keys cut into chunks and grouped into messages
-ps_port.py        the parameter server's transport calls (ps-lite keys, pushes, pulls, commands)
-ps_buffers.py     a dist-store worker's arrays and ps-lite keys for each message
-server_link.py    a worker's link to the servers (commands, status checks)
-pull_stages.py    when pushes go out and in which stages a pull brings them back
-residual_monitor.py  the warning for a residual that keeps growing against the gradient
-pull_monitor.py   what the servers' compressed pulls carry and leave in their residual (MXNET_GC_PULL_STATS)
-lgc_rounds.py     learned gradient compression's phases in a store
-lgc_ps.py         LGC's rounds on the parameter server (the servers' side: lgc_server.py)
-lgc_ring.py       LGC's rounds on Horovod
-compression.py    the accepted compression settings
-nonfinite.py      counting NaN and inf gradient values
+Its modules, each in one line: docs/usage.md's module index (made from their docstrings).
 """
 import difflib
 
