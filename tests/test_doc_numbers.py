@@ -88,20 +88,20 @@ def test_a_table_names_its_data_and_says_when_its_rows_ran_different_code():
     """Each generated table ends with the commit(s) and dates of the rows it read; rows of more than one
     version of the code (code hashes, or commits where rows record none) are said to be so."""
     sys.path.insert(0, ROOT)
-    from tools import doc_tables
+    from tools import doc_tables, provenance
     one = {"commit": "aaa", "code": "c1", "date": "2026-12-06 10:00 UTC"}
-    assert doc_tables.data_note({"f.json": [one, dict(one, commit="bbb")]}) == \
+    assert provenance.data_note({"f.json": [one, dict(one, commit="bbb")]}) == \
         "Data: f.json, 2 rows: commit aaa, 2026-12-06."  # (two commits, one code: one version)
-    mixed = doc_tables.data_note({"f.json": [one, dict(one, code="c2", date="2026-12-07 09:00 UTC")]})
+    mixed = provenance.data_note({"f.json": [one, dict(one, code="c2", date="2026-12-07 09:00 UTC")]})
     assert "2 rows of 2 versions of the code" in mixed and "2026-12-06 to 2026-12-07" in mixed and \
         "ran different code" in mixed
-    early = doc_tables.data_note({"f.csv": [{"commit": "aaa", "date": "2026-12-01", "recorded": "backfilled"},
+    early = provenance.data_note({"f.csv": [{"commit": "aaa", "date": "2026-12-01", "recorded": "backfilled"},
                                             {"commit": "bbb", "date": "2026-12-02", "recorded": "backfilled"}]})
     assert "2 commits that first held them" in early and "may have run different code" in early
     for name in doc_tables.TABLES:
         text = doc_tables.made(name)
         note = text.splitlines()[-1]
-        assert note == doc_tables.data_note(doc_tables.READ) and note.startswith("Data: lab/"), name
+        assert note == provenance.data_note(doc_tables.READ) and note.startswith("Data: lab/"), name
         for source, provs in doc_tables.READ.items():
             if len({p.get("code") or p.get("commit") for p in provs}) > 1:
                 assert "different code" in note.split(source, 1)[1].split("; lab/")[0], (name, source)

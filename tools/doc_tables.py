@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from tools import study_runs
+from tools import provenance, study_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "lab")
@@ -34,29 +34,6 @@ READ = {}  # the data a table read: source file -> the provenance of each row re
 
 def _read(source, provenances):
     READ.setdefault(source, []).extend(provenances)
-
-
-def data_note(read):
-    """The line under a table naming its data: per source file, how many rows, the commit(s) and dates.  Rows
-    of more than one version of the code (by their code hash, or by their commit where they record none) are
-    said to be so, since their differences are then not only the methods'; rows from before provenance was
-    recorded carry the commit that first held them (tools/provenance.py), and are said to."""
-    parts = []
-    for source, provs in read.items():
-        versions = {p.get("code") or p.get("commit") for p in provs}
-        commits = sorted({p.get("commit") or "unknown" for p in provs})
-        dates = sorted({(p.get("date") or "unknown")[:10] for p in provs})
-        when = dates[0] if len(dates) == 1 else "%s to %s" % (dates[0], dates[-1])
-        early = any(p.get("recorded") for p in provs)
-        if len(versions) == 1:
-            parts.append("%s, %d rows: commit %s, %s%s" % (source, len(provs), commits[0], when,
-                                                            " (the commit that first held them)" * early))
-        else:
-            shown = ", ".join(commits[:4]) + (" and %d more" % (len(commits) - 4) if len(commits) > 4 else "")
-            parts.append("%s, %d rows of %d %s (%s; %s): rows that %s different code" % (
-                source, len(provs), len(versions), "commits that first held them" if early else
-                "versions of the code", shown, when, "may have run" if early else "ran"))
-    return "Data: " + "; ".join(parts) + "."
 
 
 def _final(log):
@@ -498,7 +475,7 @@ def made(name):
     """Table ``name`` with the line naming its data (data_note)."""
     READ.clear()
     table = TABLES[name]()
-    return table + "\n\n" + data_note(READ)
+    return table + "\n\n" + provenance.data_note(READ)
 
 
 def markers(name):

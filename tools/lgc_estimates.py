@@ -96,8 +96,9 @@ def main():
     text = table({n: saved[n] for n in SETTINGS if n in saved})
     print(text)
     if args.markdown:
-        write_section(args.markdown, "lgc_estimates", "Command: `.venv/bin/python -m tools.lgc_estimates` "
-                      "(lab/lgc_study/estimates.json)\n\n" + text)
+        read = {"lab/lgc_study/estimates.json": [saved[n]["provenance"] for n in SETTINGS if n in saved]}
+        write_section(args.markdown, "lgc_estimates", "Command: `.venv/bin/python -m tools.lgc_estimates`\n\n%s\n\n%s"
+                      % (text, provenance.data_note(read)))
 
 
 if __name__ == "__main__":

@@ -36,12 +36,11 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from tools import study_runs
+from tools import provenance, study_runs
 from tools.jobfiles import write_section
 from tools.study_accuracy import difference_text, job_command, t_interval, train
 
@@ -209,11 +208,8 @@ def main():
     table = diagnose(runs, args.seeds) if args.diagnose else weight_pulls(runs, args.seeds, args.workers) \
         if args.weight_pulls else study(runs, args.seeds, args.workers)
     command = "`.venv/bin/python -m tools.study_module %s`" % " ".join(sys.argv[1:])
-    made = [r["provenance"] for r in runs.runs.runs if "provenance" in r]
-    where = "; runs made at commit%s %s on %s" % ("s" if len({p["commit"] for p in made}) > 1 else "", ", ".join(
-        sorted({p["commit"] + ("" if p["clean"] else "+changes") for p in made})), made[0]["machine"]) if made else ""
-    text = "Command: %s (%s, %d runs, 2 cores%s)\n\n%s\n" % (command, time.strftime("%Y-%m-%d"), len(runs.runs.runs),
-                                                               where, table)
+    read = {os.path.relpath(args.json, ROOT): [r["provenance"] for r in runs.runs.runs]}
+    text = "Command: %s\n\n%s\n\n%s\n" % (command, table, provenance.data_note(read))
     print(text)
     if args.markdown:
         write_section(args.markdown, "study_module:%s" % name, text)

@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 
-from tools import study_lgc, study_runs
+from tools import provenance, study_lgc, study_runs
 from tools.jobfiles import write_section
 from tools import plots
 from tools.plots import pyplot
@@ -177,9 +177,11 @@ def main(argv=None):
     text = "\n\n".join(table(title, pts) for title, pts in made)
     print(text)
     if args.markdown:
-        write_section(args.markdown, "study_pareto", "Command: `.venv/bin/python -m tools.study_pareto%s` (the runs: "
-                      "%s)\n\n%s" % ("" if args.panels == list(PANELS) else " --panels " + " ".join(args.panels),
-                                     ", ".join("lab/lgc_study/" + PANELS[p][2] for p in args.panels), text))
+        read = {"lab/lgc_study/" + PANELS[p][2]: study_runs.provenances(os.path.join(RESULTS, PANELS[p][2]))
+                for p in args.panels}
+        write_section(args.markdown, "study_pareto", "Command: `.venv/bin/python -m tools.study_pareto%s`\n\n%s\n\n%s"
+                      % ("" if args.panels == list(PANELS) else " --panels " + " ".join(args.panels), text,
+                         provenance.data_note(read)))
 
 
 if __name__ == "__main__":
