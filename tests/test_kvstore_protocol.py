@@ -239,6 +239,33 @@ def test_a_key_over_a_servers_fair_share_is_spread_to_level_the_servers():
         assert all(len(cs) == 1 for cs in layout.chunks.values()) == whole, (servers, shapes)
 
 
+def test_a_large_key_is_cut_for_the_pulls_stages_by_its_payload():
+    """With the pull's stages (8 stages of at least 16 KiB), the CNN's dense layer (204,800 of 225,034
+    values) is cut on its servers into parts of at most about 225,034 / 8 values, each of at least 16 KiB of
+    its codec's payload: dense float32 into 8 parts of 25,600, 4bit (half a byte a value) into 6 of about
+    34,133, top-k at 1e-3 (a few bytes) not at all; on 2 servers each server's spread part is cut the same
+    way (dense 4 + 4, 4bit 2 + 3: at least 16 KiB each)."""
+    from mxnet_gc.kvstore.layout import Layout
+
+    shapes = [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (128, 1600), (128,), (10, 128), (10,)]
+    keys = list(range(len(shapes)))
+    stage = 225034 / 8
+    for servers, payload, parts in ((1, 4.0, 8), (1, 0.5, 6), (1, 0.008, 1), (2, 4.0, 8), (2, 0.5, 5)):
+        layout = Layout(servers, 10 ** 6, protocol.KeyAllocator(servers), stages=(8, 16 << 10))
+        layout.add(keys, shapes, groups=[keys], payload=lambda key: payload)
+        big = layout.chunks[4]
+        assert len(big) == parts, (servers, payload, [c.size for c in big])
+        assert [c.begin for c in big[1:]] == [c.end for c in big[:-1]] and big[-1].end == 204800
+        assert all(c.size * payload >= 16 << 10 for c in big) if parts > 1 else big[0].size == 204800
+        assert all(c.size <= stage + 1 for c in big) or payload < 4
+        assert all(len(layout.chunks[k]) == 1 for k in keys if k != 4)  # (the small keys stay in their group)
+        assert len({c.message for c in big}) == parts and all(len(c.message.chunks) == 1 for c in big if parts > 1)
+    # without a payload (Horovod's layout, LGC): nothing is cut for the stages
+    layout = Layout(1, 10 ** 6, protocol.KeyAllocator(1), stages=(8, 16 << 10))
+    layout.add(keys, shapes, groups=[keys])
+    assert len(layout.messages) == 1
+
+
 def test_config_differences_name_the_fields():
     a = {"type": "4bit", "default": {"thresholds": [1, 2]}, "per_key": {}}
     b = {"type": "4bit", "default": {"thresholds": [1, 3]}, "per_key": {}, "extra": True}
@@ -258,3 +285,21 @@ def test_init_settings_do_not_depend_on_the_order_of_keys_and_name_the_first_tha
     assert message.startswith('the workers set different keys in an init call (rank 0 / rank 1): groups: '
                               '[[3], ["a", "b"]] / null; keys[2]: ["b", [2]] / ["b", [2, 1]]; every worker must '
                               'init the same keys'), message
+
+
+def test_a_residual_saved_under_another_cut_is_cut_again_when_it_is_one_value_a_value():
+    """A worker's residuals saved where a key was one chunk (Horovod's store) restore into the parameter
+    server's cut of it for the pull's stages (4 + 6 values), and back; a residual that is not one value a
+    value (top-k's, with its threshold and step count per chunk) is refused, naming the chunk."""
+    from mxnet_gc.kvstore import residual_file
+
+    whole = np.arange(10, dtype=np.float32)
+    parts = [mx.nd.zeros(4), mx.nd.zeros(6)]
+    residual_file.restore("f", {}, {"'w'/0": whole}, [("w", 0, parts[0]), ("w", 1, parts[1])], 1, per_value=True)
+    assert np.array_equal(np.concatenate([p.asnumpy() for p in parts]), whole)
+    one = mx.nd.zeros(10)
+    residual_file.restore("f", {}, {"'w'/0": whole[:4], "'w'/1": whole[4:]}, [("w", 0, one)], 1, per_value=True)
+    assert np.array_equal(one.asnumpy(), whole)
+    with pytest.raises(ValueError, match="chunk 0 of key 'w': 12 values saved, 6 here"):
+        residual_file.restore("f", {}, {"'w'/0": np.zeros(12, np.float32)},
+                              [("w", 0, mx.nd.zeros(6)), ("w", 1, mx.nd.zeros(8))], 1, per_value=False)

@@ -170,6 +170,23 @@ class StoreBase(KVStoreBase):
             return None
         return self._lgc.codec_for(key) if self._lgc is not None else self._compression.codec_for(key)
 
+    def payload_per_value(self, key):
+        """The payload bytes a value of ``key``'s pushes takes once its codec runs (4: dense float32), for the
+        layout's cut of large keys into the pull's stages; 0 (no cut) with LGC, whose rounds send their own
+        messages, and with a codec whose state is not one value per value (not ``cuttable``: a checkpoint's
+        residuals of another cut could not be cut again, residual_file.restore)."""
+        if self._lgc is not None:
+            return 0
+        if key in self._reduce_only or self._compression.codec_type is None:
+            return 4.0
+        if not self._compression.codec_class.cuttable:
+            return 0
+        try:
+            codec = self._compression.codec_for(key)
+        except ValueError:  # 'auto' levels, fitted during the warm-up: its class's bits a value
+            return self._compression.codec_class.bits / 8
+        return 4.0 * codec.payload_size(1 << 16) / (1 << 16)
+
     def chunks_of(self, key):
         """The chunks (layout.py) ``key`` travels in, each with its codec and error-feedback state."""
         return self._layout.chunks[key]
@@ -351,7 +368,9 @@ class StoreBase(KVStoreBase):
             restarted = restarted or any(m.coded for m in self._layout.messages)  # (their pulls' levels)
         if restarted:
             self._assign_codecs(self._layout.messages)
-        residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers)
+        residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers,
+                              self._lgc is None and (self._compression.codec_type is None or
+                                                     self._compression.codec_class.cuttable))
         self._owed = {k: saved[residual_file.owed_name(k)] for k in self._shapes if residual_file.owed_name(k) in saved}
         self._restore_pull_residuals(saved, fname)
         if self._lgc is not None:
@@ -426,7 +445,7 @@ class StoreBase(KVStoreBase):
         for m in gone:
             self._plans.pop(m, None)
             self._counts.pop(m, None)
-        messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups)
+        messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups, self.payload_per_value)
         for k in keys:
             for c, state in zip(self._layout.chunks[k], states[k]):
                 c.residual = state

@@ -21,7 +21,7 @@ from .layout import Layout
 from .lgc_ps import PSRounds
 from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
-from .pull_stages import PushQueue, stages as pull_stages
+from .pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stages as pull_stages
 from . import weight_pulls
 from .step_order import StepOrder
 
@@ -45,9 +45,10 @@ class DistSyncStore(StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
     Start the processes with mxnet_gc's launcher (``python -m mxnet_gc.launch``).  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
-    (mxnet_gc/config.py) is cut into parts of at most that many values, as many on every server.  Keys initialized with ``groups`` share
+    (mxnet_gc/config.py) is cut into parts of at most that many values, as many on every server (and a large tensor further, for
+    the pull's stages: layout.py).  Keys initialized with ``groups`` share
     one message per group (the Gluon trainer's merge policy); they must then be pushed together.
-    Pushes beyond the first megabyte of a step go out with the pull (pull_stages.py), or at the latest
+    Pushes beyond the first PULL_STAGE_MIN_BYTES of a step go out with the pull (pull_stages.py), or at the latest
     with the next barrier or other collective call (DistAsyncStore sends each push at once).
     """
 
@@ -68,7 +69,8 @@ class DistSyncStore(StoreBase):
         if settings.rank_line:
             print("%s %d" % (settings.rank_line, self._port.rank), flush=True)
         self._num_servers = settings.num_servers
-        self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator)
+        self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator,
+                              (PULL_STAGES, PULL_STAGE_MIN_BYTES))
         self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._buffers = MessageBuffers(self._port)
         self._round = 0
@@ -163,7 +165,7 @@ class DistSyncStore(StoreBase):
         """
         keys, values, groups = self._init_arguments(key, value, reduce_only, groups)
         groups = self._lgc_init(keys, [v.shape for v in values], groups, reduce_only)
-        messages = self._layout.add(keys, [v.shape for v in values], groups)
+        messages = self._layout.add(keys, [v.shape for v in values], groups, self.payload_per_value)
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
             self._reduce_only.update(keys)

@@ -7,6 +7,12 @@
   (parts of at least MIN_SPREAD_PART values), each a message of its own.  Without it a network whose
   bytes are mostly in one layer (a CNN's first dense layer) would load one server with every worker's
   copy of that layer while the others idle.
+- With ``stages`` = (S, B) (the parameter server's pull, which brings a step's messages back in about S
+  stages of at least B payload bytes, pull_stages.py), a key of more than its init call's values over S is
+  cut further, into parts of about that size on its servers, each of at least B payload bytes (its codec's;
+  a sparse codec's few bytes are not cut): one stage's pull then comes back while the next stage is still
+  being pushed, so both directions of a link carry data at once (a network whose bytes are mostly in one
+  layer would otherwise be one message, pushed whole before any of it is pulled).
 - A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
   ``groups`` (the Gluon trainer's merge policy) in its group's message, whatever its size: one push
   and one pull per step for the group, instead of one per key (a key that is split stays in messages
@@ -107,8 +113,8 @@ class Message:
 class Layout:
     """All keys' chunks and messages; ``add`` places the keys of one init call."""
 
-    def __init__(self, num_servers, bound, allocator):
-        self.num_servers, self.bound, self.alloc = num_servers, bound, allocator
+    def __init__(self, num_servers, bound, allocator, stages=None):
+        self.num_servers, self.bound, self.alloc, self.stages = num_servers, bound, allocator, stages
         self.server_bytes = [0] * num_servers
         self.chunks = {}  # key -> [Chunk]
         self.messages = []
@@ -138,6 +144,18 @@ class Layout:
                 return [sizes[s] for s in servers], servers
         return [n], [order[0]]
 
+    def staged(self, parts, servers, stage, payload):
+        """``parts`` (sizes, on ``servers``) cut further into pieces of about ``stage`` values, each at least
+        MIN_SPREAD_PART values and the stages' least payload bytes (``payload``: bytes a value), on the same
+        servers."""
+        sizes, where = [], []
+        for size, server in zip(parts, servers):
+            pieces = max(1, min(-(-size // max(1, int(stage))), size // MIN_SPREAD_PART,
+                                int(size * payload // self.stages[1])))
+            sizes += protocol.split_sizes(size, pieces)
+            where += [server] * pieces
+        return sizes, where
+
     def _chunk(self, key, shape, begin, end):
         self._next_chunk += 1
         return Chunk(self._next_chunk, key, shape, begin, end)
@@ -147,14 +165,17 @@ class Layout:
         self.messages.append(m)
         return m
 
-    def add(self, keys, shapes, groups=None):
-        """Places new keys; returns their messages.  ``groups``: lists of keys, one message each."""
+    def add(self, keys, shapes, groups=None, payload=None):
+        """Places new keys; returns their messages.  ``groups``: lists of keys, one message each;
+        ``payload(key)``: the payload bytes a value of the key's pushes takes (None: the keys are not cut
+        for the stages)."""
         if groups is not None and sorted(map(str, keys)) != sorted(str(k) for g in groups for k in g):
             raise ValueError("merge groups must hold every key being initialized exactly once")
         group_of = {k: g for g, members in enumerate(groups or []) for k in members}
         new, group_message = [], {}
         sizes = [math.prod(shape) for shape in shapes]
         fair = sum(sizes) / self.num_servers
+        stage = sum(sizes) / self.stages[0] if self.stages and payload else float("inf")
 
         def message(server):
             new.append(self._message(server))
@@ -173,6 +194,9 @@ class Layout:
                 parts, servers = [n], [grouped.server]
             else:
                 parts, servers = [n], [min(range(self.num_servers), key=lambda s: self.server_bytes[s])]
+            if not count > 1 and n > stage and n >= 2 * MIN_SPREAD_PART:
+                parts, servers = self.staged(parts, servers, stage, payload(key))
+                split = len(parts) > 1
             self.chunks[key], begin = [], 0
             for size, server in zip(parts, servers):
                 chunk = self._chunk(key, shape, begin, begin + size)
