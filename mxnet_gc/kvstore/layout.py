@@ -9,8 +9,8 @@
   copy of that layer while the others idle.
 - With ``stages`` = (S, B) (the parameter server's pull, which brings a step's messages back in about S
   stages of at least B payload bytes, pull_stages.py), a key of more than its init call's values over S is
-  cut further, into parts of about that size on its servers, each of at least B payload bytes (its codec's;
-  a sparse codec's few bytes are not cut): one stage's pull then comes back while the next stage is still
+  cut further, into parts of about that size on its servers, each of at least B payload bytes (its codec's,
+  as the store says; none for a codec whose state is not one value per value: not cut): one stage's pull then comes back while the next stage is still
   being pushed, so both directions of a link carry data at once (a network whose bytes are mostly in one
   layer would otherwise be one message, pushed whole before any of it is pulled).
 - A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
