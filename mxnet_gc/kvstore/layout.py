@@ -147,14 +147,16 @@ class Layout:
     def staged(self, parts, servers, stage, payload):
         """``parts`` (sizes, on ``servers``) cut further into pieces of about ``stage`` values, each at least
         MIN_SPREAD_PART values and the stages' least payload bytes (``payload``: bytes a value), on the same
-        servers."""
-        sizes, where = [], []
+        servers, the servers' pieces in turns along the key."""
+        cut = []
         for size, server in zip(parts, servers):
             pieces = max(1, min(-(-size // max(1, int(stage))), size // MIN_SPREAD_PART,
                                 int(size * payload // self.stages[1])))
-            sizes += protocol.split_sizes(size, pieces)
-            where += [server] * pieces
-        return sizes, where
+            cut.append([(piece, server) for piece in protocol.split_sizes(size, pieces)])
+        # the servers' pieces in turns: each stage of the pull (consecutive pieces) then loads every server
+        # the key is on, not one after the other
+        turns = [p for i in range(max(map(len, cut))) for p in (pieces[i] for pieces in cut if i < len(pieces))]
+        return [size for size, _ in turns], [server for _, server in turns]
 
     def _chunk(self, key, shape, begin, end):
         self._next_chunk += 1
