@@ -244,9 +244,11 @@ def main():
     left = False
     if args.from_csv:  # the page and plots again from a run's rows
         rows = read_rows(args.from_csv)
-        made = {name: rows[0][name] for name in ("commit", "clean", "date", "machine", "command")}
-        head = "Command: `%s` (%s; this text made from %s by `python -m tools.bench_network --from-csv`)" % (
-            made["command"], provenance.line(made).split(": `")[0], os.path.relpath(args.from_csv, ROOT))
+        source = os.path.relpath(args.from_csv, ROOT)
+        commands = "; ".join("`%s`" % c for c in dict.fromkeys(r["command"] for r in rows))
+        head = "Command%s: %s (this text made from %s by `python -m tools.bench_network --from-csv`; %s)" % (
+            "s" if ";" in commands else "", commands, source,
+            provenance.data_note({source: rows})[len("Data: "):].rstrip("."))
     else:
         started = time.time()
         made = provenance.record(["python", "-m", "tools.bench_network"] + sys.argv[1:])
