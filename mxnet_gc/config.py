@@ -88,7 +88,8 @@ VARIABLES = (
      "files (`save_optimizer_states`, LGC's autoencoders); a command naming a file elsewhere is refused. "
      "The launcher starts every process in its own working directory; give the job another folder with "
      "`--env MXNET_GC_CHECKPOINT_DIR=/path`"),
-    (("HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_ELASTIC", "HOROVOD_GLOO_TIMEOUT_SECONDS"), Phrase("set by horovodrun"),
+    (("HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "HOROVOD_RANK", "HOROVOD_SIZE",
+      "HOROVOD_ELASTIC", "HOROVOD_GLOO_TIMEOUT_SECONDS"), Phrase("set by horovodrun"),
      "Horovod's: in a static `horovodrun --gloo` job the horovod store first waits on horovodrun's "
      "rendezvous server for every rank to announce itself, for the gloo timeout (30 s by default), and "
      "names a rank that never comes (`hvd.init` would abort the process then, in C++: "
@@ -206,17 +207,19 @@ class Settings:
             raise ValueError("MXNET_GC_ALLTOALL must be one of %s, got %r" % (", ".join(ALLTOALLS), alltoall))
         num_servers = _int(environ, "DMLC_NUM_SERVER", 0, 0)
         return cls(bigarray_bound=_bound(environ, num_servers), num_threads=_threads(environ),
-                   isa=isa, netns=environ.get("MXNET_GC_NETNS", DEFAULT["MXNET_GC_NETNS"]), role=environ.get("DMLC_ROLE", ""),
+                   isa=isa, netns=environ.get("MXNET_GC_NETNS", DEFAULT["MXNET_GC_NETNS"]),
+                   role=environ.get("DMLC_ROLE", ""),
                    num_servers=num_servers,
                    num_workers=_int(environ, "DMLC_NUM_WORKER", 0, 0),
                    bulk_exec_train=environ.get("MXNET_EXEC_BULK_EXEC_TRAIN", "1"),
                    rank_line=environ.get("MXNET_GC_RANK_LINE", ""), end_line=environ.get("MXNET_GC_END_LINE", ""),
-                   collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT", DEFAULT["MXNET_GC_COLLECTIVE_TIMEOUT"],
-                                                      float, 0),
-                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", DEFAULT["MXNET_GC_PULL_STATS"], 0), alltoall=alltoall,
+                   collective_timeout=_number(environ, "MXNET_GC_COLLECTIVE_TIMEOUT",
+                                              DEFAULT["MXNET_GC_COLLECTIVE_TIMEOUT"], float, 0),
+                   pull_stats=_int(environ, "MXNET_GC_PULL_STATS", DEFAULT["MXNET_GC_PULL_STATS"], 0),
+                   alltoall=alltoall,
                    alltoall_peers=_int(environ, "MXNET_GC_ALLTOALL_PEERS", DEFAULT["MXNET_GC_ALLTOALL_PEERS"], 1),
-                   job_secret=_secret(environ), join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT",
-                                                                              DEFAULT["MXNET_GC_JOIN_TIMEOUT"], float, 0),
+                   job_secret=_secret(environ),
+                   join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT", DEFAULT["MXNET_GC_JOIN_TIMEOUT"], float, 0),
                    checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()),
                    rendezvous=_rendezvous(environ), horovod_rank=_int(environ, "HOROVOD_RANK", 0, 0),
                    horovod_size=_int(environ, "HOROVOD_SIZE", 0, 0),

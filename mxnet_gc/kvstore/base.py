@@ -175,17 +175,20 @@ class StoreBase(KVStoreBase):
         layout's cut of large keys into the pull's stages; 0 (no cut) with LGC, whose rounds send their own
         messages, and with a codec whose state is not one value per value (not ``cuttable``: a checkpoint's
         residuals of another cut could not be cut again, residual_file.restore)."""
-        if self._lgc is not None:
+        if not self._state_per_value():
             return 0
         if key in self._reduce_only or self._compression.codec_type is None:
             return 4.0
-        if not self._compression.codec_class.cuttable:
-            return 0
         try:
             codec = self._compression.codec_for(key)
         except ValueError:  # 'auto' levels, fitted during the warm-up: its class's bits a value
             return self._compression.codec_class.bits / 8
         return 4.0 * codec.payload_size(1 << 16) / (1 << 16)
+
+    def _state_per_value(self):
+        """Whether a chunk's error-feedback state is one value per value (dense, or a ``cuttable`` codec; not
+        LGC's), so that it can be cut anew."""
+        return self._lgc is None and (self._compression.codec_type is None or self._compression.codec_class.cuttable)
 
     def chunks_of(self, key):
         """The chunks (layout.py) ``key`` travels in, each with its codec and error-feedback state."""
@@ -368,9 +371,7 @@ class StoreBase(KVStoreBase):
             restarted = restarted or any(m.coded for m in self._layout.messages)  # (their pulls' levels)
         if restarted:
             self._assign_codecs(self._layout.messages)
-        residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers,
-                              self._lgc is None and (self._compression.codec_type is None or
-                                                     self._compression.codec_class.cuttable))
+        residual_file.restore(fname, meta, saved, self._residual_items(), self.num_servers, self._state_per_value())
         self._owed = {k: saved[residual_file.owed_name(k)] for k in self._shapes if residual_file.owed_name(k) in saved}
         self._restore_pull_residuals(saved, fname)
         if self._lgc is not None:

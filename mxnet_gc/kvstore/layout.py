@@ -10,9 +10,10 @@
 - With ``stages`` = (S, B) (the parameter server's pull, which brings a step's messages back in about S
   stages of at least B payload bytes, pull_stages.py), a key of more than its init call's values over S is
   cut further, into parts of about that size on its servers, each of at least B payload bytes (its codec's,
-  as the store says; none for a codec whose state is not one value per value: not cut): one stage's pull then comes back while the next stage is still
-  being pushed, so both directions of a link carry data at once (a network whose bytes are mostly in one
-  layer would otherwise be one message, pushed whole before any of it is pulled).
+  as the store says; none for a codec whose state is not one value per value: not cut): one stage's pull
+  then comes back while the next stage is still being pushed, so both directions of a link carry data at
+  once (a network whose bytes are mostly in one layer would otherwise be one message, pushed whole before
+  any of it is pulled).
 - A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
   ``groups`` (the Gluon trainer's merge policy) in its group's message, whatever its size: one push
   and one pull per step for the group, instead of one per key (a key that is split stays in messages
