@@ -53,5 +53,5 @@ def test_a_study_runs_fresh_and_reuses_only_the_same_codes_runs(tmp_path, traine
     study_runs.write(str(path), runs)
     kept = study(tmp_path, "--reuse")
     assert len(trained) == 5  # seed 1 again (its stored run ran other code), seed 2 reused
-    assert sorted(study_runs.by_config(str(path))) == ["top-k (error feedback)", "uncompressed"]
+    assert sorted(study_runs.by_config(study_runs.read(str(path)))) == ["top-k (error feedback)", "uncompressed"]
     assert [r["provenance"]["code"] for r in kept].count("0" * 16) == 0

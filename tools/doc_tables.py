@@ -101,8 +101,9 @@ def sparse_study(workers=2, model="cnn", folder="lgc_study", command="make study
     or with 4 workers, 6 epochs; on cnn-fc with 2 workers, 3 short epochs, 2 seeds (``folder``
     "lgc_study/seeds": `make study-lgc-seeds`, a few of them on more seeds)."""
     name = "lgc_study_%sw%d.jsonl" % ("" if model == "cnn" else model + "_", workers)
-    data = study_runs.by_config(os.path.join(RESULTS, folder, name))
-    _read("lab/%s/%s" % (folder, name), study_runs.provenances(os.path.join(RESULTS, folder, name)))
+    runs = study_runs.read(os.path.join(RESULTS, folder, name))
+    data = study_runs.by_config(runs)
+    _read("lab/%s/%s" % (folder, name), [run["provenance"] for run in runs])
     return Study({c: {log["args"]["seed"]: log for log in logs} for c, logs in data.items()},
                  command, "lab/%s/%s" % (folder, name), 3 if workers == 2 else 6)
 

@@ -98,7 +98,7 @@ def main():
         print("| study | workers | configuration | phases | B/step |")
         print("|---|---|---|---|---:|")
         for path in args.measured:
-            for config, logs in study_runs.by_config(path).items():
+            for config, logs in study_runs.by_config(study_runs.read(path)).items():
                 per_step = [measured_per_step(log["epochs"][-1]) for log in logs]
                 phases = sorted({p["phase"] for log in logs for p in log["epochs"][-1]["phases"]})
                 print("| %s | %d | %s | %s | %.0f |" % (os.path.basename(path), logs[0]["workers"], config,

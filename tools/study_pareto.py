@@ -166,19 +166,19 @@ def main(argv=None):
     parser.add_argument("--report", action="store_true", help="train nothing: the picture and tables of the saved runs")
     parser.add_argument("--markdown", help="a page whose study_pareto section gets the tables")
     args = parser.parse_args(argv)
-    made = []
+    made, read = [], {}
     for name in args.panels:
         title, study_args, file_name = PANELS[name]
         path = os.path.join(RESULTS, file_name)
         if not args.report:
             study_lgc.main(study_args + ["--configs"] + METHODS + ["--reuse"])
-        made.append((title, points(study_runs.by_config(path))))
+        runs = study_runs.read(path)
+        read["lab/lgc_study/" + file_name] = [run["provenance"] for run in runs]
+        made.append((title, points(study_runs.by_config(runs))))
     plot(made)
     text = "\n\n".join(table(title, pts) for title, pts in made)
     print(text)
     if args.markdown:
-        read = {"lab/lgc_study/" + PANELS[p][2]: study_runs.provenances(os.path.join(RESULTS, PANELS[p][2]))
-                for p in args.panels}
         write_section(args.markdown, "study_pareto", "Command: `.venv/bin/python -m tools.study_pareto%s`\n\n%s\n\n%s"
                       % ("" if args.panels == list(PANELS) else " --panels " + " ".join(args.panels), text,
                          provenance.data_note(read)))

@@ -120,15 +120,9 @@ class Runs:
             write(self.path, self.runs)
 
 
-def by_config(path):
-    """The runs of a study file by the study's names for their configurations: {config: [log, ...]}, in the
-    file's order."""
+def by_config(runs):
+    """Runs (``read``'s) by the study's names for their configurations: {config: [log, ...]}, in order."""
     out = {}
-    for run in read(path):
+    for run in runs:
         out.setdefault(run["config"], []).append(run["log"])
     return out
-
-
-def provenances(path):
-    """The provenance records of a study file's runs, in order."""
-    return [run["provenance"] for run in read(path)]
