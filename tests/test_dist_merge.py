@@ -12,6 +12,7 @@ import pytest
 import topk_reference as ref
 from dist.job import HERE, LAUNCH, ROOT, output_of
 from dist.merge_worker import COMPRESSION
+from mxnet_gc.profiling import PROBE_MESSAGES, PROBE_REPEATS, PROBE_SIZES
 
 WORKER = os.path.join(HERE, "merge_worker.py")
 
@@ -69,8 +70,10 @@ def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     assert "transport cost" in proc.stdout
     pushes = [int(n) for n in re.findall(r"mxnet_gc server \d: (\d+) pushes", proc.stdout)]
     # 2 workers: 2 profiling steps with one message per parameter, then 3 steps with one per group, plus
-    # the planner's transport probes (4 sizes x 4 rounds x 8 messages) and its statistics (1)
-    assert pushes == [2 * (2 * len(names) + 3 * len(plan["groups"]) + 4 * 4 * 8 + 1)]
+    # the planner's transport probes (each size: a warm-up round and the timed ones, of a few messages each)
+    # and its statistics (1)
+    probes = len(PROBE_SIZES) * (PROBE_REPEATS + 1) * PROBE_MESSAGES
+    assert pushes == [2 * (2 * len(names) + 3 * len(plan["groups"]) + probes + 1)]
 
 
 @pytest.mark.job
