@@ -229,12 +229,13 @@ class Trainer(_mx.TrainerBase):
         ready = [p for p in self.waiting_parameters if not self.is_deferred(p)]
         self.active_store.set_key_names({self.key_of(p.name): p.name for p in ready})
         # Parameters that get gradients are pushed together each step, so they are initialized together
-        # (and may share messages); the others (batch-norm statistics) apart from them.
+        # (and may share messages), in backward's order (the order of their messages, and of their pushes);
+        # the others (batch-norm statistics) apart from them.
         trained = [p for p in ready if p.grad_req != "null"]
         order = sorted(trained, key=lambda p: -self._definition_rank[p.name])  # backward's
         groups = self._merge_policy.initial_groups([self.key_of(p.name) for p in order],
                                                    [p.data().size for p in order])
-        for group, grouping in ((trained, groups), ([p for p in ready if p.grad_req == "null"], None)):
+        for group, grouping in ((order, groups), ([p for p in ready if p.grad_req == "null"], None)):
             if group:
                 keys = [self.key_of(p.name) for p in group]
                 self.active_store.init(keys, [p.list_data()[0] for p in group], groups=grouping)

@@ -226,11 +226,16 @@ def test_a_key_over_a_servers_fair_share_is_spread_to_level_the_servers():
         load = [b // 4 for b in layout.server_bytes]
         assert sum(load) == 225034
         # the group's message went first to the least loaded server (0) with the 18,816 values before the
-        # layer; the layer's parts then filled every server to one level, (204,800 + 18,816) / S
+        # layer; the layer's parts then filled every server to one level, (204,800 + 18,816) / S; the
+        # group's 1,418 values after the layer went in a message after its parts
+        assert max(load) / min(load) < 1.06
+        if servers > 1:
+            tail = layout.messages[-1]
+            assert [c.key for c in tail.chunks] == [5, 6, 7] and tail.size == 1418
+            load[tail.server] -= tail.size
         level = (204800 + 18816) // servers
         assert all(load[s] in (level, level + 1) for s in range(1, servers)), load
-        assert max(load) / min(load) < 1.06
-        assert len(layout.messages) == 1 + (servers if servers > 1 else 0)
+        assert len(layout.messages) == (2 + servers if servers > 1 else 1)
     for servers, shapes, whole in ((4, [(1000, 100)] * 8, True),  # 8 equal keys: each within its fair share
                                    (4, [(2 * MIN_SPREAD_PART - 1,), (10,)], True),  # too small to spread
                                    (4, [(2 * MIN_SPREAD_PART,), (10,)], False)):
@@ -276,15 +281,19 @@ def test_config_differences_name_the_fields():
 
 
 def test_init_settings_do_not_depend_on_the_order_of_keys_and_name_the_first_that_differs():
+    """Keys in any order; merge groups in theirs, which is their messages' (the same on every worker)."""
     one = agreement.init_config(["b", 3, "a"], [(2,), (1, 4), (5,)], False, [["b", "a"], [3]])
-    other = agreement.init_config(["a", "b", 3], [(5,), (2,), (1, 4)], False, [[3], ["a", "b"]])
+    other = agreement.init_config(["a", "b", 3], [(5,), (2,), (1, 4)], False, [["b", "a"], [3]])
     assert one == other and [k for k, _ in one["keys"]] == [3, "a", "b"]
     assert agreement.disagreement("keys", {0: one, 1: other}) is None
     wrong = agreement.init_config(["a", "b", 3], [(5,), (2, 1), (1, 4)], False, None)
     message = agreement.disagreement("keys", {1: wrong, 0: one})
     assert message.startswith('the workers set different keys in an init call (rank 0 / rank 1): groups: '
-                              '[[3], ["a", "b"]] / null; keys[2]: ["b", [2]] / ["b", [2, 1]]; every worker must '
+                              '[["b", "a"], [3]] / null; keys[2]: ["b", [2]] / ["b", [2, 1]]; every worker must '
                               'init the same keys'), message
+    reordered = agreement.init_config(["a", "b", 3], [(5,), (2,), (1, 4)], False, [[3], ["a", "b"]])
+    assert agreement.disagreement("keys", {0: one, 1: reordered}).startswith(
+        'the workers set different keys in an init call (rank 0 / rank 1): groups[0]: ["b", "a"] / [3]')
 
 
 def test_a_residual_saved_under_another_cut_is_cut_again_when_it_is_one_value_a_value():

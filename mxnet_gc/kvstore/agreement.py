@@ -32,17 +32,19 @@ def sorted_keys(keys):
 
 
 def init_config(keys, shapes, reduce_only, groups):
-    """The canonical form of an init call: keys sorted, with their shapes; groups sorted."""
+    """The canonical form of an init call: keys sorted, with their shapes; groups as given (canonical_groups)."""
     pairs = sorted(zip(keys, shapes), key=lambda p: key_order(p[0]))
     return {"keys": [[k, list(s)] for k, s in pairs], "reduce_only": bool(reduce_only),
             "groups": canonical_groups(groups)}
 
 
 def canonical_groups(groups):
-    """Merge groups in one order: each group's keys sorted, the groups by their first key."""
+    """Merge groups as lists, in the order given: the order of the keys in the groups is the order of their
+    messages (the trainer gives backward's, so that messages are pushed as their gradients become ready),
+    so every worker must give the same."""
     if groups is None:
         return None
-    return sorted((sorted_keys(g) for g in groups), key=lambda g: key_order(g[0]) if g else (False, -1))
+    return [list(g) for g in groups]
 
 
 def differences(a, b, prefix=""):

@@ -17,7 +17,8 @@
 - A smaller key goes whole to the least loaded server (by bytes), in a message of its own, or with
   ``groups`` (the Gluon trainer's merge policy) in its group's message, whatever its size: one push
   and one pull per step for the group, instead of one per key (a key that is split stays in messages
-  of its own).
+  of its own, and the group's keys after it go in a new message: with the keys in backward's order,
+  messages are then pushed in the order their gradients are ready).
 - A message has a value key (what pulls return) and, for mxnet_gc codecs, a payload key; each chunk
   owns a segment of the message's values and of its payload.
 
@@ -169,12 +170,17 @@ class Layout:
         return m
 
     def add(self, keys, shapes, groups=None, payload=None):
-        """Places new keys; returns their messages.  ``groups``: lists of keys, one message each;
+        """Places new keys; returns their messages.  ``groups``: lists of keys, one message each, placed in
+        their order (else the keys' order);
         ``payload(key)``: the payload bytes a value of the key's pushes takes (None: the keys are not cut
         for the stages)."""
         if groups is not None and sorted(map(str, keys)) != sorted(str(k) for g in groups for k in g):
             raise ValueError("merge groups must hold every key being initialized exactly once")
         group_of = {k: g for g, members in enumerate(groups or []) for k in members}
+        if groups is not None:  # the groups' order is the messages' (the trainer's: backward's)
+            shape_of = dict(zip(keys, shapes))
+            keys = [k for g in groups for k in g]
+            shapes = [shape_of[k] for k in keys]
         new, group_message = [], {}
         sizes = [math.prod(shape) for shape in shapes]
         fair = sum(sizes) / self.num_servers
@@ -213,6 +219,8 @@ class Layout:
                         grouped = group_message[group_of[key]] = message(server)
                     m = grouped
                 m.append(chunk)
+            if split and key in group_of:  # the group's later keys (in backward's order) in a message after its parts
+                group_message.pop(group_of[key], None)
         return new
 
     def remove(self, keys):

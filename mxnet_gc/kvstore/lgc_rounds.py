@@ -71,10 +71,11 @@ class LGCRounds:
         return None
 
     def separate(self, groups):
-        """Merge groups with the coded keys each in a message of its own."""
-        coded = set(self.coded)
+        """Merge groups with the coded keys each in a message of its own, after the others, in the order
+        they were chosen (the keys' canonical order: they travel in LGC's rounds, not in push order)."""
+        coded, grouped = set(self.coded), {k for g in groups for k in g}
         out = [[k for k in g if k not in coded] for g in groups]
-        return [g for g in out if g] + [[k] for g in groups for k in g if k in coded]
+        return [g for g in out if g] + [[k] for k in self.coded if k in grouped]
 
     def through_messages(self, keys):
         """The keys of a push or pull that travel in the store's messages in the installed phase."""
