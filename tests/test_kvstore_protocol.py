@@ -271,6 +271,22 @@ def test_a_large_key_is_cut_for_the_pulls_stages_by_its_payload():
     assert len(layout.messages) == 1
 
 
+def test_messages_follow_the_groups_order_so_the_first_ready_gradients_go_first():
+    """The trainer's group in backward's order (the last layer first): the keys before the cut dense layer
+    in a first message, its parts next, the convolutions (whose gradients backward makes last) in a last
+    message; a push of every key sends them in that order, whatever the order of the keys in the call."""
+    from mxnet_gc.kvstore.layout import Layout
+
+    shapes = [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (128, 1600), (128,), (10, 128), (10,)]
+    backward = list(range(len(shapes)))[::-1]
+    layout = Layout(1, 10 ** 6, protocol.KeyAllocator(1), stages=(8, 16 << 10))
+    layout.add(list(range(len(shapes))), shapes, groups=[backward], payload=lambda key: 0.5)
+    order = [[(c.key, c.begin) for c in m.chunks] for m in layout.messages_of([0, 1, 2, 3, 4, 5, 6, 7])]
+    parts = [c.begin for c in layout.chunks[4]]
+    assert order == [[(7, 0), (6, 0), (5, 0)]] + [[(4, b)] for b in parts] + [[(3, 0), (2, 0), (1, 0), (0, 0)]]
+    assert len(parts) == 6
+
+
 def test_config_differences_name_the_fields():
     a = {"type": "4bit", "default": {"thresholds": [1, 2]}, "per_key": {}}
     b = {"type": "4bit", "default": {"thresholds": [1, 3]}, "per_key": {}, "extra": True}
