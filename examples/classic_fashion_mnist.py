@@ -38,7 +38,7 @@ def compression_params(args):
     if args.gc_type == "none":
         return {"type": "none"}
     options = {} if args.gc_rounding is None else {"rounding": args.gc_rounding}
-    if args.gc_type != "2bit":  # (the servers send the weights' differences: mxnet_gc/kvstore/weight_pulls.py)
+    if args.gc_type != "2bit":  # (the servers send the weights' differences: mxnet_gc/kvstore/ps/weight_pulls.py)
         options["compressed_pull"] = args.gc_compressed_pull
     if args.gc_type in ("2bit", "gc_2bit"):  # (MXNet's own 2bit takes no rounding: it says so)
         return {"type": args.gc_type, "threshold": args.gc_threshold, **options}

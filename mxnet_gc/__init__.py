@@ -21,7 +21,7 @@ def _starts_the_launcher():
 
 if config.settings().role == "server":
     # A parameter-server process.  MXNet would run its stock server inside `import mxnet`; hide the
-    # role during that import so that mxnet_gc's server (mxnet_gc.kvstore.server) runs instead.
+    # role during that import so that mxnet_gc's server (mxnet_gc.kvstore.ps.server) runs instead.
     with config.temporary_variable("DMLC_ROLE", "worker"):
         import mxnet  # noqa: F401
 

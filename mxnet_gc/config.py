@@ -60,7 +60,7 @@ VARIABLES = (
     ("MXNET_GC_PULL_STATS", 0,
      "0: off; every this many rounds of a message, the servers log a `pull stats` line: the norms of the "
      "summed gradient, of the compressed pull and of the servers' residual, and the shares of values sent "
-     "as 0 and at the top level (`mxnet_gc/kvstore/pull_monitor.py`; `tools/study_accuracy.py` keeps them "
+     "as 0 and at the top level (`mxnet_gc/kvstore/ps/pull_monitor.py`; `tools/study_accuracy.py` keeps them "
      "with the run)"),
     ("MXNET_GC_RANK_LINE", Phrase("set by the launcher for workers"),
      "the line the dist store prints with its rank when it starts (`mxnet_gc: this worker's rank is R`); "

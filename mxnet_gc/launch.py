@@ -47,8 +47,8 @@ RANK_LINE = "mxnet_gc: this worker's rank is"
 # The launcher gives both to the workers in MXNET_GC_RANK_LINE and MXNET_GC_END_LINE (config.py).
 END_LINE = "mxnet_gc: this worker's store ended with the job"
 # ps-lite's scheduler through libmxnet's C API, run by its path (it imports neither mxnet nor mxnet_gc)
-SCHEDULER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "scheduler.py")
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "server_start.py")  # (without scipy)
+SCHEDULER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "ps", "scheduler.py")
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvstore", "ps", "server_start.py")  # (without scipy)
 TAIL_LINES = 20  # lines of output kept per process for the failure report
 KILL_GRACE = 5.0  # seconds between SIGTERM and SIGKILL
 JOB_VARIABLE = "MXNET_GC_JOB"  # the job's id, in the environment of every process it starts

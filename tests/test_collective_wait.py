@@ -1,4 +1,4 @@
-"""mxnet_gc/kvstore/collective_wait.py: a blocking call returns its value, times out at its deadline (the
+"""mxnet_gc/kvstore/horovod/collective_wait.py: a blocking call returns its value, times out at its deadline (the
 caller goes on; a later call gets a helper of its own), or turns MXNet's error into CollectiveError."""
 import threading
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 from mxnet.base import MXNetError
 
-from mxnet_gc.kvstore.collective_wait import CollectiveError, Waiter
+from mxnet_gc.kvstore.horovod.collective_wait import CollectiveError, Waiter
 
 
 def test_a_call_returns_times_out_or_fails():

@@ -12,7 +12,7 @@ import pytest
 
 import reference
 import topk_reference as ref
-from mxnet_gc.kvstore.ring_scatter import PAIRWISE_WORDS
+from mxnet_gc.kvstore.horovod.ring_scatter import PAIRWISE_WORDS
 from mxnet_gc.kvstore.step_order import RULE
 from dist.horovod_worker import label
 from dist.job import HERE, LAUNCH, ROOT, gradient, initial_value, output_of, split_scenarios

@@ -1,7 +1,7 @@
-"""The dist store's pull stages and push queue (kvstore/pull_stages.py), in-process."""
+"""The dist store's pull stages and push queue (kvstore/ps/pull_stages.py), in-process."""
 import numpy as np
 
-from mxnet_gc.kvstore.pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stages
+from mxnet_gc.kvstore.ps.pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stages
 
 
 class Message:

@@ -1,11 +1,11 @@
-"""The compressed allreduce's parts (mxnet_gc/kvstore/ring_scatter.py), in this process: where a message is
+"""The compressed allreduce's parts (mxnet_gc/kvstore/horovod/ring_scatter.py), in this process: where a message is
 cut, and which parts go by pairwise rounds.  The values pulled on real jobs are tests/test_horovod.py's."""
 import pytest
 
 import mxnet_gc
 from mxnet_gc.kvstore import protocol
 from mxnet_gc.kvstore.layout import Layout
-from mxnet_gc.kvstore.ring_scatter import PAIRWISE_WORDS, RingScatter
+from mxnet_gc.kvstore.horovod.ring_scatter import PAIRWISE_WORDS, RingScatter
 
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 

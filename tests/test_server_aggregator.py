@@ -1,4 +1,4 @@
-"""The parameter server's updater (mxnet_gc/kvstore/aggregator.py) in this process, with MXNet's real
+"""The parameter server's updater (mxnet_gc/kvstore/ps/aggregator.py) in this process, with MXNet's real
 arrays and engine: it waits for every received array before returning, never raises into MXNet,
 rejects what it cannot add (counting the push, so the workers stay in step) and reports every failure
 in the status the workers pull; fuzzed with random and adversarial pushes and commands."""
@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 import mxnet_gc
 from mxnet_gc import optimizer_state
 from mxnet_gc.kvstore import protocol
-from mxnet_gc.kvstore.aggregator import Aggregator
+from mxnet_gc.kvstore.ps.aggregator import Aggregator
 from mxnet_gc.kvstore.layout import Layout
 
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]

@@ -1,4 +1,4 @@
-"""Compressed weight pulls with the optimizer on the servers (mxnet_gc/kvstore/weight_pulls.py) on real jobs,
+"""Compressed weight pulls with the optimizer on the servers (mxnet_gc/kvstore/ps/weight_pulls.py) on real jobs,
 against a simulation here: every worker's gradients encoded with its residual, the servers' sum, MXNet's
 optimizer applied to it, and after the dense warm-up the servers' weights minus the weights the workers
 hold encoded on levels fitted to the weights' changes, what the encoding leaves kept for the next step;

@@ -141,7 +141,7 @@ def train(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0, outpu
             result = json.load(f)
         stats = [json.loads(line.split("pull stats ", 1)[1]) for line in (proc.stdout + proc.stderr).splitlines()
                  if "pull stats {" in line]
-        if stats:  # the servers' samples of their compressed pulls (mxnet_gc/kvstore/pull_monitor.py)
+        if stats:  # the servers' samples of their compressed pulls (mxnet_gc/kvstore/ps/pull_monitor.py)
             result["pull_stats"] = stats
         return (result, proc.stdout + proc.stderr) if output else result
 

@@ -45,7 +45,7 @@ class Codec:
     kernel_name = None
     # Whether a payload can be cut on word boundaries into parts that decode alone, and the sum of W
     # decoded parts re-encoded by the same codec (``pull_codec``): what the compressed allreduce needs
-    # (kvstore/ring_scatter.py).  A codec whose payload has a header or a scale for the whole array cannot.
+    # (kvstore/horovod/ring_scatter.py).  A codec whose payload has a header or a scale for the whole array cannot.
     cuttable = False
     level_fit = None  # a LevelFit when a store can fit the codec's levels to each key ('auto')
     fitted_by_default = False  # whether a store fits them when the params do not give the levels

@@ -9,7 +9,10 @@ After ``import mxnet_gc`` the stores are also ``mx.kv.create('gc_dist_sync')``, 
 ``'gc_horovod'``.  MXNet's single-process stores ('local', 'device') are returned as MXNet creates them
 (MXNet compresses nothing there); any other name raises ValueError saying what to use.
 
-Its modules, each in one line: docs/usage.md's module index (made from their docstrings).
+This folder holds what both transports share (``base.StoreBase``, the layout of keys into messages, the
+compression settings, the workers' agreement, LGC's rounds); ``ps/`` holds the parameter server's store
+and server processes, ``horovod/`` Horovod's store.  Each module in one line: docs/usage.md's module
+index (made from their docstrings).
 """
 import difflib
 
@@ -17,8 +20,8 @@ import mxnet as mx
 from mxnet.kvstore import KVStoreBase
 
 from .compression import Compression, supported_types
-from .dist_store import DistAsyncStore, DistSyncStore
-from .horovod_store import HorovodStore
+from .ps.dist_store import DistAsyncStore, DistSyncStore
+from .horovod.horovod_store import HorovodStore
 from .nonfinite import NonFiniteGradientError
 
 STORES = {"dist_sync": DistSyncStore, "dist_async": DistAsyncStore, "horovod": HorovodStore}

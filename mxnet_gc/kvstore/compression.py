@@ -19,7 +19,7 @@
 With an mxnet_gc codec, ``'compressed_pull': True`` (4bit's default; ``False``: float32 pulls, as MXNet's
 2bit) also compresses what workers pull: the servers
 re-encode the sum with their own residual, on the codec's levels times the number of workers, or, with
-the optimizer on the servers, send the weights' differences (kvstore/weight_pulls.py); ``'warmup_steps': n``
+the optimizer on the servers, send the weights' differences (kvstore/ps/weight_pulls.py); ``'warmup_steps': n``
 (default DEFAULT_WARMUP_STEPS) pushes dense float32 gradients for the first n steps before the codec
 starts: from a random initialization the first gradients are large and their quantization error can
 stop a network from learning at all (0: the codec from the first step, as MXNet's own 2bit).
@@ -189,7 +189,7 @@ class Compression:
         return Compression(dict(self._params, compressed_pull=False), self.num_workers)
 
     def weight_pull_codec(self, largest):
-        """The codec of a key's compressed weight pull (the optimizer on the servers: kvstore/weight_pulls.py):
+        """The codec of a key's compressed weight pull (the optimizer on the servers: kvstore/ps/weight_pulls.py):
         the key's codec type on levels fitted, as 'auto' fits gradients (``levels_of``), to ``largest``, its
         weights' largest change in a step; 8bit, which scales each segment itself, as it is."""
         if self._fit is None:

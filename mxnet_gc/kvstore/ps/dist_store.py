@@ -12,18 +12,18 @@ import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import _mx, config, log, optimizer_state, schedule
-from . import agreement
-from .base import StoreBase
-from .failure import exit_at_once_on_error
-from .compression import Compression
-from .layout import Layout
+from ... import _mx, config, log, optimizer_state, schedule
+from .. import agreement
+from ..base import StoreBase
+from ..failure import exit_at_once_on_error
+from ..compression import Compression
+from ..layout import Layout
 from .lgc_ps import PSRounds
 from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
 from .pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stages as pull_stages
 from . import weight_pulls
-from .step_order import StepOrder
+from ..step_order import StepOrder
 
 
 def _end_job(port, end_line):
@@ -56,7 +56,7 @@ class DistSyncStore(StoreBase):
         super().__init__()
         settings = config.settings()
         if not settings.num_servers:
-            from ..launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
+            from ...launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
             if settings.horovod_size:
                 raise RuntimeError("mxnet_gc dist store: this process was started by horovodrun (a ring job), which "
                                    "starts no parameter servers: use kvstore='horovod' under horovodrun, or start "

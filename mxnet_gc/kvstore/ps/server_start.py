@@ -1,4 +1,4 @@
-"""How the launcher starts a server: ``python -m mxnet_gc.kvstore.server`` without scipy.
+"""How the launcher starts a server: ``python -m mxnet_gc.kvstore.ps.server`` without scipy.
 
 ``import mxnet`` imports scipy when it is installed (gluoncv depends on it) for features a server never
 uses (contrib.quantization's calibration, scipy.sparse conversions); that import costs about 0.45 s of
@@ -12,4 +12,4 @@ import sys
 if __name__ == "__main__":
     del sys.path[0]  # (this file's folder, put first by the interpreter: the server imports mxnet_gc as a package)
     sys.modules.setdefault("scipy", None)  # `import scipy` raises ImportError, which MXNet catches
-    runpy.run_module("mxnet_gc.kvstore.server", run_name="__main__", alter_sys=True)
+    runpy.run_module("mxnet_gc.kvstore.ps.server", run_name="__main__", alter_sys=True)

@@ -18,8 +18,8 @@ import collections
 import mxnet as mx
 import numpy as np
 
-from .. import log
-from .compression import FIT_STEPS
+from ... import log
+from ..compression import FIT_STEPS
 
 
 

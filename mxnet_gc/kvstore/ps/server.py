@@ -2,14 +2,14 @@
 
 Runs inside MXNet's own parameter server (ps-lite), created as 'dist_async' so that its updater is
 called for each worker's push; what the updater and the workers' commands do is in aggregator.py.
-Started by ``python -m mxnet_gc.kvstore.server``; the launcher runs it through server_start.py.
+Started by ``python -m mxnet_gc.kvstore.ps.server``; the launcher runs it through server_start.py.
 """
 import logging
 import sys
 
 import mxnet as mx
 
-from .. import _mx, config
+from ... import _mx, config
 from .aggregator import Aggregator
 
 log = logging.getLogger("mxnet_gc.server")
@@ -46,9 +46,9 @@ def main():
     if role == "scheduler":
         return  # importing mxnet (above) already ran the scheduler to the end of the job
     if role != "server":
-        sys.exit("mxnet_gc.kvstore.server: DMLC_ROLE must be 'server' or 'scheduler', got %r" % role)
+        sys.exit("mxnet_gc.kvstore.ps.server: DMLC_ROLE must be 'server' or 'scheduler', got %r" % role)
     if not config.settings().job_secret:
-        sys.exit("mxnet_gc.kvstore.server: no job secret (MXNET_GC_JOB_SECRET): start the job with mxnet_gc's "
+        sys.exit("mxnet_gc.kvstore.ps.server: no job secret (MXNET_GC_JOB_SECRET): start the job with mxnet_gc's "
                  "launcher (python -m mxnet_gc.launch ...), or set MXNET_GC_JOB_SECRET to the same random value "
                  "in every process of the job")
     CompressedServer().run()

@@ -26,17 +26,17 @@ raises on every worker when a collective paired different steps (a worker skippe
 import mxnet as mx
 import numpy as np
 
-from .. import _mx, config, log, schedule
-from . import agreement, protocol, residual_file
-from .base import StoreBase
-from .failure import PeerFailure, exit_at_once_on_error
+from ... import _mx, config, log, schedule
+from .. import agreement, protocol, residual_file
+from ..base import StoreBase
+from ..failure import PeerFailure, exit_at_once_on_error
 from .collective_wait import CollectiveError
-from .compression import Compression
+from ..compression import Compression
 from .horovod_join import init as join
-from .layout import Layout
+from ..layout import Layout
 from .lgc_ring import RingRounds
 from .ring_scatter import RingScatter, scatters
-from .step_order import RULE, StepOrder
+from ..step_order import RULE, StepOrder
 from .timed_collectives import TimedCollectives
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole

@@ -8,8 +8,8 @@ this worker sent it.
 """
 import mxnet as mx
 
-from .. import _mx, config
-from . import protocol
+from ... import _mx, config
+from .. import protocol
 
 
 class ServerLink:
@@ -39,11 +39,11 @@ class ServerLink:
         kv.pull(self.status_keys, out=self.status)
         stock = [s for s, status in enumerate(self.status) if status[protocol.ST_MARK].asscalar() != protocol.SERVER_MARK]
         if stock:
-            from ..launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
+            from ...launch import HOW_TO_LAUNCH  # (here: `python -m mxnet_gc.launch` runs that module unimported)
             self.end_job()
             raise RuntimeError(
                 "mxnet_gc: server(s) %s run MXNet's own parameter server, not mxnet_gc's (`python -m "
-                "mxnet_gc.kvstore.server`).  Start the job with mxnet_gc's launcher (`%s`), which runs mxnet_gc's "
+                "mxnet_gc.kvstore.ps.server`).  Start the job with mxnet_gc's launcher (`%s`), which runs mxnet_gc's "
                 "server on the server hosts; MXNet's launcher runs the training script there, and `import mxnet` "
                 "starts MXNet's server." % (stock, HOW_TO_LAUNCH))
         self.servers_are_ours = True

@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-from .. import config
+from ... import config
 
 SCOPE = "mxnet_gc"
 REQUEST_TIMEOUT = 10.0  # seconds for one request to the rendezvous server

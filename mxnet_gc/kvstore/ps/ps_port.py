@@ -7,8 +7,8 @@ nothing else of the store touches ps-lite.
 """
 import mxnet as mx
 
-from .. import _mx, config
-from . import protocol
+from ... import _mx, config
+from .. import protocol
 from .server_link import ServerLink
 
 

@@ -4,7 +4,7 @@ import copy
 
 import mxnet as mx
 
-from .. import optimizer_state
+from ... import optimizer_state
 
 
 class ServerOptimizer:

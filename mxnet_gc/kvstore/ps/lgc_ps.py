@@ -18,10 +18,10 @@ keys ('tune_lead', 'tune_all') and 'index'; after each the workers pull the new 
 """
 import mxnet as mx
 
-from .. import _mx
-from ..lgc.wire import CorruptMessage
-from ..schedule import AE_TRAIN, LGC
-from .lgc_rounds import LGCRounds
+from ... import _mx
+from ...lgc.wire import CorruptMessage
+from ...schedule import AE_TRAIN, LGC
+from ..lgc_rounds import LGCRounds
 
 
 class PSRounds(LGCRounds):

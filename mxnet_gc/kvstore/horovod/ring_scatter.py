@@ -30,8 +30,8 @@ import numpy as np
 # do not overflow a queue and whose one call costs less than the rounds' negotiations.
 PAIRWISE_WORDS = 16384
 
-from .. import _mx
-from ..message_plan import MessagePlan
+from ... import _mx
+from ...message_plan import MessagePlan
 
 
 def scatters(message):

@@ -14,12 +14,12 @@ import threading
 import mxnet as mx
 import numpy as np
 
-from .. import _mx, codecs
-from . import agreement, protocol
+from ... import _mx, codecs
+from .. import agreement, protocol
 from .lgc_server import LGCServer
 from .pull_monitor import PullMonitor
 from .server_optimizer import ServerOptimizer
-from ..message_plan import MessagePlan
+from ...message_plan import MessagePlan
 
 log = logging.getLogger("mxnet_gc.server")
 
@@ -71,7 +71,7 @@ class MessageState:
 
 
     def start_difference(self, weights):
-        """Before a round's update of ``weights`` (compressed weight pulls, kvstore/weight_pulls.py): the gap
+        """Before a round's update of ``weights`` (compressed weight pulls, kvstore/ps/weight_pulls.py): the gap
         becomes minus the workers' weights, so that after the update it adds up to the difference."""
         if self.gap_np is None:
             self.gap_np = np.zeros(self.size, np.float32)  # (the workers' last pull was whole: they hold these)

@@ -14,10 +14,10 @@ values are unchanged this step, every worker is told.
 """
 import numpy as np
 
-from ..lgc.combiner import Combiner
-from ..lgc.options import LGCOptions
-from ..lgc.wire import WireFormat
-from ..schedule import LGC
+from ...lgc.combiner import Combiner
+from ...lgc.options import LGCOptions
+from ...lgc.wire import WireFormat
+from ...schedule import LGC
 
 
 def in_rank_order(messages):

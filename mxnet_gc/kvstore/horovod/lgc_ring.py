@@ -22,11 +22,11 @@ import time
 
 import mxnet as mx
 
-from .. import _mx
-from ..lgc.combiner import Combiner
-from ..lgc.wire import CorruptMessage
-from ..schedule import AE_TRAIN, LGC
-from .lgc_rounds import LGCRounds
+from ... import _mx
+from ...lgc.combiner import Combiner
+from ...lgc.wire import CorruptMessage
+from ...schedule import AE_TRAIN, LGC
+from ..lgc_rounds import LGCRounds
 
 
 class RingRounds(LGCRounds):

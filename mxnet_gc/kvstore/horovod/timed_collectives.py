@@ -12,7 +12,7 @@ import mxnet as mx
 import numpy as np
 
 from .collective_wait import CollectiveError, Waiter
-from .failure import PeerFailure
+from ..failure import PeerFailure
 
 
 class TimedCollectives:
