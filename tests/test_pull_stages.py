@@ -1,7 +1,7 @@
 """The dist store's pull stages and push queue (kvstore/ps/pull_stages.py), in-process."""
 import numpy as np
 
-from mxnet_gc.kvstore.ps.pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stages
+from mxnet_gc.kvstore.ps.pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stage_min_bytes, stages
 
 
 class Message:
@@ -30,6 +30,16 @@ def test_large_pushes_split_into_about_pull_stages_stages_in_push_order():
     assert len(result) == PULL_STAGES
     assert sum(names(result), []) == [m.name for m in messages]
     assert all(len(arrays) == 2 for arrays, _ in result)
+
+
+def test_stages_grow_with_the_workers():
+    """A stage's least payload grows with the workers (its barrier's cost does): 16 KiB up to 2 workers, 8
+    times that with 16; the same pushes make fewer stages."""
+    assert [stage_min_bytes(w) for w in (1, 2, 4, 8, 16)] == [PULL_STAGE_MIN_BYTES * f for f in (1, 1, 2, 4, 8)]
+    messages, pushed = pushes([PULL_STAGE_MIN_BYTES] * 8)
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(2))) == 8
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(8))) == 2
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(16))) == 1
 
 
 def test_a_short_last_stage_joins_the_one_before():

@@ -21,7 +21,7 @@ from ..layout import Layout
 from .lgc_ps import PSRounds
 from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
-from .pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, PushQueue, stages as pull_stages
+from .pull_stages import PULL_STAGES, PushQueue, stage_min_bytes, stages as pull_stages
 from . import weight_pulls
 from ..step_order import StepOrder
 
@@ -48,7 +48,7 @@ class DistSyncStore(StoreBase):
     (mxnet_gc/config.py) is cut into parts of at most that many values, as many on every server (and a large tensor further, for
     the pull's stages: layout.py).  Keys initialized with ``groups`` share
     one message per group (the Gluon trainer's merge policy); they must then be pushed together.
-    Pushes beyond the first PULL_STAGE_MIN_BYTES of a step go out with the pull (pull_stages.py), or at the latest
+    Pushes beyond a step's first stage go out with the pull (pull_stages.py), or at the latest
     with the next barrier or other collective call (DistAsyncStore sends each push at once).
     """
 
@@ -69,8 +69,9 @@ class DistSyncStore(StoreBase):
         if settings.rank_line:
             print("%s %d" % (settings.rank_line, self._port.rank), flush=True)
         self._num_servers = settings.num_servers
+        self._stage_bytes = stage_min_bytes(settings.num_workers)
         self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator,
-                              (PULL_STAGES, PULL_STAGE_MIN_BYTES))
+                              (PULL_STAGES, self._stage_bytes))
         self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._buffers = MessageBuffers(self._port)
         self._round = 0
@@ -83,7 +84,7 @@ class DistSyncStore(StoreBase):
         self._pulled_rounds = {}  # Message -> its pushes when its weights' difference was last pulled
         self._order = StepOrder()
         self._port.connect()
-        self._queue = PushQueue(self._port)
+        self._queue = PushQueue(self._port, self._stage_bytes)
         weakref.finalize(self, _end_job, self._port, settings.end_line)
         self.agree("settings", settings.shared())
         if self.asynchronous:
@@ -277,7 +278,7 @@ class DistSyncStore(StoreBase):
         before = self._weights_before(targets, pushed)
         dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
         messages = self._layout.messages_of(keys)
-        stages = pull_stages(pushed, messages, self._pull_each_message, self.asynchronous)
+        stages = pull_stages(pushed, messages, self._pull_each_message, self.asynchronous, self._stage_bytes)
         self._send(through=stages[0][0])
         direct = set()
         for i, (arrays, stage) in enumerate(stages):
