@@ -16,9 +16,8 @@ PULL_STAGE_MIN_BYTES = 16 << 10  # about 1.3 ms at 100 Mbit/s: a barrier's cost 
 def stage_min_bytes(num_workers):
     """The least pushed payload of a stage with ``num_workers`` workers: PULL_STAGE_MIN_BYTES up to 4
     workers, W/2 times that beyond.  A stage's barrier is a round trip of every worker through the
-    scheduler, whose cost grows with the workers: with 16 KiB stages the Fashion-MNIST CNN's step (4bit both
-    ways, W/2 servers, emulated hosts at 100 Mbit/s, 3 runs) took 94 ms at 8 workers and 100 ms at 16, with
-    these 67 and 65 ms; at 4 workers 32 KiB stages took 59 ms against 54 with 16 KiB."""
+    scheduler, whose cost grows with the workers (the Fashion-MNIST CNN's step with 4bit both ways, W/2
+    servers: docs/kvstore.md, "Protocol")."""
     return PULL_STAGE_MIN_BYTES * (1 if num_workers <= 4 else num_workers // 2)
 
 
