@@ -34,7 +34,7 @@ def worker(args):
     import mxnet_gc
 
     kv = mxnet_gc.kvstore.create("dist_sync")
-    barrier, domain = kv.port.barrier, mx.profiler.Domain("mxnet_gc")
+    barrier, domain = kv.transport.barrier, mx.profiler.Domain("mxnet_gc")
 
     def traced_barrier():  # a profiler task around each of the store's barriers
         task = mx.profiler.Task(domain, "barrier")
@@ -42,7 +42,7 @@ def worker(args):
         barrier()
         task.stop()
 
-    kv.port.barrier = traced_barrier
+    kv.transport.barrier = traced_barrier
     net, shape, batch, batches = model_and_batches(args.model, kv.rank, kv.num_workers)
     net.initialize(mx.init.Xavier(magnitude=2))
     net(mx.nd.zeros(shape))

@@ -2,7 +2,7 @@
 accumulators and checkpoints.  The rounds of a step are the transport's (lgc_ps.py on the parameter
 server, lgc_ring.py on Horovod's ring collectives), subclasses of ``LGCRounds``.
 
-A store hands its 'lgc' compression to one of them.  The store's step clock holds LGC's phases (dense,
+LGC's method (lgc_method.py) holds one for the store.  The store's step clock holds LGC's phases (dense,
 the sparse ramp, train, lgc; mxnet_gc/lgc/options.py); the rounds mark the end of each step (the
 store then advances a clock of its own; a trainer advances its schedule itself) and switch phases at
 the first push of a phase's first step, on every worker at the same step (a collective call).  The
@@ -40,11 +40,13 @@ class Group:
 
 
 class LGCRounds:
-    """The worker side of LGC for a ``store`` (which it reads and drives); the transport's rounds are a
-    subclass's ``push``, ``finish`` and ``_install``."""
+    """The worker side of LGC; the transport's rounds are a subclass's ``push``, ``finish`` and ``_install``,
+    which send through ``transport`` (transport.py).  ``host``: the store, of which the rounds call
+    ``schedule``, ``chunks_of`` (a key's chunks in the layout), ``start_codecs`` and ``agree`` (which on a
+    parameter server first hands over the store's queued pushes)."""
 
-    def __init__(self, store, params):
-        self.store = store
+    def __init__(self, transport, host, params):
+        self.transport, self.host = transport, host
         self.options = LGCOptions(params)
         self.installed = None  # the phase whose settings are in place
         self.coded = []  # user keys coded by the autoencoder
@@ -57,7 +59,7 @@ class LGCRounds:
     @property
     def schedule(self):
         """The store's step clock (its phases are LGC's)."""
-        return self.store.schedule
+        return self.host.schedule
 
     def choose_coded(self, keys, shapes, names):
         """Picks the coded keys among newly initialized ones (tensors of >= 2 dims, DGC's rule)."""
@@ -126,7 +128,7 @@ class LGCRounds:
         return AE_TRAIN if self.options.trains(self.installed, self.schedule.step) else LGC
 
     def leader(self):
-        return self.options.leader_at(self.schedule.step, self.store.num_workers)
+        return self.options.leader_at(self.schedule.step, self.transport.num_workers)
 
     def sends_candidates(self):
         """Whether every worker sends its candidate indices this step (index 'union'): on the parameter
@@ -138,7 +140,7 @@ class LGCRounds:
         them) to every group's accumulators; the step's leader (with index 'union' every worker, on the
         steps whose indices go first) also selects its indices.  ``nonfinite`` then holds the coded keys'
         non-finite gradient values of the step, counted by the same pass."""
-        lead = self.store.rank == self.leader() or self.sends_candidates()
+        lead = self.transport.rank == self.leader() or self.sends_candidates()
         self.nonfinite = dict.fromkeys(self.coded, 0)
         for g in self.groups:
             dropped = g.coder.accumulate([self._part(_mx.host_view(grads[c.key]), c) for c in g.chunks], lead)
@@ -160,7 +162,7 @@ class LGCRounds:
         error and the autoencoder's time."""
         step = self.schedule.step
         if self.installed == LGC and (step + 1) % REPORT_EVERY == 0:
-            if self.store.rank == 0:
+            if self.transport.rank == 0:
                 errors = np.array([e for g in self.groups for e in g.coder.errors[-REPORT_EVERY:]]).reshape(-1, 3)
                 seconds = sum(g.coder.network_seconds for g in self.groups)
                 led = errors[:, 1] > 0
@@ -182,15 +184,14 @@ class LGCRounds:
     # ---- phase switches (collective) ----
 
     def _switch(self, phase):
-        store = self.store
         logger.info("lgc step %d: phase %s -> %s", self.schedule.step, self.installed, phase)
         previous, self.installed = self.installed, phase
         resume, self._resume = self._resume, None
         if phase.startswith(SPARSE_PREFIX) or phase == WARMUP:
-            store.start_codecs(self.coded)
+            self.host.start_codecs(self.coded)
             for k in self.coded:
                 dense = self.velocities.take(k)
-                for i, c in enumerate(store.chunks_of(k)):
+                for i, c in enumerate(self.host.chunks_of(k)):
                     if c.residual is None:
                         continue
                     name = "%r/%d" % (k, i)
@@ -217,14 +218,13 @@ class LGCRounds:
         """One group per server holding coded chunks.  The accumulators: a checkpoint's (``saved``), or
         the sparse ramp's residuals and velocities (the codec states: residual, velocity, threshold,
         step), live after a ramp phase or in a checkpoint saved at the ramp's last step; else zeros."""
-        store = self.store
         by_server = self._chunks_by_server()
         self.groups = []
         for s, server in enumerate(sorted(by_server)):
             chunks = [c for c, _ in by_server[server]]
             fmt = WireFormat([c.size for c in chunks], self.options.density, self.options.innovation_density,
-                             store.num_workers, self.options.latent_channels, self.options.signs)
-            coder = GroupCoder(fmt, self.options, store.rank)
+                             self.transport.num_workers, self.options.latent_channels, self.options.signs)
+            coder = GroupCoder(fmt, self.options, self.transport.rank)
             if saved is not None and "lgc/%d/v/0" % s in saved:
                 v = [saved.get("lgc/%d/v/%d" % (s, c)) for c in range(len(chunks))]
                 if any(x is None or x.size != c.size for x, c in zip(v, chunks)) or "lgc/%d/v/%d" % (s, len(chunks)) in saved:
@@ -249,7 +249,7 @@ class LGCRounds:
         """{server: [(coded chunk, its name in checkpoints)]}: the groups' chunks, in vector order."""
         by_server = {}
         for k in self.coded:
-            for i, c in enumerate(self.store.chunks_of(k)):
+            for i, c in enumerate(self.host.chunks_of(k)):
                 by_server.setdefault(c.message.server, []).append((c, "%r/%d" % (k, i)))
         return by_server
 
@@ -259,7 +259,7 @@ class LGCRounds:
         return [[c.size for c, _ in by_server[s]] for s in sorted(by_server)]
 
     def _autoencoder(self):
-        return Autoencoder(self.store.num_workers, self.options.encoder_channels, self.options.latent_channels,
+        return Autoencoder(self.transport.num_workers, self.options.encoder_channels, self.options.latent_channels,
                            self.options.seed, self.options.codes == "own")
 
     def group_keys(self):

@@ -9,7 +9,7 @@ steps from its pushes: a key pushed again starts the next step, so one call per 
 Module) and one call for all of them count alike.  LGC's rounds know where its steps end: the store then
 calls ``end_step``.
 """
-from .. import schedule
+from .. import level_fit, log, schedule
 from ..level_fit import LevelFitter
 from ..schedule import Schedule
 from . import agreement
@@ -93,3 +93,46 @@ class StoreClock:
         if self.fitter is not None and state["fitter"] is not None:
             self.fitter.load_state_dict(state["fitter"])
         return False
+
+
+class ClockCalls:
+    """StoreBase's step-clock calls (a part of the class: it reads the store's ``_clock``, compression and
+    layout, set by StoreBase.__init__)."""
+
+    @property
+    def schedule(self):
+        """The step clock (mxnet_gc/schedule.py): its phase says whether pushes are dense or coded.  The
+        compression's own phases (its dense warm-up, or LGC's), counted by the store from its pushes, or
+        a trainer's schedule (``follow``)."""
+        return self._clock.schedule
+
+    @property
+    def followed(self):
+        """Whether the steps are counted by a trainer's schedule (``follow``) rather than by the store."""
+        return self._clock.followed
+
+    def follow(self, schedule):
+        """Makes ``schedule`` (mxnet_gc.gluon.Trainer's) the step clock, advanced by its owner after each
+        step's pull: its phases replace the compression's dense warm-up; with 'lgc' they are LGC's."""
+        self._clock.follow(schedule, self._compression)
+
+    def _count_step(self, keys):
+        """Before a push: counts the step on a clock of the store's own; at the end of its dense steps the
+        codecs start (a collective call, at the same push on every worker, which push the same keys)."""
+        if not self._clock.followed:  # (a trainer's schedule: the trainer says it)
+            self._warmup_notice.push(self.rank, self._clock.schedule, self._compression, self._clock.counts)
+        if self._clock.push([k for k in keys if k not in self._reduce_only]):
+            self._warmup_notice.started(self.rank, self._clock.schedule.step)
+            if self._clock.fitter is not None:
+                self._fit_levels()
+            self._assign_codecs(self._layout.messages)
+
+    def _observe_warmup(self, grads):
+        self._clock.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
+
+    def _fit_levels(self):
+        """Ends 'thresholds': 'auto''s measurement (a collective call; level_fit.py); logs the table."""
+        keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
+        levels, table = self._clock.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
+        self._compression = self._compression.fitted(levels)
+        log.logger.info("%s:\n%s", level_fit.title(self._compression.codec_type, self._compression.fit_steps), table)

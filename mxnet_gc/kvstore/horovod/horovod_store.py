@@ -24,20 +24,19 @@ each owner's part) carries the step its worker pushed it in, and dense values on
 raises on every worker when a collective paired different steps (a worker skipped a key in a step).
 """
 import mxnet as mx
-import numpy as np
 
-from ... import _mx, config, log, schedule
-from .. import agreement, protocol, residual_file
+from ... import _mx, config, log
+from .. import agreement, protocol
 from ..base import StoreBase
-from ..failure import PeerFailure, exit_at_once_on_error
-from .collective_wait import CollectiveError
+from ..failure import exit_at_once_on_error
 from ..compression import Compression
 from .horovod_join import init as join
 from ..layout import Layout
 from .lgc_ring import RingRounds
+from .ring import Ring
+from . import ring_scatter
 from .ring_scatter import RingScatter, scatters
 from ..step_order import RULE, StepOrder
-from .timed_collectives import TimedCollectives
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole
 STEPS = 2 ** 24  # step numbers travel as float32 words: modulo this, exact
@@ -67,9 +66,8 @@ class HorovodStore(StoreBase):
                                "Horovod with MXNet and Gloo" % e) from e
         join(hvd)
         exit_at_once_on_error()
-        self._hvd = hvd
+        self._ring = Ring(hvd, self._describe)
         log.set_up(self.rank)
-        self._collectives = TimedCollectives(hvd, settings.collective_timeout, self._describe)
         self._order = StepOrder()
         self._values = {}
         self._decoding = set()  # message plans of the last pull's decodes
@@ -89,18 +87,13 @@ class HorovodStore(StoreBase):
 
     @property
     def rank(self):
-        return self._hvd.rank()
+        return self._ring.rank
 
     @property
     def num_workers(self):
-        return self._hvd.size()
+        return self._ring.num_workers
 
     num_servers = 0  # (a ring: no servers)
-
-    @property
-    def hvd(self):
-        """horovod.mxnet: the collectives that rounds start through ``collective``."""
-        return self._hvd
 
     @staticmethod
     def is_capable(capability):
@@ -114,29 +107,27 @@ class HorovodStore(StoreBase):
         compression = Compression(compression_params, self.num_workers)
         if compression.is_mxnet and compression.type == "2bit":
             raise ValueError("MXNet's built-in '2bit' runs only on MXNet's parameter server; use 'gc_2bit'")
-        self._check_compression_replaceable()
+        self._method.check_replaceable()
         self._order.between_steps("set_gradient_compression")
         self.agree("compression", compression.config)
         self._compression = compression
         self._clock.set_compression(compression)
-        self._set_lgc(compression, RingRounds)
+        self._set_method(compression)
         self._assign_codecs(self._layout.messages)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (broadcast); ``groups``: lists of keys, one message each."""
         keys, values, groups = self._init_arguments(key, value, reduce_only, groups)
-        groups = self._lgc_init(keys, [v.shape for v in values], groups, reduce_only)
+        groups = self._method_groups(keys, [v.shape for v in values], groups, reduce_only)
         messages = self._layout.add(keys, [v.shape for v in values], groups)
         for k, v in zip(keys, values):
             self._shapes[k] = v.shape
             self._values[k] = v.copy()
-            name = _init_name(k)
-            self.collective(name, "the init of key %r" % (k,),
-                            lambda v=self._values[k], n=name: self._hvd.broadcast_(v, root_rank=0, name=n))
+            self._ring.broadcast_into(_init_name(k), "the init of key %r" % (k,), self._values[k])
         if reduce_only:
             self._reduce_only.update(keys)
         self._assign_codecs(messages)
-        self.wait_collectives([_init_name(k) for k in keys])
+        self._ring.wait([_init_name(k) for k in keys])
 
     def push(self, key, value, priority=0):
         """Starts each message's collective (after encoding it); returns at once."""
@@ -152,7 +143,7 @@ class HorovodStore(StoreBase):
         self._order.push(grads)  # (before anything is sent)
         self._count_step(list(grads))
         self._observe_warmup(grads)
-        keys, sent = self._lgc_push(grads)
+        keys, sent = self._method.push(grads, self._reduce_only)
         messages = self._layout.messages_of(keys)
         step = self._order.step % STEPS
         for m in messages:  # (engine operations: the encodes of later messages run during the collectives)
@@ -168,21 +159,17 @@ class HorovodStore(StoreBase):
             send, name = self._send[m], self._name(m)
             at = m.payload_words if m.coded else m.size + self.rank  # (this worker's step word)
             send[at:at + 1] = step
-            if m.coded:  # (Horovod's allgather returns once complete: the payloads' sizes could differ)
-                start = lambda: self._hvd.allgather(send, name=name, priority=priority)  # noqa: E731
-            else:
-                start = lambda: self._hvd.allreduce(send, op=self._hvd.Sum, name=name, priority=priority)  # noqa: E731
-            self._results[m] = self.collective(name, "key(s) %s" % [c.key for c in m.chunks], start,
-                                                  blocking=m.coded)
+            collective = self._ring.allgather if m.coded else self._ring.allreduce
+            self._results[m] = collective(name, "key(s) %s" % [c.key for c in m.chunks], send, priority)
         self._record_nonfinite(grads, messages)
         self._watch_residuals(keys, grads)
-        self._lgc_send(grads)
+        self._method_send(grads)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Writes each key's sum over the workers of its last push (its initial value before any push)."""
         targets = self._targets(key, out)
         self._order.pull(targets, needs_push=True)
-        lgc_step, keys = self._lgc_pull(list(targets))
+        keys, method_step = self._method.pull(list(targets))
         messages = self._layout.messages_of(keys)
         for m in messages:
             result = self._results.get(m)
@@ -205,12 +192,12 @@ class HorovodStore(StoreBase):
             for c in m.chunks:
                 for extra in targets.get(c.key, [])[1:]:
                     targets[c.key][0].copyto(extra)
-        self.wait_collectives([self._name(m) for m in messages])  # (after the decodes are queued behind them)
+        self._ring.wait([self._name(m) for m in messages])  # (after the decodes are queued behind them)
         for m in messages:
             self._check_steps(m)
-        if lgc_step is not None:
-            self._lgc_finish({k: t[0] for k, t in targets.items()})
-            if lgc_step in (schedule.AE_TRAIN, schedule.LGC):
+        if method_step is not None:
+            self._end_method_step({k: t[0] for k, t in targets.items()})
+            if method_step.rounds:
                 for k in set(targets) - set(keys):
                     for extra in targets[k][1:]:
                         targets[k][0].copyto(extra)
@@ -223,11 +210,9 @@ class HorovodStore(StoreBase):
         scatter, send, name = self._scatter[m], self._send[m], self._name(m) + ".parts"
         what = "key(s) %s (the alltoall of their parts)" % [c.key for c in m.chunks]
         if scatter.pairwise:
-            received = _mx.array(self._exchange_pairwise(scatter, send, name, what, priority))
+            received = _mx.array(self._ring.alltoall_in_rounds(name, what, send, scatter.splits, priority))
         else:
-            received = self.collective(name, what, lambda: self._hvd.alltoall(
-                send, splits=scatter.splits, name=name, priority=priority)[0], blocking=True)
-            self.wait_collectives([name])
+            received = self._ring.alltoall(name, what, send, scatter.splits, priority)
         try:
             return scatter.push_reduce(received, step, priority)
         except ValueError as e:
@@ -242,39 +227,8 @@ class HorovodStore(StoreBase):
             scatter.check_reduced()
         except ValueError as e:
             raise _corrupt(m, e) from None
-        return self.collective(name, "key(s) %s (the allgather of the summed parts)" % [c.key for c in m.chunks],
-                               lambda: self._hvd.allgather(part, name=name, priority=priority), blocking=True)
-
-    def _exchange_pairwise(self, scatter, send, name, what, priority):
-        """The alltoall of large parts in rounds of K peers (MXNET_GC_ALLTOALL_PEERS): in round j this
-        worker sends its parts for ranks rank + jK + 1 ... rank + (j + 1)K and receives from as many ranks
-        below it (one alltoall whose other splits are 0), so each link carries K flows each way (with K = 1
-        as in a ring).  Gloo's alltoall sends to every peer at once: W - 1 flows into each link, which
-        overflow a switch's queue and lose packets (at 25 Mbit/s with 8 workers, 3 to 9% of them, and twice
-        the wire time); each round costs a negotiation of Horovod's.  Returns every worker's part of this
-        worker's range, in rank order."""
-        rank, workers = self.rank, self.num_workers
-        starts = np.cumsum([0] + scatter.splits)
-        words = scatter.splits[rank]
-        received = np.empty(workers * words, np.float32)
-        send.wait_to_read()
-        received[rank * words:(rank + 1) * words] = _mx.host_view(send)[starts[rank]:starts[rank + 1]]
-        peers = min(config.settings().alltoall_peers, workers - 1)
-        for first in range(1, workers, peers):
-            offsets = range(first, min(first + peers, workers))
-            to = sorted((rank + i) % workers for i in offsets)  # (an alltoall's parts go in rank order)
-            sources = sorted((rank - i) % workers for i in offsets)
-            splits = [scatter.splits[r] if r in to else 0 for r in range(workers)]
-            pieces = [send[int(starts[r]):int(starts[r + 1])] for r in to]
-            piece = pieces[0] if len(pieces) == 1 else mx.nd.concat(*pieces, dim=0)
-            round_name = "%s.%d" % (name, first)
-            out = self.collective(round_name, what, lambda p=piece, sp=splits, n=round_name: self._hvd.alltoall(
-                p, splits=sp, name=n, priority=priority)[0], blocking=True)
-            self.wait_collectives([round_name])
-            host = _mx.host_view(out)
-            for k, source in enumerate(sources):
-                received[source * words:(source + 1) * words] = host[k * words:(k + 1) * words]
-        return received
+        return self._ring.allgather(name, "key(s) %s (the allgather of the summed parts)" % [c.key for c in m.chunks],
+                                    part, priority)
 
     def _check_steps(self, m):
         """Raises RuntimeError unless message ``m``'s last collective (complete) paired the same step of
@@ -299,24 +253,18 @@ class HorovodStore(StoreBase):
 
     def barrier(self):
         """Returns when every worker has called it."""
-        self.collective("mxgc.barrier", "a barrier", lambda: self._hvd.allreduce(mx.nd.zeros(1), name="mxgc.barrier"))
-        self.wait_collectives(["mxgc.barrier"])
+        self._ring.barrier()
 
-    # ---- collectives: every wait has a timeout ----
+    @property
+    def transport(self):
+        """The ring's collectives (ring.py), which LGC's rounds send through."""
+        return self._ring
+
+    lgc_rounds = RingRounds
 
     @staticmethod
     def _name(message):
         return "mxgc.%d" % message.value_key
-
-    def collective(self, name, what, start, blocking=False):
-        """Starts a collective (timed_collectives.py): ``start()`` (a Horovod call) returns its output;
-        ``what``: what it carries, for messages; ``blocking``: the call returns once complete."""
-        return self._collectives.start(name, what, start, blocking)
-
-    def wait_collectives(self, names):
-        """Returns once the collectives ``names`` this worker started have completed, or raises on every
-        worker it can reach (after MXNET_GC_COLLECTIVE_TIMEOUT, or when another worker failed)."""
-        self._collectives.wait(names)
 
     def _describe(self, name):
         """The keys a collective carries (a message's), or its name."""
@@ -354,34 +302,10 @@ class HorovodStore(StoreBase):
         return 4 * codec.payload_size(n) * self.num_workers
 
     def _pull_residuals(self):
-        """Every key's residual of the compressed allreduce, whole (the owners' parts, one allgather per
-        message: a collective call), named by key: it loads into other messages and other numbers of
-        workers."""
-        out = {}
-        for m in sorted(self._scatter, key=lambda m: m.value_key):
-            name = "mxgc.owners.%d" % m.value_key
-            part = self._scatter[m].owner_residual
-            whole = self.collective(name, "the owners' residuals of key(s) %s" % [c.key for c in m.chunks],
-                                    lambda: self._hvd.allgather(part, name=name), blocking=True).asnumpy()
-            out.update((residual_file.pull_name(c.key), whole[c.offset:c.offset + c.size]) for c in m.chunks)
-        return out
+        return ring_scatter.gather_owner_residuals(self._ring, self._scatter)
 
     def _restore_pull_residuals(self, saved, source):
-        """Each owner's part of the keys' saved residuals of the compressed allreduce.  Without them (a
-        parameter server's checkpoint: its servers' residuals are not saved) the owners start from zero,
-        as a resumed parameter server does."""
-        for m, scatter in self._scatter.items():
-            names = [residual_file.pull_name(c.key) for c in m.chunks]
-            if not all(n in saved for n in names):
-                log.logger.warning("%s holds no residual of the compressed pull of key(s) %s: their owners start "
-                                   "from zero", source, [c.key for c in m.chunks])
-                continue
-            for n, c in zip(names, m.chunks):
-                if saved[n].size != c.size:
-                    raise ValueError("%s: the residual of the compressed pull of key %r has %d values, the key %d"
-                                     % (source, c.key, saved[n].size, c.size))
-            whole = np.concatenate([saved[n].reshape(-1) for n in names])
-            scatter.owner_residual[:] = whole[scatter.bounds[self.rank]:scatter.bounds[self.rank + 1]]
+        ring_scatter.restore_owner_residuals(self._scatter, saved, source, self.rank)
 
     # ---- messages ----
 
@@ -405,19 +329,8 @@ class HorovodStore(StoreBase):
 
     def agree(self, what, config):
         """Raises ValueError on every worker, saying how they differ, unless all workers pass the same
-        ``config`` (a collective: every worker gathers every worker's settings; ``what``: one of
-        agreement.SUBJECTS)."""
-        try:
-            configs = self._collectives.gather_json("mxgc.agree.%s" % what, config)
-        except TimeoutError:
-            raise RuntimeError("mxnet_gc horovod store: the other workers did not set their %s within %g s "
-                               "(MXNET_GC_COLLECTIVE_TIMEOUT)" % (agreement.SUBJECTS[what][0], self._collectives.timeout)) from None
-        except CollectiveError as e:
-            raise PeerFailure("mxnet_gc horovod store: agreeing on the %s failed: %s; another worker failed or "
-                              "ended (its output says why)" % (agreement.SUBJECTS[what][0], e)) from None
-        message = agreement.disagreement(what, configs)
-        if message is not None:
-            raise ValueError("mxnet_gc: %s (this worker is rank %d)" % (message, self.rank))
+        ``config`` (a collective; ``what``: one of agreement.SUBJECTS)."""
+        self._ring.agree(what, config)
 
 
 def _init_name(key):

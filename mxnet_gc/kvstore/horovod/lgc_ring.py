@@ -30,10 +30,10 @@ from ..lgc_rounds import LGCRounds
 
 
 class RingRounds(LGCRounds):
-    """The worker side of LGC for a HorovodStore."""
+    """The worker side of LGC for a HorovodStore (``transport``: its Ring)."""
 
-    def __init__(self, store, params):
-        super().__init__(store, params)
+    def __init__(self, transport, host, params):
+        super().__init__(transport, host, params)
         if self.options.codes != "leader":  # (every worker's code is its own here, summed in the leader's scales)
             raise ValueError("lgc: 'codes' %r is the parameter server's; on a ring every worker already sends the "
                              "code of its own vector (in the leader's scales, so that the codes add up): leave "
@@ -41,42 +41,38 @@ class RingRounds(LGCRounds):
         self._gathered = None  # this step's collectives in flight: per group, (INDEX fields, outputs)
 
     def push(self, grads):
-        step, hvd, rank = self.schedule.step, self.store.hvd, self.store.rank
+        step, ring, rank = self.schedule.step, self.transport, self.transport.rank
         self.accumulate(grads)
         leader, train = self.leader(), self.mode() == AE_TRAIN
         self._gathered = []
         for s, g in enumerate(self.groups):
             if self.sends_candidates():  # every worker's candidates; each draws the step's set from them
-                what, mine = "cand", _mx.array(g.coder.candidate_message(step))
-                words = self._collective(what, s, lambda n: hvd.allgather(mine, name=n))
+                what = "cand"
+                words = ring.allgather(*self._named(s, what), _mx.array(g.coder.candidate_message(step)))
             else:
                 what = "index"
                 mine = _mx.array(g.coder.index_message(step)) if rank == leader else mx.nd.zeros(g.fmt.words["INDEX"])
-                words = self._collective(what, s, lambda n: hvd.broadcast(mine, root_rank=leader, name=n))
+                words = ring.broadcast(*self._named(s, what), mine, root=leader)
             if not train:  # (the innovation does not depend on the leader's indices: gathered meanwhile)
-                innov = _mx.array(g.coder.innov_message(step))
-                innovations = self._collective("innov", s, lambda n: hvd.allgather(innov, name=n))
-            self.store.wait_collectives(["mxgc.lgc.%d.%s" % (s, what)])
+                innovations = ring.allgather(*self._named(s, "innov"), _mx.array(g.coder.innov_message(step)))
+            ring.wait([self._named(s, what)[0]])
             index = self._index(g, words.asnumpy(), step, leader)
             if train:
-                vector = _mx.array(g.coder.vector_message(step, index["indices"]))
-                out = [self._collective("vector", s, lambda n: hvd.allgather(vector, name=n))]
+                out = [ring.allgather(*self._named(s, "vector"),
+                                      _mx.array(g.coder.vector_message(step, index["indices"])))]
             else:
                 code = _mx.array(g.coder.code(index["indices"], index["scales"]))
-                out = [self._collective("code", s, lambda n: hvd.allreduce(code, op=hvd.Sum, name=n)), innovations]
+                out = [ring.allreduce(*self._named(s, "code"), code), innovations]
             self._gathered.append((index, out))
 
-    def _collective(self, what, group, start):
-        """Group ``group``'s collective ``what`` (``start(name)`` starts it) through the store's timed calls
-        (Horovod's allgathers return once complete)."""
-        name = "mxgc.lgc.%d.%s" % (group, what)
-        return self.store.collective(name, "lgc's coded tensors %s (%s)" % (self.group_keys()[group], what),
-                                     lambda: start(name), blocking=what in ("cand", "vector", "innov"))
+    def _named(self, group, what):
+        """(name, description) of group ``group``'s collective ``what``."""
+        return "mxgc.lgc.%d.%s" % (group, what), "lgc's coded tensors %s (%s)" % (self.group_keys()[group], what)
 
     def finish(self, dests):
-        step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.store.rank
-        leader, W = self.leader(), self.store.num_workers
-        self.store.wait_collectives(["mxgc.lgc.%d.%s" % (s, what) for s in range(len(self.groups))
+        step, phase, mode, rank = self.schedule.step, self.installed, self.mode(), self.transport.rank
+        leader, W = self.leader(), self.transport.num_workers
+        self.transport.wait(["mxgc.lgc.%d.%s" % (s, what) for s in range(len(self.groups))
                                      for what in (("vector",) if mode == AE_TRAIN else ("code", "innov"))])
         for g, (index, out) in zip(self.groups, self._gathered):
             kind = "VECTOR" if mode == AE_TRAIN else "INNOV"
@@ -101,7 +97,7 @@ class RingRounds(LGCRounds):
         candidates (every worker draws the same)."""
         try:
             if self.sends_candidates():
-                words = g.combiner.draw_index(step, leader, list(words.reshape(self.store.num_workers, -1)))
+                words = g.combiner.draw_index(step, leader, list(words.reshape(self.transport.num_workers, -1)))
             return g.fmt.read("INDEX", words, step)
         except CorruptMessage as e:
             whose = "the workers' candidates" if self.sends_candidates() else "the leader's INDEX"
@@ -114,8 +110,7 @@ class RingRounds(LGCRounds):
     # ---- phase switches (collective) ----
 
     def _install(self, phase, state_path):
-        store = self.store
-        store.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
+        self.host.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
         for s, g in enumerate(self.groups):
             if g.combiner is None:  # new groups (the train phase, or a resume)
                 g.combiner = Combiner(g.fmt, self.options, overlap=False)
@@ -126,20 +121,20 @@ class RingRounds(LGCRounds):
 
     def _share_autoencoder(self):
         """Rank 0's autoencoder weights to every worker (a broadcast), for its coder and combiner."""
-        hvd = self.store.hvd
+        ring = self.transport
         for s, g in enumerate(self.groups):
-            mine = _mx.array(g.combiner.weights())
-            weights = self._collective("weights", s, lambda n: hvd.broadcast(mine, root_rank=0, name=n))
-            self.store.wait_collectives(["mxgc.lgc.%d.weights" % s])
+            name, what = self._named(s, "weights")
+            weights = ring.broadcast(name, what, _mx.array(g.combiner.weights()))
+            ring.wait([name])
             weights = weights.asnumpy()
             g.coder.set_autoencoder(g.combiner.ae, weights)
-            copies = self.store.num_workers - 1 if self.store.rank == 0 else 1  # the root sends one to each
+            copies = ring.num_workers - 1 if ring.rank == 0 else 1  # the root sends one to each
             self.autoencoder_bytes += 4 * weights.size * copies
 
     # ---- checkpoints ----
 
     def save_states(self, path):
         """Rank 0 writes each group's autoencoder state to ``path.lgc<g>``."""
-        if self.store.rank == 0 and self._has_states():
+        if self.transport.rank == 0 and self._has_states():
             for s, g in enumerate(self.groups):
                 g.combiner.save("%s.lgc%d" % (path, s), self.schedule.step)

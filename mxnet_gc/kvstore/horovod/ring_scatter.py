@@ -19,19 +19,21 @@ A worker sends about (W-1)/W of its payload in the alltoall and receives as much
 The parts are cut where a payload word starts, in the pushed payload and in the pulled one (a 4bit word
 holds 8 values, a 2bit word 16, 5 words of 5bit pulls 32), so a part of the payload is the payload of
 its values: the encode stays the message's own.  Nothing here calls
-Horovod; the store runs the collectives.
+Horovod; the store runs the collectives (through its Ring, ring.py).
 """
 import math
 
 import numpy as np
 
-# With MXNET_GC_ALLTOALL=rounds, parts of at least this many payload words (64 KiB) go by rounds of
-# MXNET_GC_ALLTOALL_PEERS peers (horovod_store.py) when W > 2; smaller ones by one alltoall, whose few bytes
-# do not overflow a queue and whose one call costs less than the rounds' negotiations.
-PAIRWISE_WORDS = 16384
-
 from ... import _mx
+from ...log import logger
 from ...message_plan import MessagePlan
+from .. import residual_file
+
+# With MXNET_GC_ALLTOALL=rounds, parts of at least this many payload words (64 KiB) go by rounds of
+# MXNET_GC_ALLTOALL_PEERS peers (ring.py's alltoall_in_rounds) when W > 2; smaller ones by one alltoall, whose
+# few bytes do not overflow a queue and whose one call costs less than the rounds' negotiations.
+PAIRWISE_WORDS = 16384
 
 
 def scatters(message):
@@ -138,3 +140,34 @@ class RingScatter:
         """Raises ValueError for a corrupt part met by the last ``push_reduce`` (once it has run)."""
         if self.owner_plan is not None:
             self.owner_plan.raise_engine_error("part of the alltoall (payload r is rank r's)")
+
+
+def gather_owner_residuals(ring, scatters_by_message):
+    """Every key's residual of the compressed allreduce, whole (the owners' parts of each message's
+    RingScatter, one allgather per message through ``ring``: a collective call), named by key
+    (residual_file.pull_name): it loads into other messages and other numbers of workers."""
+    out = {}
+    for m in sorted(scatters_by_message, key=lambda m: m.value_key):
+        part = scatters_by_message[m].owner_residual
+        whole = ring.allgather("mxgc.owners.%d" % m.value_key, "the owners' residuals of key(s) %s"
+                               % [c.key for c in m.chunks], part).asnumpy()
+        out.update((residual_file.pull_name(c.key), whole[c.offset:c.offset + c.size]) for c in m.chunks)
+    return out
+
+
+def restore_owner_residuals(scatters_by_message, saved, source, rank):
+    """Worker ``rank``'s part, as owner, of the keys' saved residuals of the compressed allreduce.  Without
+    them (a parameter server's checkpoint: its servers' residuals are not saved) the owners start from
+    zero, as a resumed parameter server does."""
+    for m, scatter in scatters_by_message.items():
+        names = [residual_file.pull_name(c.key) for c in m.chunks]
+        if not all(n in saved for n in names):
+            logger.warning("%s holds no residual of the compressed pull of key(s) %s: their owners start from "
+                           "zero", source, [c.key for c in m.chunks])
+            continue
+        for n, c in zip(names, m.chunks):
+            if saved[n].size != c.size:
+                raise ValueError("%s: the residual of the compressed pull of key %r has %d values, the key %d"
+                                 % (source, c.key, saved[n].size, c.size))
+        whole = np.concatenate([saved[n].reshape(-1) for n in names])
+        scatter.owner_residual[:] = whole[scatter.bounds[rank]:scatter.bounds[rank + 1]]

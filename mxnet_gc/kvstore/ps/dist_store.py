@@ -5,23 +5,24 @@ encodes its gradient with its own residual and pushes only the payload; the serv
 worker's payload and sum; a pull returns that sum in float32 (or, with ``set_optimizer``, the weight
 the servers updated with it).  The protocol is in docs/kvstore.md and mxnet_gc/kvstore/protocol.py.
 """
-import os
 import weakref
 
 import mxnet as mx
 import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from ... import _mx, config, log, optimizer_state, schedule
+from ... import _mx, config, log
 from .. import agreement
 from ..base import StoreBase
 from ..failure import exit_at_once_on_error
 from ..compression import Compression
 from ..layout import Layout
 from .lgc_ps import PSRounds
+from .optimizer_calls import ServerOptimizerCalls
+from .staged_pulls import StagedPulls
 from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
-from .pull_stages import PULL_STAGES, PushQueue, stage_min_bytes, stages as pull_stages
+from .pull_stages import PULL_STAGES, PushQueue, stage_min_bytes
 from . import weight_pulls
 from ..step_order import StepOrder
 
@@ -34,14 +35,8 @@ def _end_job(port, end_line):
         print(end_line, flush=True)
 
 
-def _private(arrays, key, shape):
-    """``arrays[key]``, made (zeros of ``shape``) the first time."""
-    if key not in arrays:
-        arrays[key] = mx.nd.zeros(shape)
-    return arrays[key]
 
-
-class DistSyncStore(StoreBase):
+class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
     """A dist_sync kvstore whose pushes can be compressed by mxnet_gc's codecs.
 
     Start the processes with mxnet_gc's launcher (``python -m mxnet_gc.launch``).  A tensor of at least MXNET_GC_BIGARRAY_BOUND values
@@ -74,7 +69,6 @@ class DistSyncStore(StoreBase):
                               (PULL_STAGES, self._stage_bytes))
         self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._buffers = MessageBuffers(self._port)
-        self._round = 0
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
         self._pulled = []  # arrays whose pulls the next push waits for
         self._decoding = []  # message plans whose decodes the next push checks
@@ -113,9 +107,11 @@ class DistSyncStore(StoreBase):
         return self._num_servers
 
     @property
-    def port(self):
-        """The transport (ps_port.py) that rounds send through."""
+    def transport(self):
+        """The servers' port (ps_port.py), which LGC's rounds send through."""
         return self._port
+
+    lgc_rounds = PSRounds
 
     @staticmethod
     def is_capable(capability):
@@ -137,7 +133,7 @@ class DistSyncStore(StoreBase):
             compression = weight_pulls.applied(compression, self.asynchronous)
         if compression.lgc and self._optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
-        self._check_compression_replaceable()
+        self._method.check_replaceable()
         self.agree("compression", compression.config)
         if compression.is_mxnet and compression.type == "2bit":
             self._port.set_mxnet_compression(compression.config)
@@ -145,16 +141,14 @@ class DistSyncStore(StoreBase):
             raise ValueError("MXNet's built-in 2bit cannot be switched off once set; create a new store")
         self._compression = compression
         self._clock.set_compression(compression)
-        self._set_lgc(compression, PSRounds)
+        self._set_method(compression)
         self._assign_codecs(self._layout.messages)
 
     def agree(self, what, config):
         """Raises on every worker, saying how they differ, unless all workers call this with the same
         ``config`` (a collective; ``what``: one of agreement.SUBJECTS)."""
         self._send(everything=True)
-        self._round += 1
-        self._port.command("config", rank=self.rank, round=self._round, config=config, what=what, all_ranks=True)
-        self._port.synchronize(config=config, round=self._round)
+        self._port.agree(what, config)
 
     def init(self, key, value, reduce_only=False, groups=None):
         """Initializes keys with rank 0's values (a collective call, like MXNet's init).
@@ -165,7 +159,7 @@ class DistSyncStore(StoreBase):
         the exact sum, never an optimizer's update (for statistics, such as the trainer's calibration).
         """
         keys, values, groups = self._init_arguments(key, value, reduce_only, groups)
-        groups = self._lgc_init(keys, [v.shape for v in values], groups, reduce_only)
+        groups = self._method_groups(keys, [v.shape for v in values], groups, reduce_only)
         messages = self._layout.add(keys, [v.shape for v in values], groups, self.payload_per_value)
         self._shapes.update((k, v.shape) for k, v in zip(keys, values))
         if reduce_only:
@@ -222,7 +216,7 @@ class DistSyncStore(StoreBase):
         self._count_step(list(grads))
         self._check_weight_pulls(grads)
         self._observe_warmup(grads)
-        keys, sent = self._lgc_push(grads)
+        keys, sent = self._method.push(grads, self._reduce_only)
         messages = self._layout.messages_of(keys)
         if self._queue.holds(messages):
             self._send(everything=True)  # (its payload buffer is about to be written again)
@@ -243,7 +237,7 @@ class DistSyncStore(StoreBase):
             self._queue.add(m, a, priority)
         self._send(everything=self.asynchronous)
         self._pushed += zip(messages, arrays)
-        self._lgc_send(grads)
+        self._method_send(grads)
 
     def push_payload(self, message, payload):
         """Pushes a payload made outside the store (a replayed or hand-made one) as ``message``'s, and
@@ -253,137 +247,9 @@ class DistSyncStore(StoreBase):
         self._port.count_round(message.server)
         self._pushed.append((message, payload))
 
-    def pull(self, key, out=None, priority=0, ignore_sparse=True):
-        """Writes each key's value (the summed gradients, or the weight) into ``out``.
-
-        After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
-        push at once and a pull with what they hold, so a barrier tells when the round is complete.
-        The pushed messages are pulled in stages, a barrier each, in push order (pull_stages.py): early
-        messages come back while later ones are still being pushed.
-        With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) every
-        message is a stage.  Every worker must pull the same keys.  dist_async: no barrier.
-        """
-        targets = self._targets(key, out)
-        # (the servers' sums need a push each step; weights the servers update may be read at any time)
-        self._order.pull(targets, needs_push=not (self.asynchronous or self._optimizer_on_servers))
-        keys = list(targets)
-        lgc_step, keys = self._lgc_pull(keys)
-        pushed, self._pushed = self._pushed, []
-        coded = lgc_step in (schedule.AE_TRAIN, schedule.LGC)  # LGC's results of the coded keys come with the last stage
-        # Weights (pulled before any push, or updated on the servers) land in a private array first, then
-        # are copied whole into the outputs: an inference-mode forward leaves MKL-DNN's own layout in
-        # weight arrays, which cannot be written through a flat view.  Summed gradients are pulled
-        # straight into the outputs (MXNet writes weight gradients in its default layout).
-        staged = self._optimizer_on_servers or not (pushed or coded)
-        before = self._weights_before(targets, pushed)
-        dests = {k: _private(self._staging, k, self._shapes[k]) if staged else t[0] for k, t in targets.items()}
-        messages = self._layout.messages_of(keys)
-        stages = pull_stages(pushed, messages, self._pull_each_message, self.asynchronous, self._stage_bytes)
-        self._send(through=stages[0][0])
-        direct = set()
-        for i, (arrays, stage) in enumerate(stages):
-            for array in arrays:
-                _mx.wait_to_write(array)
-            last = i == len(stages) - 1
-            if (arrays or (last and coded and not pushed)) and not self.asynchronous:
-                self._port.barrier()
-            # the servers' status comes with a round's last values
-            direct |= self._pull_messages(stage, dests, (bool(pushed) or coded) and last, priority, coded and last)
-            if not last:  # the next stage's pushes go out behind this stage's pull requests
-                self._send(through=stages[i + 1][0])
-        self._queue.pulled()
-        if pushed or coded:
-            self._port.check()
-        if lgc_step is not None:
-            self._lgc_finish(dests)
-        for k, previous in before.items():
-            self._weight_changes.observe(k, previous, dests[k])
-        for k, t in targets.items():
-            for extra in (t if staged else t[1:]):
-                dests[k].copyto(extra)
-            if staged:  # the next push waits for this pull (see push) through the private array
-                self._pulled.append(dests[k])
-            elif k in direct:
-                # ... and here through a one-value copy of what it wrote, not through the output, which
-                # backward may already be writing again.
-                token = _private(self._tokens, k, (1,))
-                t[0].reshape(-1)[0:1].copyto(token)
-                self._pulled.append(token)
-        self._order.pulled(targets)
-
     def _send(self, through=(), everything=False):
         """Hands queued pushes to the transport (pull_stages.PushQueue.send)."""
         self._queue.send(through, everything)
-
-    def _weights_before(self, targets, pushed):
-        """{key: a copy of the weights this worker holds} for the keys whose change this pull measures (a
-        dense step's pull, after a push, until compressed weight pulls have their levels: whatever the
-        compression of the dense steps, which a trainer may set to 'none')."""
-        changes = self._weight_changes
-        if not (pushed and changes is not None and changes.largest is None):
-            return {}
-        return {k: self._staging[k].copy() for k in targets if k in self._staging and k not in self._reduce_only
-                and not any(c.codec is not None for c in self._layout.chunks[k])}
-
-    def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
-        """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
-        asynchronously; returns the keys pulled straight into their arrays (the others are decoded or
-        copied by one engine operation per message, which writes the message's token)."""
-        pull_keys, pull_outs, decodes, direct = [], [], [], set()
-        for m in messages:
-            outputs, buffers = [dests.get(c.key) for c in m.chunks], self._buffers[m]
-            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum, or weights' difference
-                difference = self._optimizer_on_servers
-                if difference and self._pulled_rounds.get(m) == m.rounds:
-                    continue  # (no push since its last pull: the weights this worker holds are as new as it gets)
-                self._pulled_rounds[m] = m.rounds
-                pull_keys.append(m.pull_key)
-                pull_outs.append(buffers.pulled)
-                decodes.append((self._plans[m].pull, buffers.pulled, outputs, buffers.token, difference))
-            elif len(m.chunks) == 1:
-                c = m.chunks[0]
-                pull_keys.append(m.value_key)
-                pull_outs.append(dests[c.key].reshape(-1)[c.begin:c.end])
-                direct.add(c.key)
-            else:  # into the message's buffer, then each wanted key's segment into its output
-                pull_keys.append(m.value_key)
-                pull_outs.append(buffers.recv)
-                decodes.append((self._plans[m].values, buffers.recv, outputs, buffers.token, False))
-        if status:
-            pull_keys += self._port.status[0]
-            pull_outs += self._port.status[1]
-        if lgc_results:
-            results = self._lgc.pull_keys()
-            pull_keys += results[0]
-            pull_outs += results[1]
-        if pull_keys:
-            self._port.pull(pull_keys, pull_outs, priority=priority)
-        for plan, payload, outputs, token, difference in decodes:
-            plan.push_decode(payload, outputs, token, priority=priority, accumulate=difference)
-            self._decoding.append(plan)
-            self._pulled.append(token)
-        return direct
-
-    def set_optimizer(self, optimizer):
-        """Sends the optimizer to the servers, which then apply it to the summed gradients (a collective).
-        With 'compressed_pull' the servers then send the weights' differences (weight_pulls.py): call it
-        before the codecs start (Gluon and Module.fit do, before their first step)."""
-        if self._lgc is not None:
-            raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
-        compression = weight_pulls.applied(self._compression, self.asynchronous)
-        if compression.compressed_pull and any(m.pull_key is not None for m in self._layout.messages):
-            raise ValueError("set_optimizer with 'compressed_pull' must come before the compressed steps start (the "
-                             "pulls then carry the weights' differences, not the sums): call it before the first push")
-        description = optimizer_state.for_servers(optimizer)  # (refused here, on every worker, if it cannot be sent)
-        self._send(everything=True)
-        if self.rank == 0:
-            self._port.command("optimizer", optimizer=description)
-        self._optimizer_on_servers = True
-        self._weight_changes = weight_pulls.WeightChanges()
-        self._port.synchronize()
-        if compression is not self._compression:  # (float32 weight pulls where the default could not run)
-            self._compression = compression
-            self._assign_codecs(self._layout.messages)
 
     def barrier(self):
         """Returns when every worker has called it, and this worker's earlier pushes and pulls have been
@@ -396,26 +262,6 @@ class DistSyncStore(StoreBase):
             array.wait_to_read()
         self._port.barrier()
 
-    def optimizer_state_files(self, fname):
-        """The files ``save_optimizer_states(fname)`` writes: one per server."""
-        return ["%s.server%d" % (os.path.abspath(fname), s) for s in range(self._num_servers)]
-
-    def save_optimizer_states(self, fname, dump_optimizer=False):
-        """Each server writes its optimizer states to ``fname.server<rank>`` (a shared file system)."""
-        self._require_server_optimizer()
-        self._send(everything=True)
-        if self.rank == 0:
-            self._port.command("save_states", path=os.path.abspath(fname), dump_optimizer=dump_optimizer)
-        self._port.synchronize()
-
-    def load_optimizer_states(self, fname):
-        """Each server reads its states back from ``fname.server<rank>``."""
-        self._require_server_optimizer()
-        self._send(everything=True)
-        if self.rank == 0:
-            self._port.command("load_states", path=os.path.abspath(fname))
-        self._port.synchronize()
-
     # ---- key layout ----
 
     def _assign_codecs(self, messages, dropped=()):
@@ -423,41 +269,12 @@ class DistSyncStore(StoreBase):
         collective call).  Compressed weight pulls start once their levels are fitted (here, when the
         codecs start after the measuring steps) or restored (load_residuals)."""
         self._send(everything=True)
-        changes = self._weight_changes
-        pull = self._compression.compressed_pull
-        if pull and changes is not None and changes.largest is None:
-            if changes.measured and any(self.codec_for(c.key) is not None for m in messages for c in m.chunks):
-                keys = sorted((k for k in self._shapes if k not in self._reduce_only), key=agreement.key_order)
-                table = changes.fit(self, keys, [self._nonfinite.names.get(k, str(k)) for k in keys])
-                log.logger.info("compressed weight pulls: each key's largest change of its weights in a step over "
-                                "the last dense steps (the workers' mean), which its levels are fitted to:\n%s", table)
-            pull = changes.largest is not None
+        pull = self._pulls_compressed(messages)
         self._buffers.allocate(messages, self._give_codecs(messages), pull)
         if self.rank == 0:
             self._port.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
         self._port.synchronize()
-
-    def _check_weight_pulls(self, grads):
-        """Raises if compressed weight pulls are asked for but could not start (no dense step measured the
-        weights' changes before the codecs started), rather than pulling float32 silently."""
-        changes = self._weight_changes
-        if changes is not None and changes.largest is None and self._compression.compressed_pull and \
-                any(c.codec is not None for k in grads for c in self._layout.chunks.get(k, ())):
-            raise RuntimeError("'compressed_pull' with the optimizer on the servers fits its levels to the weights' "
-                               "changes in dense steps (a push and a pull each) before the codecs start, and none "
-                               "was measured: give the compression a warm-up ('warmup_steps' >= 1, or the trainer's "
-                               "dense steps), or resume with load_residuals")
-
-    def _weight_pull_codec(self):
-        changes = self._weight_changes
-        if changes is None or changes.largest is None:
-            return None
-        return lambda key, codec: changes.codec(self._compression, key)
-
-    def _require_server_optimizer(self):
-        if not self._optimizer_on_servers:
-            raise RuntimeError("no optimizer runs on the servers (call set_optimizer first)")
 
 
 class DistAsyncStore(DistSyncStore):

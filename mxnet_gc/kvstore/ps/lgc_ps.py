@@ -25,19 +25,19 @@ from ..lgc_rounds import LGCRounds
 
 
 class PSRounds(LGCRounds):
-    """The worker side of LGC for a DistSyncStore."""
+    """The worker side of LGC for a DistSyncStore (``transport``: its PSPort)."""
 
-    def __init__(self, store, params):
-        super().__init__(store, params)
+    def __init__(self, transport, host, params):
+        super().__init__(transport, host, params)
         if self.options.index == "union" and self.options.codes != "own":
             raise ValueError("lgc: 'index' 'union' needs 'codes' 'own' on the parameter server: with the leader's "
                              "code an lgc step sends the leader's indices and code in one round, with no round for "
                              "every worker's candidates first")
 
     def push(self, grads):
-        step, phase, port = self.schedule.step, self.installed, self.store.port
+        step, phase, port = self.schedule.step, self.installed, self.transport
         self.accumulate(grads)
-        lead = self.store.rank == self.leader()
+        lead = self.transport.rank == self.leader()
         train = self.mode() == AE_TRAIN
         if self.options.index_first(phase, step):
             keys = ("tune_lead", "tune_all") if train and phase == LGC else ("lead", "all")
@@ -68,7 +68,7 @@ class PSRounds(LGCRounds):
         for g, name, words in messages:
             _mx.write(g.buffers[name], words)  # (the last step's push of it has ended: below)
             arrays.append(g.buffers[name])
-        self.store.port.push([g.keys[name] for g, name, _ in messages], arrays)
+        self.transport.push([g.keys[name] for g, name, _ in messages], arrays)
         for a in arrays:
             _mx.wait_to_write(a)
 
@@ -88,7 +88,7 @@ class PSRounds(LGCRounds):
     # ---- phase switches (collective) ----
 
     def _install(self, phase, state_path):
-        port = self.store.port
+        port = self.transport
         self._make_keys(phase)
         if state_path is not None:  # the servers' autoencoders of the checkpoint
             port.command("lgc_load", path=state_path)
@@ -98,7 +98,7 @@ class PSRounds(LGCRounds):
 
     def _make_keys(self, phase):
         """New push and value keys on each group's server for ``phase``, told to the servers."""
-        store, port = self.store, self.store.port
+        port = self.transport
         sizes = {AE_TRAIN: {"lead": "INDEX", "all": "VECTOR", "index": "INDEX", "result": "RESULT"},
                  LGC: {"lead": "LEAD", "all": "INNOV", "result": "RESULT"} if self.options.codes == "leader" else
                  {"lead": "INDEX", "all": "CODED", "index": "INDEX", "result": "RESULT"}}[phase]
@@ -121,14 +121,14 @@ class PSRounds(LGCRounds):
         port.init([k for k, _ in values], [mx.nd.zeros(n) for _, n in values])
         port.register([k for k, _ in values], [n for _, n in values])
         port.command("lgc", phase=phase, step=self.schedule.step, options=self.options.config,
-                            num_workers=store.num_workers,
+                            num_workers=port.num_workers,
                             groups=[{"number": s, "server": g.server, "sizes": g.fmt.sizes, "keys": g.keys,
                                      "chunks": [c.id for c in g.chunks]} for s, g in enumerate(self.groups)])
-        store.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
+        self.host.agree("lgc_phase", {"lgc_phase": phase, "step": self.schedule.step, **self.options.config})
 
     def _fetch_autoencoder(self):
         outs = [mx.nd.zeros(self._autoencoder().weight_count()) for _ in self.groups]
-        self.store.port.pull([g.keys["weights"] for g in self.groups], outs)
+        self.transport.pull([g.keys["weights"] for g in self.groups], outs)
         for g, weights in zip(self.groups, outs):
             g.coder.set_autoencoder(self._autoencoder(), weights.asnumpy())
             self.autoencoder_bytes += 4 * weights.size
@@ -137,5 +137,5 @@ class PSRounds(LGCRounds):
 
     def save_states(self, path):
         """Has each server write its groups' autoencoder states to ``path.lgc<g>`` (a collective)."""
-        self.store.port.command("lgc_save", path=path)
-        self.store.port.synchronize()
+        self.transport.command("lgc_save", path=path)
+        self.transport.synchronize()

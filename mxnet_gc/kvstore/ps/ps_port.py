@@ -9,10 +9,11 @@ import mxnet as mx
 
 from ... import _mx, config
 from .. import protocol
+from ..transport import Transport
 from .server_link import ServerLink
 
 
-class PSPort:
+class PSPort(Transport):
     """A worker's connection to the servers of a job (a collective to create: every worker does)."""
 
     def __init__(self, num_servers):
@@ -23,6 +24,7 @@ class PSPort:
         self.num_servers = num_servers
         self.allocator = protocol.KeyAllocator(num_servers)
         self._link = None
+        self._agreements = 0  # configuration rounds so far (agree)
 
     def connect(self):
         """Greets the servers (rank 0) and sets up the status keys (a collective call)."""
@@ -57,6 +59,13 @@ class PSPort:
     def barrier(self):
         """Returns when every worker has called it."""
         _mx.barrier(self._kv)
+
+    def agree(self, what, config):
+        """Every worker's ``config`` compared on the servers (``Aggregator.on_config``), then a barrier and
+        their status: raises on every worker when they differ."""
+        self._agreements += 1
+        self.command("config", rank=self.rank, round=self._agreements, config=config, what=what, all_ranks=True)
+        self.synchronize(config=config, round=self._agreements)
 
     def set_mxnet_compression(self, params):
         """MXNet's own gradient compression on the pushes (its 2bit)."""
