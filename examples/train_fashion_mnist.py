@@ -55,9 +55,11 @@ def compression_params(args):
         return {"type": "lgc", "density": args.density, "innovation_density": args.innovation_density,
                 "momentum": args.topk_momentum, "dense_steps": args.lgc_dense_steps, "ramp_steps": args.ramp_steps,
                 "ae_steps": args.ae_steps, "error_feedback": args.error_feedback, **json.loads(args.lgc_options)}
-    thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
-    bits = {"pull_bits": args.pull_bits} if args.pull_bits else {}
-    return {"type": "4bit", "thresholds": thresholds, **pull, **bits}
+    if args.compression == "4bit":
+        thresholds = args.thresholds if "," not in args.thresholds else [float(t) for t in args.thresholds.split(",")]
+        bits = {"pull_bits": args.pull_bits} if args.pull_bits else {}
+        return {"type": "4bit", "thresholds": thresholds, **pull, **bits}
+    return {"type": args.compression, **json.loads(args.codec_options)}  # (any other codec: its own parameters)
 
 
 def plot_curves(log, path):
@@ -118,8 +120,10 @@ def parse_args(argv=None):
     p.add_argument("--model", choices=["cnn", "cnn-fc", "resnet20"], default="cnn", help="the network")
     p.add_argument("--kvstore", "--kv-store", default="dist_sync",
                    help="mxnet_gc's 'dist_sync' (parameter server, tools/launch.py) or 'horovod' (horovodrun --gloo)")
-    p.add_argument("--compression", "--gc-type", choices=["none", "2bit", "gc_2bit", "4bit", "layerwise_topk", "lgc"], default="4bit",
-                   help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's")
+    p.add_argument("--compression", "--gc-type", choices=mxnet_gc.kvstore.supported_types(), default="4bit",
+                   help="'2bit' is MXNet's own, 'gc_2bit' mxnet_gc's; every codec's parameters: docs/codecs.md")
+    p.add_argument("--codec-options", default="{}", help="a codec without options of its own here (such as "
+                   "8bit): its parameters, as JSON")
     p.add_argument("--density", type=float, default=0.01,
                    help="layerwise_topk, lgc: fraction of each layer sent (lgc: in the leader's index set)")
     p.add_argument("--innovation-density", type=float, default=1e-5, help="lgc: fraction of each layer sent exact")

@@ -18,6 +18,8 @@
 //                                                  false, out untouched, for a corrupt payload
 //   encode_sum(p, sum, residual, payload, n, &e)   a server's re-encoding of a sum for a compressed pull,
 //                                                  with the server's residual (n words)
+//   example_params(n)         a valid flat parameter list for n values (the fuzz driver runs every codec
+//                             of codecs.def with it: tests/asan/kernel_fuzz.cc)
 //
 // To add a codec: its kernels and description in one header (src_cpp/<name>_codec.h), a line in
 // codecs.def, its Python class (mxnet_gc/codecs/) and its import in mxnet_gc/codecs/__init__.py.

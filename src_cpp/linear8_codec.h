@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "codec.h"
 
@@ -30,6 +31,7 @@ struct Linear8Codec {
     return false;
   }
   static bool check_size(const Params&, int64_t, std::string*) { return true; }
+  static std::vector<double> example_params(int64_t) { return {}; }
   static int64_t payload_words(const Params&, int64_t n) { return 1 + (n + 3) / 4; }
   static int64_t state_words(const Params&, int64_t n) { return n; }
 

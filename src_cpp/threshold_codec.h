@@ -47,6 +47,16 @@ struct ThresholdCodec {
     return true;
   }
   static bool check_size(const Params&, int64_t, std::string*) { return true; }
+  // Every level the codec takes, 0.25 * 2^k, each with its bound halfway to the level below (or 0).
+  static std::vector<double> example_params(int64_t) {
+    const int levels = BITS == 2 ? 1 : BITS == 4 ? kMaxLevels : kMaxLevels5;
+    std::vector<double> v(2 * levels);
+    for (int k = 0; k < levels; ++k) {
+      v[k] = 0.25 * std::ldexp(1.0, k);
+      v[levels + k] = k == 0 ? v[0] / 2 : (v[k - 1] + v[k]) / 2;
+    }
+    return v;
+  }
   static int64_t payload_words(const Params&, int64_t n) { return mxgc::payload_words(BITS, n); }
   static int64_t state_words(const Params&, int64_t n) { return n; }
   static int64_t encode(const Params& p, const float* grad, float* state, float* payload, int64_t n) {

@@ -3,9 +3,11 @@
 // (topk_state_words); a compressed pull packs the servers' sum without loss (the residual untouched).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "codec.h"
 #include "topk_sparsifier.h"
@@ -35,6 +37,11 @@ struct TopkCodec {
     *p = Params{density, static_cast<float>(momentum), static_cast<float>(gamma), static_cast<float>(delta),
                 static_cast<int>(reset_every), static_cast<int64_t>(capacity)};
     return true;
+  }
+  // Density 0.1 with momentum, and room for twice its target (at most n).
+  static std::vector<double> example_params(int64_t n) {
+    const int64_t capacity = std::min<int64_t>(n, std::max<int64_t>(1, 2 * topk_target(n, 0.1)));
+    return {0.1, 0.9, 0.1, 0.2, 3, static_cast<double>(capacity)};
   }
   // Room in a payload for the k values a step aims at.
   static bool check_size(const Params& p, int64_t n, std::string* error) {

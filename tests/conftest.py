@@ -59,3 +59,4 @@ def threads(request):
 
 def nd(values):
     return mx.nd.array(np.asarray(values, np.float32), dtype="float32")
+

@@ -3,6 +3,7 @@ adversarial payloads (counts out of range, indices out of range or not ascending
 patterns, the smallest and largest sizes) through every decoder and encoder, on every instruction-set
 copy this CPU runs, with no out-of-bounds access and no undefined behaviour."""
 import os
+import re
 import struct
 import subprocess
 
@@ -29,7 +30,13 @@ def words(values):
     return b"".join(struct.pack("<I", v & 0xFFFFFFFF) for v in values)
 
 
-TABLE_CODECS = 6  # dense, 2bit, 4bit, topk, 8bit, 5bit
+def table_codecs():
+    """The fuzz driver's table: dense, then every codec of src_cpp/codecs.def, in its order."""
+    with open(os.path.join(ROOT, "src_cpp", "codecs.def")) as f:
+        return ["dense"] + re.findall(r"^MXGC_CODEC\((\w+),", f.read(), re.M)
+
+
+TABLE_CODECS = len(table_codecs())
 
 
 def corpus(directory):

@@ -16,12 +16,12 @@ from mxnet_gc import optimizer_state
 from mxnet_gc.kvstore import protocol
 from mxnet_gc.kvstore.ps.aggregator import Aggregator
 from mxnet_gc.kvstore.layout import Layout
+from dist.job import every_codec
 
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 WORKERS = 2
 SECRET = "s" * 64
-CODECS = [None, {"type": "4bit", "thresholds": POW2}, {"type": "2bit", "threshold": 0.5},
-          {"type": "layerwise_topk", "density": 0.25}]
+CODECS = [None] + sorted(every_codec().values(), key=lambda c: c["type"])
 
 
 class Server:

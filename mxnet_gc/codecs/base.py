@@ -52,6 +52,7 @@ class Codec:
     default_rounding = "nearest"  # (a threshold codec's, when the params do not say)
     pulls_compressed_by_default = False  # whether a store compresses the pulls too unless told not to
     scales_itself = False  # whether it scales each array itself (needs no levels fitted for any values)
+    example = {}  # valid parameters for gradients of about unit scale: the suite-wide tests run each codec so
 
     def config(self):
         """The params dict that recreates this codec with ``codecs.create`` (JSON-serializable)."""

@@ -44,6 +44,7 @@ class LayerwiseTopkCodec(Codec):
 
     type = "layerwise_topk"
     kernel_name = "topk"
+    example = {"density": 0.1}
     values = {"density": "a number in (0, 1]: the fraction of each message's values sent a step",
               "adapt_rate": "a number in (0, 1): how fast each layer's threshold follows its top-k",
               "tolerance": "a number in [0, 1): the payload holds up to (1 + tolerance) k values",

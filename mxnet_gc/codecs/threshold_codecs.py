@@ -83,6 +83,7 @@ class TwoBitCodec(ThresholdCodec):
     type = "2bit"
     kernel_name = "2bit"
     bits = 2
+    example = {"threshold": 0.5}
     level_fit = LevelFit("threshold", False, 0.5, level_fit.single, "a number")
     default_rounding = "floor"  # (MXNet's rule; with fitted levels a store rounds to nearest unless told)
     values = {"threshold": "a positive number, or 'auto' on a store with type 'gc_2bit' (fitted to each key's "
@@ -124,6 +125,7 @@ class FourBitCodec(ThresholdCodec):
     type = "4bit"
     kernel_name = "4bit"
     bits = 4
+    example = {"thresholds": [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0]}
     level_fit = LevelFit("thresholds", True, "medium", level_fit.ladder,
                          "levels or a group name such as 'medium'")
     fitted_by_default = True
@@ -183,6 +185,7 @@ class FiveBitCodec(ThresholdCodec):
     type = "5bit"
     kernel_name = "5bit"
     bits = 5
+    example = {"thresholds": [0.0625 * 2 ** (k / 2) for k in range(15)]}
     values = {"thresholds": "1 to 15 increasing positive numbers (no default, no group names)",
               "rounding": "'nearest' or 'floor'"}
 

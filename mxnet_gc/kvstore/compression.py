@@ -47,8 +47,12 @@ STORE_OPTIONS = [
 
 
 def supported_types():
-    ours = [GC_PREFIX + t if t in MXNET_TYPES else t for t in codecs.available()] + ["lgc"]
-    return list(MXNET_TYPES) + sorted(ours)
+    return list(MXNET_TYPES) + sorted([store_name(t) for t in codecs.available()] + ["lgc"])
+
+
+def store_name(codec_type):
+    """A codec's compression type on a store: its own, or 'gc_' + it where MXNet's stores use the name."""
+    return GC_PREFIX + codec_type if codec_type in MXNET_TYPES else codec_type
 
 
 def _codec_type(kind):

@@ -25,6 +25,9 @@
 #include "codec.h"
 #include "threshold_quantizer.h"
 #include "topk_sparsifier.h"
+#define MXGC_CODEC_HEADERS
+#include "codecs.def"
+#undef MXGC_CODEC_HEADERS
 
 namespace {
 
@@ -87,17 +90,14 @@ void topk_case(int target, int64_t n, int64_t capacity, const uint8_t* data, siz
 // receiver's own configuration): decode a payload of any bytes, encode two steps, re-encode a sum.
 struct TableCodec {
   const char* name;
-  std::vector<double> params;  // for n values (the top-k capacity: room for its target at density 0.1)
+  std::vector<double> params;  // for n values: its description's example_params(n)
 };
 std::vector<TableCodec> table_codecs(int64_t n) {
-  const double capacity = static_cast<double>(std::max<int64_t>(1, mxgc::topk_target(n, 0.1) * 2));
   return {{"dense", {1.0}},
-          {"2bit", {0.5, 0.25}},
-          {"4bit", {0.25, 0.5, 1.0, 2.0, 0.125, 0.375, 0.75, 1.5}},
-          {"topk", {0.1, 0.9, 0.1, 0.2, 3, std::min(capacity, static_cast<double>(n))}},
-          {"8bit", {}},
-          {"5bit", {0.25, 0.375, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32,
-                    0.125, 0.3125, 0.4375, 0.625, 0.875, 1.25, 1.75, 2.5, 3.5, 5, 7, 10, 14, 20, 28}}};
+#define MXGC_CODEC(name, Description) {mxgc::Description::kName, mxgc::Description::example_params(n)},
+#include "codecs.def"
+#undef MXGC_CODEC
+  };
 }
 
 void table_case(int which, int64_t n, const uint8_t* data, size_t size) {

@@ -36,6 +36,13 @@ def initial_value(seed, key_index, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def every_codec():
+    """{type: params} of every registered codec with its class's ``example`` parameters: the tests that run
+    every codec take them from here, so that a new codec is run by them with no change."""
+    import mxnet_gc
+    return {t: dict(mxnet_gc.codecs.codec_class(t).example, type=t) for t in mxnet_gc.codecs.available()}
+
+
 def from_the_first_step(compression):
     """A test's compression params: its codec from the first step (the stores' default is a dense warm-up)
     and float32 pulls (4bit's default compresses them), unless they give 'warmup_steps' or 'compressed_pull'

@@ -1,5 +1,9 @@
 """The benchmark's modes, as data: which store and transport, which compression, which merge plan."""
 import dataclasses
+import json
+
+from mxnet_gc import codecs
+from mxnet_gc.kvstore.compression import store_name
 
 RATES_BITS = {"10mbit": 10e6, "25mbit": 25e6, "100mbit": 100e6, "1gbit": 1e9, "unlimited": None}
 DEFAULT_RATES = ["100mbit", "1gbit", "unlimited"]  # (10 Mbit/s on request: a dense job takes minutes a step)
@@ -105,5 +109,14 @@ HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport=
     Mode(HOROVOD_PREFIX + "4bit-cpull-at-once", "the same, its alltoall to every peer at once instead of W - 1 "
          "pairwise rounds (MXNET_GC_ALLTOALL=at_once)", transport="horovod",
          compression=dict(FOUR_BIT, compressed_pull=True), env=(("MXNET_GC_ALLTOALL", "at_once"),))]
-MODES = {m.name: m for m in DENSE_MODES + CLASSIC_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES}
+# every registered codec with its class's example parameters, on both transports: a new codec is benchmarked
+# with no change here
+CODEC_PREFIX = "codec-"
+CODEC_MODES = [Mode(CODEC_PREFIX + t, "mxnet_gc's store, the %s codec with its example parameters %s"
+                    % (t, json.dumps(codecs.codec_class(t).example, sort_keys=True)),
+                    compression=dict(codecs.codec_class(t).example, type=store_name(t), warmup_steps=0))
+               for t in codecs.available()]
+CODEC_MODES += [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport="horovod",
+                                    description=m.description + ", on mxnet_gc's horovod store") for m in CODEC_MODES]
+MODES = {m.name: m for m in DENSE_MODES + CLASSIC_MODES + SPARSE_MODES + LGC_MODES + HOROVOD_MODES + CODEC_MODES}
 DEFAULT_MODES = [m.name for m in DENSE_MODES]
