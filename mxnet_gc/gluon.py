@@ -34,10 +34,9 @@ the trainer advances it after each step's pull.  Rank 0 prints every phase switc
 - ``save_checkpoint`` / ``load_checkpoint`` (checkpoint.py): weights, residuals, optimizer states and
   every component's state; a resumed job ends bit for bit where an uninterrupted one does.
 """
-import mxnet as mx
 from mxnet import gluon
 
-from . import _mx, checkpoint, config, optimizer_state
+from . import _mx, config
 from . import kvstore as gc_kvstore
 from .groups import GroupSelector
 from . import level_fit
@@ -48,6 +47,7 @@ from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
 from .schedule import CALIBRATE, COMPRESSED, DENSE, PROFILE, trainer_schedule
+from .trainer_checkpoints import TrainerCheckpoints
 from .warmup_notice import WarmupNotice
 
 
@@ -62,7 +62,7 @@ HOROVOD_ONLY = {
 }
 
 
-class Trainer(_mx.TrainerBase):
+class Trainer(TrainerCheckpoints, _mx.TrainerBase):
     """gluon.Trainer with mxnet_gc's compressed stores: a schedule of phases and the components it drives.
 
     Parameters
@@ -306,71 +306,3 @@ class Trainer(_mx.TrainerBase):
         """Sends each group of the merge plan as one message from now on (a collective call)."""
         self.active_store.set_pull_each_message(self._pipeline)
         self.active_store.regroup([[self.key_of(name) for name in g] for g in self.merge_plan.groups])
-
-    # ---- checkpoints ----
-
-    def _configuration(self):
-        """The settings a job that resumes this one's checkpoint must share with it."""
-        compression = self._compression
-        return {"num_workers": self.active_store.num_workers,
-                "compression": gc_kvstore.Compression(compression).config if compression else None,
-                "threshold_groups": self._groups is not None, "update_on_kvstore": self.updates_on_store,
-                "parameters": [[p.name, list(p.shape)] for p in self.parameter_list]}
-
-    def save_checkpoint(self, prefix, extra=None, keep=1):
-        """Saves what an exact resume needs (a collective call on the workers; see checkpoint.py): files
-        prefix-SSSS.* of this step, listed in prefix.trainer.json with the ``keep`` - 1 checkpoints before
-        it (older ones are deleted).  ``extra`` (JSON) comes back from ``load_checkpoint``."""
-        if not self._ours():
-            raise RuntimeError("save_checkpoint needs one of mxnet_gc's stores")
-        state = {"configuration": self._configuration(), "rescale_grad": self.optimizer.rescale_grad,
-                 "schedule": self.schedule.state_dict(), "merge": self._merge_policy.state_dict(),
-                 "profile": self._profiler.state_dict(),
-                 "groups": self._groups.state_dict() if self._groups is not None else None, "extra": extra,
-                 "servers": self.active_store.num_servers}
-        weights = {p.name: p.data() for p in self.parameter_list}
-        states = None if self.updates_on_store else \
-            (lambda path: optimizer_state.save(path, _mx.updater_states(self), self.optimizer))
-        checkpoint.save(prefix, self.active_store, self.schedule.step, weights, states, state, keep)
-
-    def load_checkpoint(self, prefix, step=None):
-        """Restores a checkpoint of ``save_checkpoint`` (a collective call, before the first step): the
-        newest the prefix keeps, or that of ``step``.
-
-        Refuses a corrupt file, a file of another save, or a checkpoint of a job with other settings
-        (workers, compression, parameters), saying what differs.  Returns the ``extra`` saved with it.
-        ``mxnet_gc.checkpoint.export(prefix, net, fname)`` writes its weights for ``net.load_parameters``.
-        """
-        state, tag = checkpoint.load(prefix, step)
-        # Gluon sets rescale_grad at the first step, before it sends the optimizer to the servers;
-        # a resumed trainer sends it now, so it needs the value of the run that saved.
-        self.optimizer.rescale_grad = state["rescale_grad"]
-        self.ensure_store()
-        if not self._ours():
-            raise RuntimeError("load_checkpoint needs one of mxnet_gc's stores")
-        checkpoint.check_configuration(prefix, state["configuration"], self._configuration())
-        if self.updates_on_store and state.get("servers") != self.active_store.num_servers:
-            raise ValueError("checkpoint %s holds the optimizer states of the %s server(s) the optimizer ran on, one "
-                             "file each; this job has %d: resume with %s servers"
-                             % (prefix, state.get("servers"), self.active_store.num_servers, state.get("servers")))
-        saved = checkpoint.weights(tag)
-        for p in self.parameter_list:
-            p.set_data(saved[p.name])
-        if self.waiting_parameters:
-            self.init_parameters()
-        self.schedule.load_state_dict(state["schedule"])
-        if self._groups is not None:
-            self._groups.load_state_dict(state["groups"])
-        self._merge_policy.load_state_dict(state["merge"])
-        self._profiler.load_state_dict(state["profile"])
-        kv = self.active_store
-        if self.schedule.current.sends == COMPRESSED:
-            kv.set_gradient_compression(self._compression_of(self._trained()[0]))
-        if self.merge_plan is not None:
-            self._use_plan()
-        kv.load_residuals("%s.rank%d.residuals" % (tag, kv.rank))
-        if self.updates_on_store:
-            kv.load_optimizer_states(tag + ".opt")
-        else:
-            _mx.set_updater_states(self, lambda: optimizer_state.load(tag + ".opt", into=self.optimizer)[0])
-        return state["extra"]

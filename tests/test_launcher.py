@@ -18,7 +18,7 @@ LAUNCH = [sys.executable, os.path.join(ROOT, "tools", "launch.py")]
 STORE = "import mxnet_gc; kv = mxnet_gc.kvstore.create('dist_sync'); "
 
 
-from mxnet_gc.launch import processes_with_env as processes_with  # noqa: E402
+from mxnet_gc.launch_processes import processes_with_env as processes_with  # noqa: E402
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ def test_sigkill_of_the_launcher_ends_every_process(tag, tmp_path, launcher):
 def test_the_watchdog_also_ends_a_process_it_was_not_told_of(tag):
     """A launcher killed between starting a process and writing its group to the watchdog: the watchdog
     finds it by the job's id in its environment and ends its group too."""
-    from mxnet_gc.launch import JOB_VARIABLE, reap
+    from mxnet_gc.launch_processes import JOB_VARIABLE, reap
 
     def sleeper(job):  # a process of ``job`` in a session of its own, as the launcher starts them
         key, value = tag.split("=")

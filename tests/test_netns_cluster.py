@@ -76,7 +76,7 @@ def test_refuses_when_namespaces_of_an_earlier_run_exist():
 @pytest.mark.host_cpu
 def test_ctrl_c_removes_namespaces_and_processes():
     """Interrupted while its job runs, the cluster kills what runs on its hosts and deletes every namespace."""
-    from mxnet_gc.launch import processes_with_env
+    from mxnet_gc.launch_processes import processes_with_env
 
     tag = "MXGC_TEST_TAG=%d" % os.getpid()
     env = dict(os.environ, MXNET_GC_NETNS=NAME + "t")

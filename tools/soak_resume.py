@@ -23,7 +23,7 @@ import uuid
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from mxnet_gc.launch import processes_with_env
+from mxnet_gc.launch_processes import processes_with_env
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
 

@@ -101,7 +101,7 @@ class Message:
         return changed
 
     def describe(self):
-        """The message as the servers need it (see server.MessageState)."""
+        """The message as the servers need it (ps/message_state.py's MessageState)."""
         return {"push_key": self.push_key, "value_key": self.value_key, "pull_key": self.pull_key, "size": self.size,
                 "words": self.payload_words if self.coded else self.size, "pull_words": self.pull_words,
                 "segments": [{"id": c.id, "index": c.key, "offset": c.offset, "size": c.size,

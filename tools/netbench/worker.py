@@ -30,7 +30,7 @@ def server_cpu_seconds():
     """CPU seconds so far of this job's parameter servers: the processes of this machine (the namespaced
     hosts share its process table) with DMLC_ROLE=server and this job's scheduler address; None if none
     (Horovod)."""
-    from mxnet_gc.launch import processes_with_env
+    from mxnet_gc.launch_processes import processes_with_env
 
     job = ["%s=%s" % (name, os.environ.get(name, "")) for name in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT")]
     total, found = 0.0, False
