@@ -1,37 +1,30 @@
 """What mxnet_gc's two stores (the parameter server and Horovod) share above their transports."""
-import collections
-
 import mxnet as mx
-import numpy as np
 from mxnet.kvstore import KVStoreBase
 
-from .. import schedule
-from ..message_plan import MessagePlan
 from ..warmup_notice import WarmupNotice
 from . import arguments, method
 from .compression import Compression
 from .store_arguments import CheckedArguments
 from .store_checkpoints import ResidualCheckpoints
 from .store_clock import ClockCalls, StoreClock
+from .store_messages import StoreMessages
 from .store_monitors import StoreMonitors
+from .step_order import StepOrder
 
 
-# A message's MessagePlans (message_plan.py): of its pushes, of pulled values (dense float32: the sum or the
-# weights), and of compressed pulls (None without).
-Plans = collections.namedtuple("Plans", "push values pull")
-
-class StoreBase(CheckedArguments, ClockCalls, StoreMonitors, ResidualCheckpoints, KVStoreBase):
+class StoreBase(CheckedArguments, ClockCalls, StoreMessages, StoreMonitors, ResidualCheckpoints, KVStoreBase):
     """MXNet's KVStoreBase plus the calls both of mxnet_gc's stores implement the same way: the compression
-    method's hooks and the messages' codecs; the arguments' checks (store_arguments.py), the step clock's
-    calls (store_clock.py), the monitors (store_monitors.py) and the checkpoints (store_checkpoints.py) are
-    parts of it."""
+    method's hooks, push and pull; the arguments' checks (store_arguments.py), the step clock's calls
+    (store_clock.py), the messages' codecs (store_messages.py), the monitors (store_monitors.py) and the
+    checkpoints (store_checkpoints.py) are parts of it."""
 
     def __init__(self):
         self._compression = Compression({"type": "none"})
         self._shapes = {}  # user key -> shape
         self._reduce_only = set()  # keys initialized with reduce_only=True
         self._layout = None  # the transport's Layout (layout.py): where each key's chunks travel
-        self._plans = {}  # Message -> its Plans
+        self._plans = {}  # Message -> its Plans (store_messages.py)
         self._start_monitors()
         self._start_checks()
         self._pull_each_message = False
@@ -40,6 +33,68 @@ class StoreBase(CheckedArguments, ClockCalls, StoreMonitors, ResidualCheckpoints
         self._warmup_notice = WarmupNotice()  # what rank 0 says of the dense warm-up (warmup_notice.py)
         self._owed = {}  # key -> residual of a codec no longer in use, added to the key's next push (_owe)
         self._weight_changes = None  # the dist store's with the optimizer on its servers (weight_pulls.py)
+        self._order = StepOrder()  # each key's pushes and pulls paired, step by step (step_order.py)
+
+    asynchronous = False  # (dist_async: each push applied on its own, no rounds to pair)
+
+    # ---- push and pull: the same steps on every transport, the transport's in its hooks ----
+
+    def push(self, key, value, priority=0):
+        """Sends each key's gradient (summed over the list if several devices give one): the gradients are
+        checked, the step clock counts the step, the compression method says which keys travel in the
+        store's messages and what they send, each message is encoded by one engine operation into the
+        payload the transport sends, and the monitors see what was sent."""
+        self._before_push()
+        grads = self._gradients(key, value)
+        for m in self._layout.messages_of(list(grads)):
+            missing = [c.key for c in m.chunks if c.key not in grads]
+            if missing:
+                raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
+                                 "merge policy); push them in the same call"
+                                 % (missing, [k for k in grads if k in {c.key for c in m.chunks}]))
+        if not self.asynchronous:  # (a round completes with one push of every worker: step_order.py)
+            self._order.push(grads)
+        self._count_step(list(grads))
+        self._observe_warmup(grads)
+        keys, sent = self._method.push(grads, self._reduce_only)
+        messages = self._layout.messages_of(keys)
+        payloads = self._payloads(messages)
+        for m, payload in zip(messages, payloads):
+            self._encode(m, sent, payload, priority)
+        self._send_messages(messages, payloads, priority)
+        self._record_nonfinite(grads, messages)
+        self._watch_residuals(keys, grads)
+        self._method_send(grads)
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        """Writes each key's value into ``out``: the sum over the workers of their last pushes (or, with an
+        optimizer on the servers, the weights), by the transport (``_receive``); the method's own step
+        ends with it."""
+        targets = self._targets(key, out)
+        self._order.pull(targets, needs_push=self._pulls_need_push())
+        keys, method_step = self._method.pull(list(targets))
+        self._receive(targets, keys, method_step, priority)
+        self._order.pulled(targets)
+
+    def _before_push(self):
+        """The transport's checks before anything of a push is read (an error a past call left)."""
+
+    def _payloads(self, messages):
+        """The arrays the encodes of ``messages`` write into, once the transport no longer reads them."""
+        raise NotImplementedError
+
+    def _send_messages(self, messages, payloads, priority):
+        """Hands the encoded ``payloads`` of ``messages`` to the transport."""
+        raise NotImplementedError
+
+    def _pulls_need_push(self):
+        """Whether a pull needs a push of its keys since their last pull (a sum does; weights do not)."""
+        return True
+
+    def _receive(self, targets, keys, method_step, priority):
+        """The transport's part of a pull: ``keys``' messages into ``targets`` ({key: [arrays]}); with a
+        ``method_step`` (method.py's StepEnd), ``_end_method_step`` once the method's results may be read."""
+        raise NotImplementedError
 
     @property
     def compression_config(self):
@@ -99,41 +154,6 @@ class StoreBase(CheckedArguments, ClockCalls, StoreMonitors, ResidualCheckpoints
         self._method.finish(dests)
         self._clock.end_step()
 
-    def codec_for(self, key):
-        """The codec that encodes ``key``'s pushes, or None when they are dense float32."""
-        if key in self._reduce_only or self._clock.schedule.current.sends == schedule.DENSE:
-            return None
-        return self._method.codec_for(key, self._compression)
-
-    def payload_per_value(self, key):
-        """The payload bytes a value of ``key``'s pushes takes once its codec runs (4: dense float32), for the
-        layout's cut of large keys into the pull's stages; 0 (no cut) with LGC, whose rounds send their own
-        messages, and with a codec whose state is not one value per value (not ``cuttable``: a checkpoint's
-        residuals of another cut could not be cut again, residual_file.restore)."""
-        if not self._state_per_value():
-            return 0
-        if key in self._reduce_only or self._compression.codec_type is None:
-            return 4.0
-        try:
-            codec = self._compression.codec_for(key)
-        except ValueError:  # 'auto' levels, fitted during the warm-up: its class's bits a value
-            return self._compression.codec_class.bits / 8
-        return 4.0 * codec.payload_size(1 << 16) / (1 << 16)
-
-    def _state_per_value(self):
-        """Whether a chunk's error-feedback state is one value per value (dense, or a ``cuttable`` codec; not
-        LGC's), so that it can be cut anew."""
-        return self._method.state_per_value(self._compression)
-
-    def chunks_of(self, key):
-        """The chunks (layout.py) ``key`` travels in, each with its codec and error-feedback state."""
-        return self._layout.chunks[key]
-
-    def start_codecs(self, keys):
-        """Gives the messages of ``keys`` their codecs (and states) as ``codec_for`` says now (a
-        collective call): for LGC's rounds, whose phases change the codecs."""
-        self._assign_codecs(self._layout.messages_of(keys))
-
     def set_pull_each_message(self, on):
         """Whether a pull returns each message as soon as its round is complete (a pipelined merge plan,
         on the parameter server; Horovod's pulls are per message anyway)."""
@@ -172,65 +192,3 @@ class StoreBase(CheckedArguments, ClockCalls, StoreMonitors, ResidualCheckpoints
                 grads[k] = grads[k] + mx.nd.array(self._owed.pop(k).reshape(self._shapes[k]), ctx=grads[k].context)
         return grads
 
-    def _encode(self, message, grads, payload, priority):
-        """One engine operation: ``message``'s encode of ``grads`` into ``payload``, which also counts
-        their non-finite values."""
-        counts = None
-        if self._nonfinite.counting:
-            counts = self._counts.get(message)
-            if counts is None:
-                counts = self._counts[message] = mx.nd.zeros(len(message.chunks), dtype="float64")
-        self._plans[message].push.push_encode([grads[c.key] for c in message.chunks],
-                                              [c.residual for c in message.chunks], payload, priority, counts)
-
-    # ---- messages (layout.py): what both transports send ----
-
-    def _give_codecs(self, messages):
-        """Gives each chunk of ``messages`` its key's codec and, when coded, an error-feedback state of the
-        codec's shape (a chunk keeps a state it has of that shape), and each message its plans; returns
-        the messages whose payload size changed."""
-        changed = [m for m in messages if m.set_codecs(self.codec_for, self.num_workers, self._weight_pull_codec())]
-        for m in messages:
-            push = MessagePlan([(c.codec, c.size, c.offset, c.begin, c.payload_offset) for c in m.chunks],
-                               drop_nonfinite=self._drops_nonfinite(m))
-            self._plans[m] = Plans(
-                push, MessagePlan([(None, c.size, c.offset, c.begin, c.offset) for c in m.chunks]) if m.coded else push,
-                MessagePlan([(c.pull_codec, c.size, c.offset, c.begin, c.pull_offset) for c in m.chunks])
-                if m.coded and self._compression.compressed_pull else None)
-            for c in m.chunks:
-                shape = None if c.codec is None else c.codec.state_shape(c.shape if c.whole_key else (c.size,))
-                if c.residual is not None and c.residual.shape != shape:  # another codec, or none
-                    self._owe(c)
-                if c.codec is not None and c.residual is None:
-                    c.residual = mx.nd.zeros(shape)
-        return changed
-
-    def _weight_pull_codec(self):
-        """None, or the function (key, codec) -> the codec of a compressed pull of the key's weights'
-        differences (the dist store with the optimizer on its servers)."""
-        return None
-
-    def _owe(self, chunk):
-        """Drops a chunk's error-feedback state that no longer fits its codec (the compression changed):
-        the residual (its first values, for every codec), the part of the gradient not yet sent, is added
-        to the key's next push instead of being lost."""
-        owed = self._owed.setdefault(chunk.key, np.zeros(int(np.prod(self._shapes[chunk.key])), np.float32))
-        owed[chunk.begin:chunk.end] += chunk.residual.asnumpy().reshape(-1)[:chunk.size]
-        chunk.residual = None
-
-    def _relayout(self, groups):
-        """Moves initialized keys into one message per group; each chunk keeps its state (the chunks are
-        the same: splits depend on the size only).  Returns (messages gone, new messages)."""
-        keys = [k for g in groups for k in g]
-        for k in keys:
-            self._check_initialized(k)
-        states = {k: [c.residual for c in self._layout.chunks[k]] for k in keys}
-        gone = self._layout.remove(keys)
-        for m in gone:
-            self._plans.pop(m, None)
-            self._counts.pop(m, None)
-        messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups, self.payload_per_value)
-        for k in keys:
-            for c, state in zip(self._layout.chunks[k], states[k]):
-                c.residual = state
-        return gone, messages

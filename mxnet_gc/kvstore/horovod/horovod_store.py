@@ -36,7 +36,7 @@ from .lgc_ring import RingRounds
 from .ring import Ring
 from . import ring_scatter
 from .ring_scatter import RingScatter, scatters
-from ..step_order import RULE, StepOrder
+from ..step_order import RULE
 
 NO_SPLIT = 2 ** 62  # a collective carries a key whole
 STEPS = 2 ** 24  # step numbers travel as float32 words: modulo this, exact
@@ -68,7 +68,6 @@ class HorovodStore(StoreBase):
         exit_at_once_on_error()
         self._ring = Ring(hvd, self._describe)
         log.set_up(self.rank)
-        self._order = StepOrder()
         self._values = {}
         self._decoding = set()  # message plans of the last pull's decodes
         self._send = {}  # Message -> the array its pushes send (its payload words, or its values when dense)
@@ -129,47 +128,34 @@ class HorovodStore(StoreBase):
         self._assign_codecs(messages)
         self._ring.wait([_init_name(k) for k in keys])
 
-    def push(self, key, value, priority=0):
-        """Starts each message's collective (after encoding it); returns at once."""
-        grads = self._gradients(key, value)
-        for m in self._layout.messages_of(list(grads)):
-            missing = [c.key for c in m.chunks if c.key not in grads]
-            if missing:
-                raise ValueError("push: keys %s share a message with %s; push them in the same call"
-                                 % (missing, list(grads)))
+    def _before_push(self):
         for plan in self._decoding:  # a corrupt payload of the last pull, once its decode has run
             plan.raise_engine_error()
         self._decoding = set()
-        self._order.push(grads)  # (before anything is sent)
-        self._count_step(list(grads))
-        self._observe_warmup(grads)
-        keys, sent = self._method.push(grads, self._reduce_only)
-        messages = self._layout.messages_of(keys)
+
+    def _payloads(self, messages):
+        return [self._send[m] for m in messages]
+
+    def _send_messages(self, messages, payloads, priority):
+        """Starts each message's collective (the encodes are engine operations: those of later messages run
+        during the collectives); returns at once."""
         step = self._order.step % STEPS
-        for m in messages:  # (engine operations: the encodes of later messages run during the collectives)
-            self._encode(m, sent, self._send[m], priority)
         # the compressed allreduce: every message's alltoall (each owner's sum runs on the engine during the
         # next one's), then every message's allgather
         parts = {m: self._scatter_parts(m, priority, step) for m in messages if m in self._scatter}
         for m, part in parts.items():
             self._results[m] = self._gather_parts(m, part, priority)
-        for m in messages:
+        for m, send in zip(messages, payloads):
             if m in self._scatter:
                 continue
-            send, name = self._send[m], self._name(m)
             at = m.payload_words if m.coded else m.size + self.rank  # (this worker's step word)
             send[at:at + 1] = step
             collective = self._ring.allgather if m.coded else self._ring.allreduce
-            self._results[m] = collective(name, "key(s) %s" % [c.key for c in m.chunks], send, priority)
-        self._record_nonfinite(grads, messages)
-        self._watch_residuals(keys, grads)
-        self._method_send(grads)
+            self._results[m] = collective(self._name(m), "key(s) %s" % [c.key for c in m.chunks], send, priority)
 
-    def pull(self, key, out=None, priority=0, ignore_sparse=True):
-        """Writes each key's sum over the workers of its last push (its initial value before any push)."""
-        targets = self._targets(key, out)
-        self._order.pull(targets, needs_push=True)
-        keys, method_step = self._method.pull(list(targets))
+    def _receive(self, targets, keys, method_step, priority):
+        """Each key's sum over the workers of its last push (its initial value before any push), decoded
+        from its message's collective."""
         messages = self._layout.messages_of(keys)
         for m in messages:
             result = self._results.get(m)
@@ -201,7 +187,6 @@ class HorovodStore(StoreBase):
                 for k in set(targets) - set(keys):
                     for extra in targets[k][1:]:
                         targets[k][0].copyto(extra)
-        self._order.pulled(targets)
 
     def _scatter_parts(self, m, priority, step):
         """The first half of message ``m``'s compressed allreduce (ring_scatter.py): the alltoall of its

@@ -24,7 +24,6 @@ from .ps_buffers import MessageBuffers
 from .ps_port import PSPort
 from .pull_stages import PULL_STAGES, PushQueue, stage_min_bytes
 from . import weight_pulls
-from ..step_order import StepOrder
 
 
 def _end_job(port, end_line):
@@ -76,7 +75,6 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         self._staging = {}  # user key -> a private array that pulls of weights land in (see pull)
         self._optimizer_on_servers = False
         self._pulled_rounds = {}  # Message -> its pushes when its weights' difference was last pulled
-        self._order = StepOrder()
         self._port.connect()
         self._queue = PushQueue(self._port, self._stage_bytes)
         weakref.finalize(self, _end_job, self._port, settings.end_line)
@@ -199,25 +197,14 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         pull = codec.pull_codec(self.num_workers).payload_size(n) if self._compression.compressed_pull else n
         return 4 * (codec.payload_size(n) + pull)
 
-    def push(self, key, value, priority=0):
-        """Sends each key's gradient (summed over the list if several devices give one)."""
+    def _before_push(self):
         if self.asynchronous and not self._optimizer_on_servers:
             raise ValueError("dist_async applies each push with the optimizer on the servers: call set_optimizer "
                              "first (Gluon: update_on_kvstore=True)")
-        grads = self._gradients(key, value)
-        for m in self._layout.messages_of(list(grads)):
-            missing = [c.key for c in m.chunks if c.key not in grads]
-            if missing:
-                raise ValueError("push: keys %s share a message with %s (init's groups, such as the trainer's "
-                                 "merge policy); push them in the same call"
-                                 % (missing, [k for k in grads if k in {c.key for c in m.chunks}]))
-        if not self.asynchronous:  # (a server completes a round with as many pushes as workers: step_order.py)
-            self._order.push(grads)
-        self._count_step(list(grads))
-        self._check_weight_pulls(grads)
-        self._observe_warmup(grads)
-        keys, sent = self._method.push(grads, self._reduce_only)
-        messages = self._layout.messages_of(keys)
+
+    def _payloads(self, messages):
+        """Each message's private outgoing buffer, once the last step's pushes and pulls no longer use it."""
+        self._check_weight_pulls(messages)
         if self._queue.holds(messages):
             self._send(everything=True)  # (its payload buffer is about to be written again)
         # A pull still in flight must read the value before this push can start a new round: the engine
@@ -228,16 +215,14 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         for plan in self._decoding:
             plan.raise_engine_error()
         self._decoding = []
-        for m in messages:  # one engine operation per message (dense: a copy into its private buffer)
-            self._encode(m, sent, self._buffers[m].outgoing(m.coded), priority)
-        self._record_nonfinite(grads, messages)
-        self._watch_residuals(keys, grads)
-        arrays = [self._buffers[m].outgoing(m.coded) for m in messages]
-        for m, a in zip(messages, arrays):
+        return [self._buffers[m].outgoing(m.coded) for m in messages]
+
+    def _send_messages(self, messages, payloads, priority):
+        """Queues the payloads for their pull stages (pull_stages.py); dist_async sends them at once."""
+        for m, a in zip(messages, payloads):
             self._queue.add(m, a, priority)
         self._send(everything=self.asynchronous)
-        self._pushed += zip(messages, arrays)
-        self._method_send(grads)
+        self._pushed += zip(messages, payloads)
 
     def push_payload(self, message, payload):
         """Pushes a payload made outside the store (a replayed or hand-made one) as ``message``'s, and

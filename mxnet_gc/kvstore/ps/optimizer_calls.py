@@ -53,12 +53,13 @@ class ServerOptimizerCalls:
             self._port.command("load_states", path=os.path.abspath(fname))
         self._port.synchronize()
 
-    def _check_weight_pulls(self, grads):
-        """Raises if compressed weight pulls are asked for but could not start (no dense step measured the
-        weights' changes before the codecs started), rather than pulling float32 silently."""
+    def _check_weight_pulls(self, messages):
+        """Before a push of ``messages``: raises if compressed weight pulls are asked for but could not start
+        (no dense step measured the weights' changes before the codecs started), rather than pulling float32
+        silently."""
         changes = self._weight_changes
         if changes is not None and changes.largest is None and self._compression.compressed_pull and \
-                any(c.codec is not None for k in grads for c in self._layout.chunks.get(k, ())):
+                any(c.codec is not None for m in messages for c in m.chunks):
             raise RuntimeError("'compressed_pull' with the optimizer on the servers fits its levels to the weights' "
                                "changes in dense steps (a push and a pull each) before the codecs start, and none "
                                "was measured: give the compression a warm-up ('warmup_steps' >= 1, or the trainer's "

@@ -15,11 +15,15 @@ def _private(arrays, key, shape):
 
 
 class StagedPulls:
-    """DistSyncStore's ``pull`` (a part of the class: it reads the store's port, layout, buffers, the
+    """DistSyncStore's part of a pull (a part of the class: it reads the store's port, layout, buffers, the
     pushes not yet pulled and the arrays the next push waits for, set by DistSyncStore.__init__)."""
 
-    def pull(self, key, out=None, priority=0, ignore_sparse=True):
-        """Writes each key's value (the summed gradients, or the weight) into ``out``.
+    def _pulls_need_push(self):
+        """(the servers' sums need a push each step; weights the servers update may be read at any time)"""
+        return not (self.asynchronous or self._optimizer_on_servers)
+
+    def _receive(self, targets, keys, method_step, priority):
+        """Writes each key's value (the summed gradients, or the weight) into its ``targets``.
 
         After pushes, a pull waits until every worker's pushes have been summed: the servers answer a
         push at once and a pull with what they hold, so a barrier tells when the round is complete.
@@ -28,11 +32,6 @@ class StagedPulls:
         With ``set_pull_each_message(True)`` (the Gluon trainer's, for a pipelined merge plan) every
         message is a stage.  Every worker must pull the same keys.  dist_async: no barrier.
         """
-        targets = self._targets(key, out)
-        # (the servers' sums need a push each step; weights the servers update may be read at any time)
-        self._order.pull(targets, needs_push=not (self.asynchronous or self._optimizer_on_servers))
-        keys = list(targets)
-        keys, method_step = self._method.pull(keys)
         pushed, self._pushed = self._pushed, []
         coded = method_step is not None and method_step.rounds  # the rounds' results come with the last stage
         # Weights (pulled before any push, or updated on the servers) land in a private array first, then
@@ -74,7 +73,6 @@ class StagedPulls:
                 token = _private(self._tokens, k, (1,))
                 t[0].reshape(-1)[0:1].copyto(token)
                 self._pulled.append(token)
-        self._order.pulled(targets)
 
     def _pull_messages(self, messages, dests, status, priority, lgc_results=False):
         """Pulls ``messages`` (and the servers' status, and LGC's results) into ``dests`` (key -> array),
