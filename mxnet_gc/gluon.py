@@ -39,14 +39,13 @@ from mxnet import gluon
 from . import _mx, config
 from . import kvstore as gc_kvstore
 from .groups import GroupSelector
-from . import level_fit
 from .level_fit import LevelFitter
 from . import log
 from .log import logger
 from .kvstore.base import StoreBase
 from .merge_policy import MergePolicy
 from .profiling import MergeProfiler
-from .schedule import CALIBRATE, COMPRESSED, DENSE, PROFILE, trainer_schedule
+from .schedule import CALIBRATE, COMPRESSED, DENSE, NO_HANDLER, PROFILE, PhaseHandler, trainer_schedule
 from .trainer_checkpoints import TrainerCheckpoints
 from .warmup_notice import WarmupNotice
 
@@ -155,6 +154,7 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
         self._profiler = MergeProfiler(self._pipeline)
+        self._handlers = self._phase_handlers()
         self._notice, self._announced = WarmupNotice(), compression  # (what rank 0 says of the warm-up)
         if isinstance(kvstore, StoreBase):  # one step clock: the store's phases follow this schedule
             kvstore.follow(self.schedule)
@@ -256,11 +256,10 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         phase = self.schedule.current
         if self._announced is not None:
             self._notice.push(self.active_store.rank, self.schedule, self._announced)
-        if phase.name == CALIBRATE:
-            self._groups.observe([g[0] for g in grads])  # this worker's gradients, before the push
-        if phase.name == PROFILE:
-            self._profiler.sample(self._trained(backward=True)[1])
-        elif not self._pipeline:  # the baseline: communication starts after the whole backward
+        handler = self._handlers.get(phase.name, NO_HANDLER)
+        if handler.during is not None:
+            handler.during(grads)
+        if not (self._pipeline or handler.times_backward):  # the baseline: communication after the whole backward
             for g in grads:
                 g[0].wait_to_read()
         self.active_store.push(keys, grads)
@@ -273,26 +272,41 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         """What changes between two phases (a collective call: every worker switches at the same step)."""
         kv = self.active_store
         logger.info("step %d: phase %s -> %s (%s)", self.schedule.step, left.name, entered.name, entered.sends)
-        keys, params = self._trained()
-        if left.name == CALIBRATE:  # (the statistics were gathered in the trainer's order)
-            self._groups.choose_over_workers(kv, [p.name for p in params], [p.data().size for p in params])
-            if isinstance(self._groups, LevelFitter):  # ('auto' levels: the store's title for the same table)
-                logger.info("%s:\n%s", level_fit.title(self._announced.codec_type, self._groups.calibration_steps),
-                            self._groups.format())
-            else:
-                logger.info("threshold groups after %d calibration steps:\n%s", self._groups.calibration_steps,
-                            self._groups.format())
+        handler = self._handlers.get(left.name, NO_HANDLER)
+        if handler.leave is not None:
+            handler.leave()
         if entered.sends == COMPRESSED and left.sends == DENSE and not self._lgc:  # (LGC's store switches itself)
-            kv.set_gradient_compression(self._compression_of(keys))
-        if left.name == PROFILE:
-            kv.set_pull_each_message(self._pipeline)
-            backward_keys, backward_params = self._trained(backward=True)
-            layers, cost = self._profiler.measure(kv, backward_params, backward_keys)
-            plan = self._merge_policy.make_plan(layers, cost)
-            logger.info("transport cost %.3f ms + %.3f ms/MB per message, %.3f ms of CPU per message, machine %.0f%% "
-                        "busy during backward; %s", 1e3 * cost.alpha, 1e9 * cost.beta, 1e3 * cost.host,
-                        100 * cost.contention, plan.describe(layers))
-            self._use_plan()
+            kv.set_gradient_compression(self._compression_of(self._trained()[0]))
+
+    # ---- the trainer's phases (schedule.py's PhaseHandler) ----
+
+    def _phase_handlers(self):
+        """What the trainer does in its phases besides sending: the calibration measures each layer's
+        gradients and chooses its levels; the profile times backward and the transport and plans the
+        messages."""
+        return {CALIBRATE: PhaseHandler(during=lambda grads: self._groups.observe([g[0] for g in grads]),
+                                        leave=self._choose_levels),
+                PROFILE: PhaseHandler(during=lambda grads: self._profiler.sample(self._trained(backward=True)[1]),
+                                      leave=self._plan_messages, times_backward=True)}
+
+    def _choose_levels(self):
+        """The end of the calibration: each layer's threshold group or 'auto' levels, from every worker's
+        statistics (gathered in the trainer's order)."""
+        params = self._trained()[1]
+        self._groups.choose_over_workers(self.active_store, [p.name for p in params], [p.data().size for p in params])
+        logger.info("%s:\n%s", self._groups.title(self._announced.codec_type), self._groups.format())
+
+    def _plan_messages(self):
+        """The end of the profile: the merge plan from the transport's measured costs, in use from now on."""
+        kv = self.active_store
+        kv.set_pull_each_message(self._pipeline)
+        backward_keys, backward_params = self._trained(backward=True)
+        layers, cost = self._profiler.measure(kv, backward_params, backward_keys)
+        plan = self._merge_policy.make_plan(layers, cost)
+        logger.info("transport cost %.3f ms + %.3f ms/MB per message, %.3f ms of CPU per message, machine %.0f%% "
+                    "busy during backward; %s", 1e3 * cost.alpha, 1e9 * cost.beta, 1e3 * cost.host,
+                    100 * cost.contention, plan.describe(layers))
+        self._use_plan()
 
     def _compression_of(self, keys):
         """The job's compression, with each key's chosen threshold group once they are calibrated."""

@@ -79,6 +79,10 @@ class GroupSelector:
         self.table = self.choose(names, sizes, statistics)[1]
         return self.table
 
+    def title(self, codec_type):
+        """The title of the table ``format`` gives (the same calls as level_fit.LevelFitter)."""
+        return "threshold groups after %d calibration steps" % self.calibration_steps
+
     def format(self):
         """The chosen table as text (format_table)."""
         return format_table(self.table)

@@ -122,6 +122,10 @@ class LevelFitter:
         self.fit_over_workers(kv, list(range(len(names))), names)
         return self.table
 
+    def title(self, codec_type):
+        """The title of the table ``format`` gives (the store's and the trainer's alike)."""
+        return title(codec_type, self.calibration_steps)
+
     def format(self):
         return format_table(self.table)
 

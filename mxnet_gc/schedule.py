@@ -46,6 +46,21 @@ class Phase:
             raise ValueError("phase %r: sends must be one of %s, got %r" % (self.name, SENDS, self.sends))
 
 
+@dataclasses.dataclass(frozen=True)
+class PhaseHandler:
+    """What the owner of a schedule does in one of its phases besides sending: ``during(grads)`` at each of
+    its steps, before the push (the worker's gradients); ``leave()`` once its last step is done (a
+    collective call: every worker at the same step).  ``times_backward``: ``during`` measures backward
+    itself (the owner does not wait for the gradients first)."""
+
+    during: object = None
+    leave: object = None
+    times_backward: bool = False
+
+
+NO_HANDLER = PhaseHandler()
+
+
 class Schedule:
     """The phases of a run and the number of steps done; ``advance`` after each step."""
 
