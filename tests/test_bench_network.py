@@ -98,9 +98,12 @@ def test_small_benchmark_run(tmp_path):
 @pytest.mark.host_cpu
 def test_a_row_agrees_at_two_dilations(tmp_path):
     """The emulation's validation in small: MXNet's dist_sync step of the CNN at 100 Mbit/s (2 workers, a
-    server) at D = 3 and D = 6 (links at 33 and 17 Mbit/s, hosts of 1/3 and 1/6 core) agrees within 10%
-    once divided by D, and the page says so; each row's measurements as test_small_benchmark_run's.  (The CPU-bound rows' agreement is the benchmark's
-    `make bench-emulation-check`: the other tests that run beside this one take the cores' time.)"""
+    server) at D = 3 and D = 6 (links at 33 and 17 Mbit/s, hosts of 1/3 and 1/6 core) agrees within 20%
+    once divided by D (a time not divided by D, or a host without its quota, is 1.5 to 2 times off), and
+    the page gives the ratio and its verdict against 10%; each row's measurements as
+    test_small_benchmark_run's.  (The 10% target, and the CPU-bound rows' agreement, are the benchmark's
+    `make bench-emulation-check`, run alone: beside the other pytest process, which takes the cores' time,
+    one run in several misses 10%.)"""
     doc = tmp_path / "doc.md"
     doc.write_text("<!-- bench_network:begin -->\n<!-- bench_network:end -->\n")
     proc = subprocess.run([sys.executable, "-m", "tools.bench_network", "--models", "fmnist-cnn", "--modes", "none",
@@ -116,9 +119,10 @@ def test_a_row_agrees_at_two_dilations(tmp_path):
         check_server_row(r, 4.0)  # uncompressed: 32 bits per parameter from each worker
         assert r["codec_ms"] == "" and int(r["timed_steps"]) == 10
     slower, faster = max(float(r["step_ms"]) for r in rows), min(float(r["step_ms"]) for r in rows)
-    assert slower / faster <= 1.10, [r["steps_ms"] for r in rows]
+    assert slower / faster <= 1.20, [r["step_ms"] for r in rows]
     line = next(line for line in doc.read_text().splitlines() if line.startswith("| fmnist-cnn | 2 | 1 | 100mbit | none | 3 / 6 |"))
-    assert "| %.2f |" % (slower / faster) in line and "| yes (step) |" in line
+    assert "| %.2f |" % (slower / faster) in line
+    assert ("| yes (step) |" in line) == (slower / faster <= 1.10), line
 
 
 def test_agreement_table_compares_dilations_and_runs():
