@@ -1,7 +1,9 @@
 """The launcher's processes: each one started with its output streamed and its last lines kept
 (``Process``), a job's processes found by the job's id in their environment and ended (``end_job``), and the
-watchdog that ends them if the launcher dies (``Watchdog``, ``reap``: this file run alone, ``--reap JOB``).
-(Standard library only: the watchdog starts at once.)"""
+watchdog that ends them if the launcher dies (``Watchdog`` and ``reap``, this file run alone with
+``--reap JOB``).
+
+Standard library only: the watchdog starts at once."""
 import collections
 import json
 import os

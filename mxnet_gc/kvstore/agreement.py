@@ -32,13 +32,13 @@ def sorted_keys(keys):
 
 
 def init_config(keys, shapes, reduce_only, groups):
-    """The canonical form of an init call: keys sorted, with their shapes; groups as given (canonical_groups)."""
+    """The canonical form of an init call: keys sorted, with their shapes; groups as given (groups_as_lists)."""
     pairs = sorted(zip(keys, shapes), key=lambda p: key_order(p[0]))
     return {"keys": [[k, list(s)] for k, s in pairs], "reduce_only": bool(reduce_only),
-            "groups": canonical_groups(groups)}
+            "groups": groups_as_lists(groups)}
 
 
-def canonical_groups(groups):
+def groups_as_lists(groups):
     """Merge groups as lists, in the order given: the order of the keys in the groups is the order of their
     messages (the trainer gives backward's, so that messages are pushed as their gradients become ready),
     so every worker must give the same."""

@@ -261,7 +261,7 @@ class HorovodStore(StoreBase):
 
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on; keeps their codec states."""
-        groups = agreement.canonical_groups(groups)
+        groups = agreement.groups_as_lists(groups)
         self._order.between_steps("regroup")
         self.agree("groups", groups)
         mx.nd.waitall()  # the old messages' collectives are read by pulls already issued

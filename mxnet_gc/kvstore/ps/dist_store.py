@@ -179,7 +179,7 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         """
         if self._optimizer_on_servers:
             raise ValueError("regroup needs the optimizer on the workers (update_on_kvstore=False)")
-        groups = agreement.canonical_groups(groups)
+        groups = agreement.groups_as_lists(groups)
         self.agree("groups", groups)
         for a in self._pulled:
             a.wait_to_read()
