@@ -385,8 +385,9 @@ def test_ssh_processes_get_the_job_secret_in_a_file_of_their_user(tag, tmp_path)
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, HOME=str(home), GO=str(go)))  # (fake_ssh's shell: this HOME)
     lines = []
-    try:  # (the workers wait for ``go``: the job runs meanwhile)
-        while len([line for line in lines if "] secret worker " in line]) < 2:
+    try:  # (the workers wait for ``go``: the job runs meanwhile, until every process has shown its secret)
+        while sorted((role, len(rows)) for role, rows in secrets_shown("".join(lines)).items()) != \
+                [("scheduler", 1), ("server", 1), ("worker", 2)]:
             lines.append(proc.stdout.readline())
             assert lines[-1], "".join(lines) + proc.stderr.read()
         files = list((home / ".mxnet_gc").iterdir())
