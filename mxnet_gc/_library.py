@@ -36,6 +36,7 @@ def load():
                           % (settings.isa, handle.mxgc_kernel_isa().decode(), ", ".join(config.ISAS)))
     handle.mxgc_set_num_threads(settings.num_threads)
     handle.mxgc_plan_new.restype = ctypes.c_void_p
+    handle.mxgc_dgc_velocity.restype = ctypes.c_int64
     handle.mxgc_engine_bind(*[_mx.c_function(name) for name in
                               ("MXEnginePushSyncND", "MXNDArrayGetData", "MXNDArrayDetach", "MXNDArrayFree")])
     _mx.load_operator_library(LIBRARY_PATH, "mxgc_")

@@ -125,8 +125,9 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
                              % (kvstore,))
         if self._merge_policy.planned and update_on_kvstore is not False:
             raise ValueError("merge needs the optimizer on the workers: pass update_on_kvstore=False")
-        self._lgc = compression is not None and compression.lgc  # its phases are the schedule; the store runs them
-        if self._lgc:
+        # a method with phases of its own (LGC's): they are the schedule, and its store switches between them
+        self._own_phases = compression is not None and compression.runs_own_phases
+        if compression is not None and compression.needs_workers_optimizer:
             if update_on_kvstore:
                 raise ValueError("'lgc' needs the optimizer on the workers: pass update_on_kvstore=False")
             update_on_kvstore = False
@@ -163,7 +164,7 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         # they were given in (a network's collect_params() lists them as the layers were defined).
         given = list(params.values()) if isinstance(params, (dict, gluon.ParameterDict)) else list(params)
         self._definition_rank = {p.name: i for i, p in enumerate(given)}
-        first_sends_dense = self.schedule.current.sends == DENSE and not self._lgc
+        first_sends_dense = self.schedule.current.sends == DENSE and not self._own_phases
         super().__init__(params, optimizer, optimizer_params=optimizer_params, kvstore=kvstore,
                          compression_params={"type": "none"} if compression_params and first_sends_dense
                          else self._compression, update_on_kvstore=update_on_kvstore)
@@ -275,7 +276,7 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         handler = self._handlers.get(left.name, NO_HANDLER)
         if handler.leave is not None:
             handler.leave()
-        if entered.sends == COMPRESSED and left.sends == DENSE and not self._lgc:  # (LGC's store switches itself)
+        if entered.sends == COMPRESSED and left.sends == DENSE and not self._own_phases:  # (its store switches)
             kv.set_gradient_compression(self._compression_of(self._trained()[0]))
 
     # ---- the trainer's phases (schedule.py's PhaseHandler) ----

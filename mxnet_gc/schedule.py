@@ -150,7 +150,7 @@ def trainer_schedule(compression, given, dense_warmup_steps, calibration_steps, 
             raise ValueError("%s must be an int >= %d, got %r" % (name, low, value))
     if compression is None or compression.type == "none":
         return Schedule([Phase(WARMUP, None, DENSE)])
-    if compression.lgc:
+    if compression.runs_own_phases:
         if dense_warmup_steps or profiles:
             raise ValueError("'lgc' runs its own phases (its 'dense_steps' are its dense warm-up) and messages "
                              "(each coded tensor alone): dense_warmup_steps (other than 0) and merge do not apply")

@@ -21,6 +21,9 @@
 //   example_params(n)         a valid flat parameter list for n values (the fuzz driver runs every codec
 //                             of codecs.def with it: tests/asan/kernel_fuzz.cc)
 //
+// A codec with no parameters whose state is its residual derives from ParameterlessCodec<C> (below),
+// which writes all but kName, payload_words, encode and decode.
+//
 // To add a codec: its kernels and description in one header (src_cpp/<name>_codec.h), a line in
 // codecs.def, its Python class (mxnet_gc/codecs/) and its import in mxnet_gc/codecs/__init__.py.
 #pragma once
@@ -29,6 +32,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mxgc {
 
@@ -41,6 +45,34 @@ inline std::string str(double v) {
   std::snprintf(buffer, sizeof(buffer), "%g", v);
   return buffer;
 }
+
+// The members every codec with no parameters, a residual for its state and a sum re-encoded as a
+// gradient shares: a description C derives from ParameterlessCodec<C> and writes kName, payload_words,
+// encode and decode (the 'sign' and '8bit' codecs).
+template <class C>
+struct ParameterlessCodec {
+  struct Params {};
+
+  static bool parse(const double*, int count, Params*, std::string* error) {
+    if (count == 0) return true;
+    *error = std::string(C::kName) + ": takes no parameters, got " + std::to_string(count);
+    return false;
+  }
+  static bool check_size(const Params&, int64_t, std::string*) { return true; }
+  static std::vector<double> example_params(int64_t) { return {}; }
+  static int64_t state_words(const Params&, int64_t n) { return n; }
+  static bool encode_sum(const Params& p, const float* sum, float* residual, float* payload, int64_t n,
+                         std::string*) {
+    C::encode(p, sum, residual, payload, n);
+    return true;
+  }
+  // A decoder's check of a payload's scale: a finite number >= 0.
+  static bool scale_ok(float scale, std::string* error) {
+    if (scale >= 0.0f && scale <= 3.4028234663852886e38f) return true;
+    *error = std::string(C::kName) + ": the scale " + str(scale) + " is not a finite number >= 0";
+    return false;
+  }
+};
 
 // For codecs.def's check that each line's name is its description's kName.
 constexpr bool same_name(const char* a, const char* b) { return *a == *b && (*a == 0 || same_name(a + 1, b + 1)); }

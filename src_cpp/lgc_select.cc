@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "codec.h"  // mxgc::num_threads
+#include "dgc_momentum.h"
 
 namespace {
 
@@ -124,9 +125,10 @@ int mxgc_top_indices(const float* values, int64_t n, int64_t k, int64_t* out) {
   return 0;
 }
 
-// One step of a worker's LGC accumulation over a tensor's n values, in one pass: with momentum
-// (``velocity`` not null) velocity = momentum * velocity + g and v += velocity, else v += g; a
-// non-finite g leaves both unchanged there (the codecs drop such values too).  The same pass selects
+// One step of a worker's LGC accumulation over a tensor's n values, in one pass: DGC's step
+// (dgc_momentum.h) with momentum (``velocity`` not null: velocity = momentum * velocity + g, v +=
+// velocity) or without (v += g); where the new v is not finite (a non-finite g, an overflow) both keep
+// their values.  The same pass selects
 // the k_lead and k_innov largest |v| after the step (as mxgc_top_indices; a count of 0 selects none)
 // into lead and innov, writes the largest finite |v| to *largest and the number of non-finite g to
 // *nonfinite (the store's count of them, from this pass).  Returns 0, or -1 (nothing changed) unless
@@ -152,19 +154,14 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
       if (velocity) {
         float* __restrict ub = velocity + b;
         for (int64_t j = 0; j < m; ++j) {
-          const float gj = gb[j], uj = ub[j], vj = vb[j];
-          const bool ok = finite(gj);
-          const float un = momentum * uj + gj;  // (two roundings: -ffp-contract=off, as numpy's)
-          const float vn = vj + un;
-          ub[j] = ok ? un : uj;
-          vb[j] = ok ? vn : vj;
-          bad += !ok;
+          mxgc::dgc_step<true, float, int32_t>(gb[j], ub[j], vb[j], momentum);
+          bad += !finite(gb[j]);
         }
       } else {
+        float unused = 0;
         for (int64_t j = 0; j < m; ++j) {
-          const bool ok = finite(gb[j]);
-          vb[j] = ok ? vb[j] + gb[j] : vb[j];
-          bad += !ok;
+          mxgc::dgc_step<false, float, int32_t>(gb[j], unused, vb[j], 0.0f);
+          bad += !finite(gb[j]);
         }
       }
       int32_t largest = top[t];
@@ -187,6 +184,19 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
   *largest = largest_value;
   *nonfinite = std::accumulate(dropped.begin(), dropped.end(), int64_t{0});
   return 0;
+}
+
+// One step of the velocities LGC pushes dense, over n values: velocity = momentum * velocity + g by
+// DGC's step with no accumulator (where the new velocity is not finite it keeps its value).  Returns
+// the number of non-finite g.
+int64_t mxgc_dgc_velocity(float* velocity, const float* g, int64_t n, float momentum) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float none = 0;
+    mxgc::dgc_step<true, float, int32_t>(g[i], velocity[i], none, momentum);
+    bad += !finite(g[i]);
+  }
+  return bad;
 }
 
 }  // extern "C"

@@ -21,19 +21,10 @@
 
 namespace mxgc {
 
-struct Linear8Codec {
+struct Linear8Codec : ParameterlessCodec<Linear8Codec> {
   static constexpr const char* kName = "8bit";
-  struct Params {};
 
-  static bool parse(const double*, int count, Params*, std::string* error) {
-    if (count == 0) return true;
-    *error = "8bit: takes no parameters, got " + std::to_string(count);
-    return false;
-  }
-  static bool check_size(const Params&, int64_t, std::string*) { return true; }
-  static std::vector<double> example_params(int64_t) { return {}; }
   static int64_t payload_words(const Params&, int64_t n) { return 1 + (n + 3) / 4; }
-  static int64_t state_words(const Params&, int64_t n) { return n; }
 
   static bool finite(float v) { return std::isfinite(v); }
 
@@ -70,10 +61,7 @@ struct Linear8Codec {
                      std::string* error) {
     const float scale = payload[0];
     const int8_t* codes = reinterpret_cast<const int8_t*>(payload + 1);
-    if (!(scale >= 0.0f) || !finite(scale)) {
-      *error = "8bit: the scale " + str(scale) + " is not a finite number >= 0";
-      return false;
-    }
+    if (!scale_ok(scale, error)) return false;
     for (int64_t i = 0; i < 4 * (payload_words(Params{}, n) - 1); ++i) {
       if (i < n ? codes[i] == -128 : codes[i] != 0) {
         *error = "8bit: byte " + std::to_string(i) + (i < n ? " is the code -128, never sent" : " of the padding is not 0");
@@ -84,12 +72,6 @@ struct Linear8Codec {
       const float v = static_cast<float>(codes[i]) * scale;
       out[i] = acc ? acc[i] + v : v;
     }
-    return true;
-  }
-
-  static bool encode_sum(const Params& p, const float* sum, float* residual, float* payload, int64_t n,
-                         std::string*) {
-    encode(p, sum, residual, payload, n);
     return true;
   }
 };

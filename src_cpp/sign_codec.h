@@ -22,19 +22,10 @@
 
 namespace mxgc {
 
-struct SignCodec {
+struct SignCodec : ParameterlessCodec<SignCodec> {
   static constexpr const char* kName = "sign";
-  struct Params {};
 
-  static bool parse(const double*, int count, Params*, std::string* error) {
-    if (count == 0) return true;
-    *error = "sign: takes no parameters, got " + std::to_string(count);
-    return false;
-  }
-  static bool check_size(const Params&, int64_t, std::string*) { return true; }
-  static std::vector<double> example_params(int64_t) { return {}; }
   static int64_t payload_words(const Params&, int64_t n) { return 1 + (n + 31) / 32; }
-  static int64_t state_words(const Params&, int64_t n) { return n; }
 
   // residual + grad at i, the gradient value dropped where it or the sum is not finite.
   static float sum_at(const float* grad, const float* residual, int64_t i) {
@@ -72,10 +63,7 @@ struct SignCodec {
                      std::string* error) {
     const float scale = payload[0];
     const uint32_t* bits = reinterpret_cast<const uint32_t*>(payload + 1);
-    if (!(scale >= 0.0f) || !std::isfinite(scale)) {
-      *error = "sign: the scale " + str(scale) + " is not a finite number >= 0";
-      return false;
-    }
+    if (!scale_ok(scale, error)) return false;
     if (n % 32 && bits[n / 32] >> (n % 32)) {
       *error = "sign: the padding bits after value " + std::to_string(n) + " are not 0";
       return false;
@@ -84,12 +72,6 @@ struct SignCodec {
       const float v = (bits[i / 32] >> (i % 32)) & 1u ? -scale : scale;
       out[i] = acc ? acc[i] + v : v;
     }
-    return true;
-  }
-
-  static bool encode_sum(const Params& p, const float* sum, float* residual, float* payload, int64_t n,
-                         std::string*) {
-    encode(p, sum, residual, payload, n);
     return true;
   }
 };

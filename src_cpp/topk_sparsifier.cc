@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dgc_momentum.h"
 #include "threshold_quantizer.h"  // num_threads()
 #include "topk_sparsifier.h"
 
@@ -85,24 +86,21 @@ struct Candidate {
   float velocity;
 };
 
-// residual (and v) += kWidth values at i; returns the lanes' flags (nonzero: the new residual passes
-// bound).  A non-finite sum leaves residual and v as they were.  Subtracts 1 from the lane of ``bad``
-// of each non-finite gradient value.
+// residual (and velocity) += kWidth values at i by DGC's step (dgc_momentum.h: a non-finite sum leaves
+// both as they were); returns the lanes' flags (nonzero: the new residual passes bound).  Subtracts 1
+// from the lane of ``bad`` of each non-finite gradient value.
 template <bool kMomentum>
 inline IntVec accumulate_vector(const float* grad, float* residual, float* velocity, float momentum, int64_t i,
                                 int32_t bound, IntVec& bad) {
-  const FloatVec r = load<FloatVec>(residual + i);
-  FloatVec v = load<FloatVec>(grad + i);
+  const FloatVec g = load<FloatVec>(grad + i);
+  FloatVec r = load<FloatVec>(residual + i), u = {};
+  if (kMomentum) u = load<FloatVec>(velocity + i);
   bad += (load<IntVec>(grad + i) & kMagnitudeMask) >= kInfinityBits;
-  if (kMomentum) v = momentum * load<FloatVec>(velocity + i) + v;
-  const FloatVec a = r + v;
+  dgc_step<kMomentum, FloatVec, IntVec>(g, u, r, momentum);
+  store(residual + i, r);
+  if (kMomentum) store(velocity + i, u);
   IntVec magnitude;
-  std::memcpy(&magnitude, &a, sizeof magnitude);
-  const IntVec finite = (magnitude & kMagnitudeMask) < kInfinityBits;
-  const FloatVec kept = finite ? a : r;
-  store(residual + i, kept);
-  if (kMomentum) store(velocity + i, finite ? v : load<FloatVec>(velocity + i));
-  std::memcpy(&magnitude, &kept, sizeof magnitude);
+  std::memcpy(&magnitude, &r, sizeof magnitude);
   return (magnitude & kMagnitudeMask) >= bound;
 }
 
@@ -111,12 +109,9 @@ template <bool kMomentum>
 inline bool accumulate_one(const float* grad, float* residual, float* velocity, float momentum, int64_t i,
                            int32_t bound, int64_t& bad) {
   bad += magnitude_bits(grad[i]) >= kInfinityBits;
-  const float v = kMomentum ? momentum * velocity[i] + grad[i] : grad[i];
-  const float a = residual[i] + v;
-  if (magnitude_bits(a) < kInfinityBits) {
-    residual[i] = a;
-    if (kMomentum) velocity[i] = v;
-  }
+  float u = kMomentum ? velocity[i] : 0.0f;
+  dgc_step<kMomentum, float, int32_t>(grad[i], u, residual[i], momentum);
+  if (kMomentum) velocity[i] = u;
   return magnitude_bits(residual[i]) >= bound;
 }
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+import dgc_reference
 import topk_reference as topk
 from mxnet_gc.lgc.autoencoder import Autoencoder
 
@@ -72,7 +73,7 @@ def simulate(p, locals_, groups, steps, ring=False):
             return dense_sum([locals_[r][step][n] for r in range(W)])
         for r in range(W):
             g = locals_[r][step][n].ravel()
-            velocity[r][n] = (m * velocity[r][n] + np.where(np.isfinite(g), g, np.float32(0))).astype(np.float32)
+            velocity[r][n] = dgc_reference.velocity_step(g, velocity[r][n], m)
         return dense_sum([velocity[r][n] for r in range(W)])
 
     pulled = []
@@ -131,14 +132,8 @@ class GroupReference:
         if phase == "lgc":
             Autoencoder.set_flat(ae.params(), self.weights_at(step))
         for r in range(W):
-            for c in range(L):  # a non-finite gradient value is dropped: the accumulator keeps its value
-                g = grads[r][c].ravel()
-                finite = np.isfinite(g)
-                if m > 0:  # DGC's momentum correction: u = m u + g, v += u
-                    u[r][c] = np.where(finite, m * u[r][c] + np.where(finite, g, np.float32(0)), u[r][c])
-                    v[r][c] += np.where(finite, u[r][c], np.float32(0))
-                else:
-                    v[r][c] += np.where(finite, g, np.float32(0))
+            for c in range(L):  # DGC's momentum correction: u = m u + g, v += u (a non-finite v keeps both)
+                u[r][c], v[r][c] = dgc_reference.step(grads[r][c].ravel(), u[r][c], v[r][c], m)
         leader = step % W if p["leader"] == "rotate" else p["leader"]
         lead = [largest(v[leader][c], k[c]) for c in range(len(coded))]
         if p.get("index", "leader") == "union" and phase in ("train", "lgc"):  # drawn from every worker's top-k

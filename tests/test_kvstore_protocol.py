@@ -181,7 +181,7 @@ def test_layout_with_merge_groups():
     """Each group is one message on one server, whatever the bucket size; split keys keep their own messages."""
     from mxnet_gc.kvstore.layout import Layout
 
-    layout = Layout(num_servers=2, bound=1000, allocator=protocol.KeyAllocator(2))
+    layout = Layout(num_servers=2, bound=1000)
     keys = ["a", "b", "big", "c", "d"]
     shapes = [(10,), (20, 2), (3000,), (5,), (7,)]
     messages = layout.add(keys, shapes, groups=[["d", "c", "big"], ["a", "b"]])
@@ -196,7 +196,7 @@ def test_large_keys_are_cut_into_parts_of_at_most_the_bound():
     from mxnet_gc.kvstore.layout import Layout
 
     for servers, n, parts in ((1, 999, 1), (1, 1000, 1), (1, 4500, 5), (2, 1000, 2), (2, 3000, 4), (3, 7000, 9)):
-        layout = Layout(num_servers=servers, bound=1000, allocator=protocol.KeyAllocator(servers))
+        layout = Layout(num_servers=servers, bound=1000)
         layout.add(["k"], [(n,)])
         chunks = layout.chunks["k"]
         assert len(chunks) == parts, (servers, n)
@@ -205,7 +205,7 @@ def test_large_keys_are_cut_into_parts_of_at_most_the_bound():
         per_server = [sum(c.size for c in chunks if c.message.server == s) for s in range(servers)]
         assert max(per_server) - min(per_server) <= parts // servers
     with pytest.raises(ValueError, match="every key being initialized exactly once"):
-        Layout(2, 1000, protocol.KeyAllocator(2)).add(["a", "b"], [(1,), (1,)], groups=[["a"]])
+        Layout(2, 1000).add(["a", "b"], [(1,), (1,)], groups=[["a"]])
 
 
 def test_a_key_over_a_servers_fair_share_is_spread_to_level_the_servers():
@@ -218,7 +218,7 @@ def test_a_key_over_a_servers_fair_share_is_spread_to_level_the_servers():
     shapes = [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (128, 1600), (128,), (10, 128), (10,)]
     keys = list(range(len(shapes)))
     for servers in (1, 2, 4, 8):
-        layout = Layout(servers, 10 ** 6, protocol.KeyAllocator(servers))
+        layout = Layout(servers, 10 ** 6)
         layout.add(keys, shapes, groups=[keys])
         big = layout.chunks[4]
         assert len(big) == servers and sorted(c.message.server for c in big) == list(range(servers))
@@ -239,7 +239,7 @@ def test_a_key_over_a_servers_fair_share_is_spread_to_level_the_servers():
     for servers, shapes, whole in ((4, [(1000, 100)] * 8, True),  # 8 equal keys: each within its fair share
                                    (4, [(2 * MIN_SPREAD_PART - 1,), (10,)], True),  # too small to spread
                                    (4, [(2 * MIN_SPREAD_PART,), (10,)], False)):
-        layout = Layout(servers, 10 ** 6, protocol.KeyAllocator(servers))
+        layout = Layout(servers, 10 ** 6)
         layout.add(list(range(len(shapes))), shapes)
         assert all(len(cs) == 1 for cs in layout.chunks.values()) == whole, (servers, shapes)
 
@@ -256,7 +256,7 @@ def test_a_large_key_is_cut_for_the_pulls_stages_by_its_payload():
     keys = list(range(len(shapes)))
     stage = 225034 / 8
     for servers, payload, parts in ((1, 4.0, 8), (1, 0.5, 6), (1, 0.008, 1), (2, 4.0, 8), (2, 0.5, 5)):
-        layout = Layout(servers, 10 ** 6, protocol.KeyAllocator(servers), stages=(8, 16 << 10))
+        layout = Layout(servers, 10 ** 6, stages=(8, 16 << 10))
         layout.add(keys, shapes, groups=[keys], payload=lambda key: payload)
         big = layout.chunks[4]
         assert len(big) == parts, (servers, payload, [c.size for c in big])
@@ -266,7 +266,7 @@ def test_a_large_key_is_cut_for_the_pulls_stages_by_its_payload():
         assert all(len(layout.chunks[k]) == 1 for k in keys if k != 4)  # (the small keys stay in their group)
         assert len({c.message for c in big}) == parts and all(len(c.message.chunks) == 1 for c in big if parts > 1)
     # without a payload (Horovod's layout, LGC): nothing is cut for the stages
-    layout = Layout(1, 10 ** 6, protocol.KeyAllocator(1), stages=(8, 16 << 10))
+    layout = Layout(1, 10 ** 6, stages=(8, 16 << 10))
     layout.add(keys, shapes, groups=[keys])
     assert len(layout.messages) == 1
 
@@ -279,7 +279,7 @@ def test_messages_follow_the_groups_order_so_the_first_ready_gradients_go_first(
 
     shapes = [(32, 1, 3, 3), (32,), (64, 32, 3, 3), (64,), (128, 1600), (128,), (10, 128), (10,)]
     backward = list(range(len(shapes)))[::-1]
-    layout = Layout(1, 10 ** 6, protocol.KeyAllocator(1), stages=(8, 16 << 10))
+    layout = Layout(1, 10 ** 6, stages=(8, 16 << 10))
     layout.add(list(range(len(shapes))), shapes, groups=[backward], payload=lambda key: 0.5)
     order = [[(c.key, c.begin) for c in m.chunks] for m in layout.messages_of([0, 1, 2, 3, 4, 5, 6, 7])]
     parts = [c.begin for c in layout.chunks[4]]

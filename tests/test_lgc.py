@@ -4,6 +4,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
+import dgc_reference
+
 from mxnet_gc import _mx
 from mxnet_gc.kvstore.compression import Compression
 from mxnet_gc.lgc import vectors
@@ -204,9 +206,10 @@ def test_top_indices_are_numpys_stable_order(k):
     (1000, 100, 3, 0.9, 0), (50, 50, 50, 0.0, 0), (100000, 100, 64, 0.9, 0), (100000, 65, 1, 0.5, 0),
     (300, 0, 2, 0.9, 0), (300001, 300, 70, 0.9, 3), (300001, 5000, 1, 0.0, 2)])
 def test_one_accumulation_pass_is_numpys_steps(n, k_lead, k_innov, momentum, threads):
-    """vectors.accumulate (one C++ pass) equals numpy's u = m u + g; v += u (or v += g) with NaN and inf
-    gradients dropped (v and u keep their values there) and counted, numpy's stable top-k of |v| and its
-    largest finite |v|, bit for bit; also split over ``threads`` (0: the default) whose selections are merged."""
+    """vectors.accumulate (one C++ pass) equals numpy's DGC step (dgc_reference: u = m u + g; v += u, or
+    v += g; v and u keep their values where the new v is not finite: NaN and inf gradients, which are
+    counted, and overflows), numpy's stable top-k of |v| and its largest finite |v|, bit for bit; also
+    split over ``threads`` (0: the default) whose selections are merged."""
     import mxnet_gc
 
     mxnet_gc.set_num_threads(threads)
@@ -220,15 +223,10 @@ def _check_accumulation(n, k_lead, k_innov, momentum):
     rng = np.random.default_rng(n + k_lead)
     v, u, g = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     g[::17], g[5] = np.nan, np.inf
+    v[7], g[7] = 3e38, 3e38  # (an overflow: v and u keep their values)
     bad = ~np.isfinite(g)
-    clean = np.where(bad, 0, g).astype(np.float32)
-    want_u = u.copy()
-    if momentum:
-        want_u *= np.float32(momentum)
-        want_u += clean
-        want_u[bad] = u[bad]
-    want_v = v + (want_u if momentum else clean)
-    want_v[bad] = v[bad]
+    want_u, want_v = dgc_reference.step(g, u, v, momentum)
+    assert want_v[7] == v[7] and want_u[7] == u[7]
     lead, innov, scale, nonfinite = vectors.accumulate(v, u if momentum else None, g, momentum, k_lead, k_innov)
     assert nonfinite == np.count_nonzero(bad)
     np.testing.assert_array_equal(v, want_v)
@@ -239,6 +237,24 @@ def _check_accumulation(n, k_lead, k_innov, momentum):
     assert vectors.accumulate(np.zeros(4, np.float32), None, np.zeros(4, np.float32), 0, 1, 1)[2] == 1.0
     with pytest.raises(ValueError, match="not within"):
         vectors.accumulate(v, None, g, 0, n + 1, 1)
+
+
+def test_dense_velocities_take_the_kernels_dgc_step():
+    """LGC's dense velocities (lgc/velocities.py) step as the C++ kernels' DGC momentum does (dgc_reference
+    with no accumulator): a non-finite gradient value or an overflow leaves the velocity as it was, and the
+    non-finite values are counted."""
+    from mxnet_gc.lgc.velocities import DenseVelocities
+
+    rng = np.random.default_rng(3)
+    velocities, want = DenseVelocities(0.9), np.zeros(1001, np.float32)
+    for step in range(3):
+        g = rng.standard_normal(1001).astype(np.float32)
+        g[step::50], g[10] = np.nan, [3e38, 3e38, -np.inf][step]
+        u = velocities.step("w", g)
+        want = dgc_reference.velocity_step(g, want, 0.9)
+        np.testing.assert_array_equal(u, want)
+        assert velocities.nonfinite["w"] == np.count_nonzero(~np.isfinite(g))
+    assert np.isfinite(want).all() and want[10] == np.float32(3e38)  # (kept at steps 1 and 2: overflow, -inf)
 
 
 def test_clip_takes_no_more_than_each_value_and_nothing_of_the_other_sign():

@@ -6,7 +6,7 @@ from mxnet_gc.kvstore.ps.pull_stages import PULL_STAGE_MIN_BYTES, PULL_STAGES, P
 
 class Message:
     def __init__(self, name, server=0):
-        self.name, self.server, self.push_key, self.rounds = name, server, name, 0
+        self.name, self.server, self.rounds = name, server, 0
 
 
 def pushes(sizes_in_bytes):
@@ -33,13 +33,15 @@ def test_large_pushes_split_into_about_pull_stages_stages_in_push_order():
 
 
 def test_stages_grow_with_the_workers():
-    """A stage's least payload grows with the workers beyond 4 (its barrier's cost does): 16 KiB up to 4
-    workers, 8 times that with 16; the same pushes make fewer stages."""
-    assert [stage_min_bytes(w) for w in (1, 2, 4, 8, 16)] == [PULL_STAGE_MIN_BYTES * f for f in (1, 1, 1, 4, 8)]
-    messages, pushed = pushes([PULL_STAGE_MIN_BYTES] * 8)
-    assert len(stages(pushed, messages, False, False, stage_min_bytes(2))) == 8
-    assert len(stages(pushed, messages, False, False, stage_min_bytes(8))) == 2
-    assert len(stages(pushed, messages, False, False, stage_min_bytes(16))) == 1
+    """A stage's least payload is 16 KiB up to 4 workers and 1 MiB beyond (a barrier there waits for the
+    slowest of more workers): the same pushes make fewer stages."""
+    assert [stage_min_bytes(w) for w in (1, 2, 4, 5, 8, 16)] == [PULL_STAGE_MIN_BYTES] * 3 + [1 << 20] * 3
+    messages, pushed = pushes([256 << 10] * 32)  # 8 MiB
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(4))) == PULL_STAGES
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(8))) == PULL_STAGES  # (1 MiB each)
+    messages, pushed = pushes([192 << 10] * 16)  # 3 MiB
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(4))) == PULL_STAGES
+    assert len(stages(pushed, messages, False, False, stage_min_bytes(8))) == 3
 
 
 def test_a_short_last_stage_joins_the_one_before():
@@ -62,6 +64,14 @@ def test_messages_pulled_without_a_push_come_with_the_last_stage():
     assert [len(arrays) for arrays, _ in result] == [1, 1]
 
 
+class Keys:
+    """The messages' push keys (ps_buffers.MessageBuffers'): here their names."""
+
+    @staticmethod
+    def push_key(message):
+        return message.name
+
+
 class Port:
     def __init__(self):
         self.pushed, self.rounds = [], {}
@@ -75,7 +85,7 @@ class Port:
 
 def test_queue_sends_through_a_payload_then_the_first_megabyte_then_waits():
     port = Port()
-    queue = PushQueue(port)
+    queue = PushQueue(port, Keys())
     messages, pushed = pushes([PULL_STAGE_MIN_BYTES // 2] * 4)
     for m, a in pushed:
         queue.add(m, a, 0)

@@ -3,7 +3,6 @@ cut, and which parts go by pairwise rounds.  The values pulled on real jobs are 
 import pytest
 
 import mxnet_gc
-from mxnet_gc.kvstore import protocol
 from mxnet_gc.kvstore.layout import Layout
 from mxnet_gc.kvstore.horovod.ring_scatter import PAIRWISE_WORDS, RingScatter
 
@@ -12,7 +11,7 @@ POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 
 def message(sizes, codec):
     """One message of keys of these sizes, every key with ``codec``."""
-    layout = Layout(1, 10 ** 9, protocol.KeyAllocator(1))
+    layout = Layout(1, 10 ** 9)
     keys = ["k%d" % i for i in range(len(sizes))]
     (m,) = layout.add(keys, [(n,) for n in sizes], groups=[keys])
     created = mxnet_gc.codecs.create(codec)

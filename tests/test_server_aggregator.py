@@ -15,6 +15,7 @@ import mxnet_gc
 from mxnet_gc import optimizer_state
 from mxnet_gc.kvstore import protocol
 from mxnet_gc.kvstore.ps.aggregator import Aggregator
+from mxnet_gc.kvstore.ps.ps_buffers import Buffers
 from mxnet_gc.kvstore.layout import Layout
 from dist.job import every_codec
 
@@ -34,22 +35,23 @@ class Server:
         alloc = protocol.KeyAllocator(1)
         status_key, _ = alloc.on_server(0), alloc.on_server(0)  # (the server's status and counters keys)
         self.agg.command(0, self.signer.hello())
-        layout = Layout(1, 10 ** 9, alloc)
+        layout = Layout(1, 10 ** 9)
         keys = ["k%d" % i for i in range(len(sizes))]
         (self.message,) = layout.add(keys, [(n,) for n in sizes], groups=[keys])
         created = None if codec is None else mxnet_gc.codecs.create(codec)
         self.message.set_codecs(lambda key: created, WORKERS)
+        self.keys = Buffers(value_key=alloc.on_server(0))
         if created is not None:
-            self.message.payload_key = alloc.on_server(0)
+            self.keys.payload_key = alloc.on_server(0)
         if compressed_pull:
-            self.message.pull_key = alloc.on_server(0)
-        value_keys = [status_key, self.message.value_key] + [self.message.pull_key] * compressed_pull
+            self.keys.pull_key = alloc.on_server(0)
+        value_keys = [status_key, self.keys.value_key] + [self.keys.pull_key] * compressed_pull
         self.agg.command(0, self.signer.command("expect", value_keys=value_keys))
         self.status = self.register(status_key, protocol.STATUS_WORDS)
-        self.value = self.register(self.message.value_key, self.message.size, fill=7.0)
+        self.value = self.register(self.keys.value_key, self.message.size, fill=7.0)
         if compressed_pull:
-            self.pulled = self.register(self.message.pull_key, self.message.pull_words)
-        self.agg.command(0, self.signer.command("layout", messages=[self.message.describe()]))
+            self.pulled = self.register(self.keys.pull_key, self.message.pull_words)
+        self.agg.command(0, self.signer.command("layout", messages=[self.keys.describe(self.message)]))
         if optimizer is not None:
             self.agg.command(0, self.signer.command("optimizer", optimizer=optimizer_state.for_servers(optimizer)))
         self.words = self.message.payload_words if created is not None else self.message.size
@@ -60,7 +62,7 @@ class Server:
         return stored
 
     def push(self, array):
-        self.agg.update(self.message.push_key, array, None)
+        self.agg.update(self.keys.push_key(self.message.coded), array, None)
 
     def errors(self):
         return int(self.status.asnumpy()[protocol.ST_ERRORS])
@@ -256,7 +258,7 @@ def test_optimizer_failing_in_a_round_is_reported_and_the_round_ends():
     Failing.calls = 1
     dense_round(server, [np.ones(4), np.ones(4)])
     assert server.errors() == 1 and "FloatingPointError: diverged" in server.message_text()
-    assert server.rounds() == 1 and server.agg.messages[server.message.push_key].count == 0
+    assert server.rounds() == 1 and server.agg.messages[server.keys.push_key(server.message.coded)].count == 0
 
 
 SIGNED = ['{not json', '{"op": "explode", "sender": 0, "sequence": 9}', '{"op": 3, "sender": 0, "sequence": 9}',
@@ -302,4 +304,4 @@ def test_fuzzed_pushes_never_raise_and_keep_rounds(codec, sizes, pushes):
             if round_rejected:
                 np.testing.assert_array_equal(server.value.asnumpy(), round_start)
             round_rejected, round_start = False, server.value.asnumpy().copy()
-    assert server.agg.messages[server.message.push_key].count == len(pushes) % WORKERS
+    assert server.agg.messages[server.keys.push_key(server.message.coded)].count == len(pushes) % WORKERS

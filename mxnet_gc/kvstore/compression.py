@@ -258,6 +258,18 @@ class Compression:
             codecs.create({"type": "2bit", **params})  # the same checks as ours: threshold > 0, finite
 
     @property
+    def runs_own_phases(self):
+        """Whether the method runs phases of its own that its store switches between (LGC's): a trainer
+        follows them and sets no compression when a phase changes."""
+        return self.lgc
+
+    @property
+    def needs_workers_optimizer(self):
+        """Whether the method's pulls must be the gradients' sums, for an optimizer on the workers (LGC's:
+        the sums are decoded there)."""
+        return self.lgc
+
+    @property
     def is_mxnet(self):
         return self.codec_type is None and not self.lgc
 

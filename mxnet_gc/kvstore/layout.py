@@ -19,10 +19,11 @@
   and one pull per step for the group, instead of one per key (a key that is split stays in messages
   of its own, and the group's keys after it go in a new message: with the keys in backward's order,
   messages are then pushed in the order their gradients are ready).
-- A message has a value key (what pulls return) and, for mxnet_gc codecs, a payload key; each chunk
-  owns a segment of the message's values and of its payload.
+- Each chunk owns a segment of its message's values and of its payload.  A message is named by its
+  ``id`` (the layout's count, the same on every worker); what it travels under (the parameter server's
+  keys, Horovod's collective names) is the transport's.
 
-Pure bookkeeping (no MXNet calls), shared by the worker store and described to the servers.
+Pure bookkeeping (no MXNet calls, no transport), shared by both stores.
 """
 import math
 
@@ -56,16 +57,14 @@ class Chunk:
 
 
 class Message:
-    """What a worker pushes (and pulls) as one ps-lite message: a run of chunks on one server."""
+    """What a worker pushes (and pulls) as one message: a run of chunks on one server."""
 
-    def __init__(self, server, value_key):
-        self.server, self.value_key = server, value_key
+    def __init__(self, server, message_id):
+        self.server, self.id = server, message_id
         self.chunks = []
         self.size = 0
-        self.payload_key = None
         self.payload_words = None
         self.pull_words = None  # words of a compressed pull's payload
-        self.pull_key = None  # compressed pull: where the server puts the re-encoded sum
         self.rounds = 0  # pushes so far (a compressed pull needs one)
 
     def append(self, chunk):
@@ -76,10 +75,6 @@ class Message:
     @property
     def coded(self):
         return self.chunks[0].codec is not None
-
-    @property
-    def push_key(self):
-        return self.payload_key if self.coded else self.value_key
 
     def set_codecs(self, codec_for, num_workers, pull_codec_for=None):
         """Gives each chunk its key's codec and the codec of a compressed pull: of the sum of num_workers
@@ -101,8 +96,8 @@ class Message:
         return changed
 
     def describe(self):
-        """The message as the servers need it (ps/message_state.py's MessageState)."""
-        return {"push_key": self.push_key, "value_key": self.value_key, "pull_key": self.pull_key, "size": self.size,
+        """The message as a server needs it, but for the keys it travels under (ps/ps_buffers.py adds them)."""
+        return {"size": self.size,
                 "words": self.payload_words if self.coded else self.size, "pull_words": self.pull_words,
                 "segments": [{"id": c.id, "index": c.key, "offset": c.offset, "size": c.size,
                               "payload_offset": c.payload_offset, "payload_words": c.payload_words,
@@ -115,12 +110,12 @@ class Message:
 class Layout:
     """All keys' chunks and messages; ``add`` places the keys of one init call."""
 
-    def __init__(self, num_servers, bound, allocator, stages=None):
-        self.num_servers, self.bound, self.alloc, self.stages = num_servers, bound, allocator, stages
+    def __init__(self, num_servers, bound, stages=None):
+        self.num_servers, self.bound, self.stages = num_servers, bound, stages
         self.server_bytes = [0] * num_servers
         self.chunks = {}  # key -> [Chunk]
         self.messages = []
-        self._next_chunk = 0
+        self._next_chunk = self._next_message = 0
 
     def parts(self, n):
         """How many parts a key of n values is cut into: 1 below the bound, else a multiple of the servers
@@ -165,7 +160,8 @@ class Layout:
         return Chunk(self._next_chunk, key, shape, begin, end)
 
     def _message(self, server):
-        m = Message(server, self.alloc.on_server(server))
+        self._next_message += 1
+        m = Message(server, self._next_message)
         self.messages.append(m)
         return m
 

@@ -11,7 +11,7 @@ calls ``end_step``.
 """
 from .. import level_fit, log, schedule
 from ..level_fit import LevelFitter
-from ..schedule import Schedule
+from ..schedule import NO_HANDLER, PhaseHandler, Schedule
 from . import agreement
 
 
@@ -32,37 +32,34 @@ class StoreClock:
         hold LGC's phases when LGC runs."""
         self.counts, self.fitter, self.fits, self._step_keys = False, None, 0, set()
         if self.followed:
-            if compression.lgc and self.schedule.phases != tuple(compression.phases()):
+            if compression.runs_own_phases and self.schedule.phases != tuple(compression.phases()):
                 raise ValueError("'lgc' runs its own phases (%s); the trainer's schedule is %s"
                                  % (Schedule(compression.phases()).describe(), self.schedule.describe()))
             return
         self.schedule = Schedule(compression.phases())
-        self.counts = not compression.lgc
+        self.counts = not compression.runs_own_phases
         fit = compression.fit_steps
         self.fitter = LevelFitter(fit, compression.levels_of, compression.check_fit) if fit and self.counts else None
 
     def push(self, keys):
-        """Before a push of ``keys`` (reduce-only keys left out): True when it starts the codecs (the first
-        push of the first compressed step of a clock the store counts)."""
+        """Before a push of ``keys`` (reduce-only keys left out): (phase left, phase entered) when it starts
+        the first step of a phase on a clock the store counts, else None."""
         if not self.counts:
-            return False
-        started = False
+            return None
+        change = None
         if self._step_keys.intersection(keys):
             self._step_keys.clear()
-            started = self.schedule.advance() is not None and self.schedule.current.sends == schedule.COMPRESSED
+            left = self.schedule.current
+            entered = self.schedule.advance()
+            change = None if entered is None else (left, entered)
         self._step_keys.update(keys)
-        return started
+        return change
 
     def end_step(self):
         """Ends a step whose end the store's rounds know (LGC's): advances a clock of the store's own (a
         followed one is advanced by its owner)."""
         if not self.followed:
             self.schedule.advance()
-
-    def observe(self, grads):
-        """In the 'fit_levels' phase: measures each key's gradient (``grads``: key -> NDArray)."""
-        if self.fitter is not None and self.schedule.current.name == schedule.FIT_LEVELS:
-            self.fitter.observe(grads)
 
     def fit(self, store, keys, names):
         """Ends the measurement: each key's ladder from the workers' largest values (a collective call over
@@ -117,18 +114,36 @@ class ClockCalls:
         self._clock.follow(schedule, self._compression)
 
     def _count_step(self, keys):
-        """Before a push: counts the step on a clock of the store's own; at the end of its dense steps the
-        codecs start (a collective call, at the same push on every worker, which push the same keys)."""
+        """Before a push: counts the step on a clock of the store's own; a phase left runs its handler's
+        ``leave``, and at the end of the dense steps the codecs start (a collective call, at the same push
+        on every worker, which push the same keys)."""
         if not self._clock.followed:  # (a trainer's schedule: the trainer says it)
             self._warmup_notice.push(self.rank, self._clock.schedule, self._compression, self._clock.counts)
-        if self._clock.push([k for k in keys if k not in self._reduce_only]):
+        change = self._clock.push([k for k in keys if k not in self._reduce_only])
+        if change is None:
+            return
+        left, entered = change
+        started = entered.sends == schedule.COMPRESSED
+        if started:
             self._warmup_notice.started(self.rank, self._clock.schedule.step)
-            if self._clock.fitter is not None:
-                self._fit_levels()
+        leave = self._clock_handlers().get(left.name, NO_HANDLER).leave
+        if leave is not None:
+            leave()
+        if started:
             self._assign_codecs(self._layout.messages)
 
+    def _clock_handlers(self):
+        """What the store does in its own clock's phases besides sending (schedule.PhaseHandler): in
+        'fit_levels', each key's gradients measured at every step and, at its end, the levels fitted."""
+        if self._clock.fitter is None:
+            return {}
+        return {schedule.FIT_LEVELS: PhaseHandler(during=self._clock.fitter.observe, leave=self._fit_levels)}
+
     def _observe_warmup(self, grads):
-        self._clock.observe({k: g for k, g in grads.items() if k not in self._reduce_only})
+        """Before a push: the current phase's ``during`` with the gradients (reduce-only keys left out)."""
+        during = self._clock_handlers().get(self._clock.schedule.current.name, NO_HANDLER).during
+        if during is not None:
+            during({k: g for k, g in grads.items() if k not in self._reduce_only})
 
     def _fit_levels(self):
         """Ends 'thresholds': 'auto''s measurement (a collective call; level_fit.py); logs the table."""

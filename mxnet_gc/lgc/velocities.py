@@ -2,11 +2,17 @@
 
 With ``dense_momentum`` (and ``momentum`` m) each worker pushes u = m u + g for a dense key (the
 tensors LGC leaves dense, and every tensor in the dense phase); the workers' sum is then SGD's momentum
-of the summed gradient, as the coded tensors get from the ramp's codec and their accumulators.  A
-non-finite gradient value counts as 0 (and is counted).  A coded tensor's velocity is handed to the ramp's codec at the ramp's first
-step (``take``).  Checkpoints hold every velocity by the name ``NAME + repr(key)``.
+of the summed gradient, as the coded tensors get from the ramp's codec and their accumulators.  The step
+is the C++ kernels' one definition of DGC's momentum (src_cpp/dgc_momentum.h): where the new velocity is
+not finite (a non-finite gradient value, which is counted, or an overflow) it keeps its value.  A coded
+tensor's velocity is handed to the ramp's codec at the ramp's first step (``take``).  Checkpoints hold
+every velocity by the name ``NAME + repr(key)``.
 """
+import ctypes
+
 import numpy as np
+
+from .._library import load
 
 NAME = "lgc/velocity/"
 
@@ -24,10 +30,9 @@ class DenseVelocities:
         """u = m u + g for ``key`` (``g``: its flat gradient, numpy); returns u (this object's, updated in
         place at the next step)."""
         u = self._of(key, g.size)
-        finite = np.isfinite(g)
-        u *= self.momentum
-        u += np.where(finite, g, np.float32(0))
-        self.nonfinite[key] = int(g.size - np.count_nonzero(finite))
+        g = np.ascontiguousarray(g, np.float32)
+        self.nonfinite[key] = load().mxgc_dgc_velocity(u.ctypes.data_as(ctypes.c_void_p), g.ctypes.data_as(ctypes.c_void_p),
+                                                       ctypes.c_int64(g.size), ctypes.c_float(self.momentum))
         return u
 
     def take(self, key):
@@ -45,5 +50,5 @@ class DenseVelocities:
     def _of(self, key, size):
         if key not in self.velocities:
             saved = self._saved.pop(NAME + repr(key), None)
-            self.velocities[key] = saved.reshape(-1).copy() if saved is not None else np.zeros(size, np.float32)
+            self.velocities[key] = np.array(saved, np.float32).reshape(-1) if saved is not None else np.zeros(size, np.float32)
         return self.velocities[key]

@@ -26,7 +26,7 @@ raises on every worker when a collective paired different steps (a worker skippe
 import mxnet as mx
 
 from ... import _mx, config, log
-from .. import agreement, protocol
+from .. import agreement
 from ..base import StoreBase
 from ..failure import exit_at_once_on_error
 from ..compression import Compression
@@ -73,7 +73,7 @@ class HorovodStore(StoreBase):
         self._send = {}  # Message -> the array its pushes send (its payload words, or its values when dense)
         self._results = {}  # Message -> its last collective's result
         self._scatter = {}  # Message -> its RingScatter, when it travels by the compressed allreduce
-        self._layout = Layout(1, NO_SPLIT, protocol.KeyAllocator(1))
+        self._layout = Layout(1, NO_SPLIT)
         # the settings that change which collectives a message makes (agreed before any is made)
         self.agree("settings", {"MXNET_GC_ALLTOALL": settings.alltoall,
                                 "MXNET_GC_ALLTOALL_PEERS": settings.alltoall_peers})
@@ -249,7 +249,7 @@ class HorovodStore(StoreBase):
 
     @staticmethod
     def _name(message):
-        return "mxgc.%d" % message.value_key
+        return "mxgc.%d" % message.id
 
     def _describe(self, name):
         """The keys a collective carries (a message's), or its name."""

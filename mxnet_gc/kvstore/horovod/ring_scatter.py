@@ -147,9 +147,9 @@ def gather_owner_residuals(ring, scatters_by_message):
     RingScatter, one allgather per message through ``ring``: a collective call), named by key
     (residual_file.pull_name): it loads into other messages and other numbers of workers."""
     out = {}
-    for m in sorted(scatters_by_message, key=lambda m: m.value_key):
+    for m in sorted(scatters_by_message, key=lambda m: m.id):
         part = scatters_by_message[m].owner_residual
-        whole = ring.allgather("mxgc.owners.%d" % m.value_key, "the owners' residuals of key(s) %s"
+        whole = ring.allgather("mxgc.owners.%d" % m.id, "the owners' residuals of key(s) %s"
                                % [c.key for c in m.chunks], part).asnumpy()
         out.update((residual_file.pull_name(c.key), whole[c.offset:c.offset + c.size]) for c in m.chunks)
     return out

@@ -64,8 +64,7 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
             print("%s %d" % (settings.rank_line, self._port.rank), flush=True)
         self._num_servers = settings.num_servers
         self._stage_bytes = stage_min_bytes(settings.num_workers)
-        self._layout = Layout(self._num_servers, settings.bigarray_bound, self._port.allocator,
-                              (PULL_STAGES, self._stage_bytes))
+        self._layout = Layout(self._num_servers, settings.bigarray_bound, (PULL_STAGES, self._stage_bytes))
         self._chunks = self._layout.chunks  # user key -> [Chunk]
         self._buffers = MessageBuffers(self._port)
         self._pushed = []  # (message, payload array) pushed since the last synchronisation
@@ -76,7 +75,7 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         self._optimizer_on_servers = False
         self._pulled_rounds = {}  # Message -> its pushes when its weights' difference was last pulled
         self._port.connect()
-        self._queue = PushQueue(self._port, self._stage_bytes)
+        self._queue = PushQueue(self._port, self._buffers, self._stage_bytes)
         weakref.finalize(self, _end_job, self._port, settings.end_line)
         self.agree("settings", settings.shared())
         if self.asynchronous:
@@ -124,12 +123,12 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         worker when the workers' parameters differ.
         """
         compression = Compression(compression_params, self.num_workers, pulls_compressed=not self.asynchronous)
-        if self.asynchronous and (compression.compressed_pull or compression.lgc):
+        if self.asynchronous and (compression.compressed_pull or compression.needs_workers_optimizer):
             raise ValueError("dist_async sends weights back, not gradients: 'compressed_pull' and 'lgc' need "
                              "dist_sync with the optimizer on the workers")
         if self._optimizer_on_servers:
             compression = weight_pulls.applied(compression, self.asynchronous)
-        if compression.lgc and self._optimizer_on_servers:
+        if compression.needs_workers_optimizer and self._optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
         self._method.check_replaceable()
         self.agree("compression", compression.config)
@@ -167,8 +166,9 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         # layout cannot be viewed flat.
         flat = {k: v.asnumpy().ravel() for k, v in zip(keys, values)}
         initial = [mx.nd.array(np.concatenate([flat[c.key][c.begin:c.end] for c in m.chunks])) for m in messages]
-        self._port.init([m.value_key for m in messages], initial)
-        self._port.register([m.value_key for m in messages], [m.size for m in messages])
+        value_keys = self._buffers.place(messages)
+        self._port.init(value_keys, initial)
+        self._port.register(value_keys, [m.size for m in messages])
         self._assign_codecs(messages)
 
     def regroup(self, groups):
@@ -184,11 +184,11 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         for a in self._pulled:
             a.wait_to_read()
         gone, messages = self._relayout(groups)
-        for m in gone:
-            self._buffers.drop(m)
-        self._port.init([m.value_key for m in messages], [mx.nd.zeros(m.size) for m in messages])
-        self._port.register([m.value_key for m in messages], [m.size for m in messages])
-        self._assign_codecs(messages, dropped=[m.value_key for m in gone])
+        dropped = [self._buffers.drop(m).value_key for m in gone]
+        value_keys = self._buffers.place(messages)
+        self._port.init(value_keys, [mx.nd.zeros(m.size) for m in messages])
+        self._port.register(value_keys, [m.size for m in messages])
+        self._assign_codecs(messages, dropped=dropped)
 
     def wire_bytes(self, codec, n):
         """Bytes one worker sends and receives per step for a key of n values."""
@@ -228,7 +228,7 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         """Pushes a payload made outside the store (a replayed or hand-made one) as ``message``'s, and
         checks the servers' answer to it like the store's own pushes: the next pull raises the error a
         server reports for it."""
-        self._port.push(message.push_key, payload)
+        self._port.push(self._buffers.push_key(message), payload)
         self._port.count_round(message.server)
         self._pushed.append((message, payload))
 
@@ -257,7 +257,8 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
         pull = self._pulls_compressed(messages)
         self._buffers.allocate(messages, self._give_codecs(messages), pull)
         if self.rank == 0:
-            self._port.command("layout", messages=[dict(m.describe(), reduce_only=m.chunks[0].key in self._reduce_only)
+            self._port.command("layout", messages=[dict(self._buffers[m].describe(m),
+                                                        reduce_only=m.chunks[0].key in self._reduce_only)
                                                    for m in messages], dropped=list(dropped))
         self._port.synchronize()
 

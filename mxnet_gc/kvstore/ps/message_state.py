@@ -1,4 +1,4 @@
-"""What a parameter server knows of one message (layout.py's ``Message.describe``): its segments' codecs
+"""What a parameter server knows of one message (ps_buffers.py's ``Buffers.describe``): its segments' codecs
 and message plans, the accumulator of the round's pushes and their count, the residual of a compressed
 pull and, with the optimizer on the servers, the weights' difference the workers pull."""
 import mxnet as mx

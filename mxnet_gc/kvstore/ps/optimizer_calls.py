@@ -19,7 +19,7 @@ class ServerOptimizerCalls:
         if not self._method.optimizer_on_servers:
             raise ValueError("'lgc' needs the optimizer on the workers (update_on_kvstore=False)")
         compression = weight_pulls.applied(self._compression, self.asynchronous)
-        if compression.compressed_pull and any(m.pull_key is not None for m in self._layout.messages):
+        if compression.compressed_pull and self._buffers.pulls_compressed():
             raise ValueError("set_optimizer with 'compressed_pull' must come before the compressed steps start (the "
                              "pulls then carry the weights' differences, not the sums): call it before the first push")
         description = optimizer_state.for_servers(optimizer)  # (refused here, on every worker, if it cannot be sent)

@@ -11,21 +11,24 @@ handed over before it: the store hands over the next stage's pushes only after e
 """
 PULL_STAGES = 8
 PULL_STAGE_MIN_BYTES = 16 << 10  # about 1.3 ms at 100 Mbit/s: a barrier's cost (about a millisecond) amortized
+MANY_WORKERS = 4  # beyond it, stages of at least MANY_WORKERS_STAGE_BYTES
+MANY_WORKERS_STAGE_BYTES = 1 << 20
 
 
 def stage_min_bytes(num_workers):
-    """The least pushed payload of a stage with ``num_workers`` workers: PULL_STAGE_MIN_BYTES up to 4
-    workers, W/2 times that beyond.  A stage's barrier is a round trip of every worker through the
-    scheduler, whose cost grows with the workers (the Fashion-MNIST CNN's step with 4bit both ways, W/2
-    servers: docs/kvstore.md, "Protocol")."""
-    return PULL_STAGE_MIN_BYTES * (1 if num_workers <= 4 else num_workers // 2)
+    """The least pushed payload of a stage with ``num_workers`` workers: PULL_STAGE_MIN_BYTES up to
+    MANY_WORKERS, MANY_WORKERS_STAGE_BYTES beyond.  A stage's barrier waits for the slowest worker's pushes
+    of the stage, and with more workers one is more often late: on emulated hosts at 100 Mbit/s with W/2
+    servers, 4bit both ways, mlp10m's step at 8 workers took 1937 ms with stages of 64 KiB and 1424 ms
+    with 1 MiB, while at 2 and 4 workers the small stages were the faster (docs/kvstore.md, "Protocol")."""
+    return PULL_STAGE_MIN_BYTES if num_workers <= MANY_WORKERS else MANY_WORKERS_STAGE_BYTES
 
 
 class PushQueue:
     """Encoded pushes not yet handed to the transport, in push order."""
 
-    def __init__(self, port, min_bytes=PULL_STAGE_MIN_BYTES):
-        self._port, self._min_bytes = port, min_bytes
+    def __init__(self, port, buffers, min_bytes=PULL_STAGE_MIN_BYTES):
+        self._port, self._buffers, self._min_bytes = port, buffers, min_bytes
         self._unsent = []  # (message, payload array, priority)
         self._sent_early = 0  # payload bytes handed over since the last pull
 
@@ -47,7 +50,7 @@ class PushQueue:
         for i, (m, array, priority) in enumerate(self._unsent):
             if i > last and self._sent_early >= self._min_bytes:
                 break
-            self._port.push(m.push_key, array, priority=priority)
+            self._port.push(self._buffers.push_key(m), array, priority=priority)
             m.rounds += 1
             self._port.count_round(m.server)
             self._sent_early += 4 * array.size

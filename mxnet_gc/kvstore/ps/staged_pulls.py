@@ -81,21 +81,21 @@ class StagedPulls:
         pull_keys, pull_outs, decodes, direct = [], [], [], set()
         for m in messages:
             outputs, buffers = [dests.get(c.key) for c in m.chunks], self._buffers[m]
-            if m.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum, or weights' difference
+            if buffers.pull_key is not None and m.rounds:  # compressed: the servers' re-encoded sum, or weights' difference
                 difference = self._optimizer_on_servers
                 if difference and self._pulled_rounds.get(m) == m.rounds:
                     continue  # (no push since its last pull: the weights this worker holds are as new as it gets)
                 self._pulled_rounds[m] = m.rounds
-                pull_keys.append(m.pull_key)
+                pull_keys.append(buffers.pull_key)
                 pull_outs.append(buffers.pulled)
                 decodes.append((self._plans[m].pull, buffers.pulled, outputs, buffers.token, difference))
             elif len(m.chunks) == 1:
                 c = m.chunks[0]
-                pull_keys.append(m.value_key)
+                pull_keys.append(buffers.value_key)
                 pull_outs.append(dests[c.key].reshape(-1)[c.begin:c.end])
                 direct.add(c.key)
             else:  # into the message's buffer, then each wanted key's segment into its output
-                pull_keys.append(m.value_key)
+                pull_keys.append(buffers.value_key)
                 pull_outs.append(buffers.recv)
                 decodes.append((self._plans[m].values, buffers.recv, outputs, buffers.token, False))
         if status:
