@@ -60,3 +60,14 @@ def threads(request):
 def nd(values):
     return mx.nd.array(np.asarray(values, np.float32), dtype="float32")
 
+
+
+def assert_payload_refused(codec, payload, message, n=3):
+    """A corrupt ``payload`` for n values is refused with ``message`` by the numpy decode (leaving its output
+    untouched) and by the MXNet operator."""
+    out = np.full(n, 5.0, np.float32)
+    with pytest.raises(ValueError, match=message):
+        codec.decode_numpy(payload, out)
+    assert (out == 5.0).all()
+    with pytest.raises(mx.base.MXNetError, match=message):
+        codec.decode(nd(payload), mx.nd.zeros(n)).wait_to_read()
