@@ -154,13 +154,17 @@ int mxgc_lgc_accumulate(float* v, float* velocity, const float* g, int64_t n, fl
       if (velocity) {
         float* __restrict ub = velocity + b;
         for (int64_t j = 0; j < m; ++j) {
-          mxgc::dgc_step<true, float, int32_t>(gb[j], ub[j], vb[j], momentum);
+          float uj = ub[j], vj = vb[j];
+          mxgc::dgc_step<true, float, int32_t>(gb[j], uj, vj, momentum);
+          ub[j] = uj;
+          vb[j] = vj;
           bad += !finite(gb[j]);
         }
       } else {
-        float unused = 0;
         for (int64_t j = 0; j < m; ++j) {
-          mxgc::dgc_step<false, float, int32_t>(gb[j], unused, vb[j], 0.0f);
+          float unused = 0, vj = vb[j];
+          mxgc::dgc_step<false, float, int32_t>(gb[j], unused, vj, 0.0f);
+          vb[j] = vj;
           bad += !finite(gb[j]);
         }
       }
