@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -334,6 +335,11 @@ print("secret", os.environ["DMLC_ROLE"], len(secret), hashlib.sha256(secret.enco
       flush=True)
 while os.environ["DMLC_ROLE"] == "worker" and os.environ.get("GO") and not os.path.exists(os.environ["GO"]):
     time.sleep(0.05)
+shown = os.environ.get("SHOWN")  # (a folder: the scheduler and the server mark there that they have shown theirs)
+if shown and os.environ["DMLC_ROLE"] != "worker":
+    open(os.path.join(shown, os.environ["DMLC_ROLE"]), "w").close()
+while shown and os.environ["DMLC_ROLE"] == "worker" and len(os.listdir(shown)) < 2:
+    time.sleep(0.05)
 """
 
 
@@ -353,7 +359,14 @@ def test_every_local_process_gets_the_job_secret(tag, tmp_path):
     environment has one; never in its output or its --report."""
     python = stand_in(tmp_path, SHOW_SECRET)
     args = ["-v", "-n", "2", "-s", "1", "--timeout", "60", "--python", python]
-    first, second = launch(tag, *args, python), launch(tag, *args, python)
+
+    def shown_first(**env):
+        """The environment of a job whose workers end only once the scheduler and the server have shown
+        their secrets (the launcher then ends them: they may not have printed yet on a busy machine)."""
+        folder = tempfile.mkdtemp(dir=tmp_path)
+        return dict(os.environ, SHOWN=folder, **env)
+
+    first, second = launch(tag, *args, python, env=shown_first()), launch(tag, *args, python, env=shown_first())
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     shown = secrets_shown(first.stdout)
     assert sorted((role, len(rows)) for role, rows in shown.items()) == [("scheduler", 1), ("server", 1), ("worker", 2)]
@@ -362,7 +375,7 @@ def test_every_local_process_gets_the_job_secret(tag, tmp_path):
 
     given = "a secret the launcher's environment already has"
     report = tmp_path / "report.json"
-    proc = launch(tag, *args, "--report", str(report), python, env=dict(os.environ, MXNET_GC_JOB_SECRET=given))
+    proc = launch(tag, *args, "--report", str(report), python, env=shown_first(MXNET_GC_JOB_SECRET=given))
     assert proc.returncode == 0, proc.stderr
     digests = {row[1] for rows in secrets_shown(proc.stdout).values() for row in rows}
     assert digests == {hashlib.sha256(given.encode()).hexdigest()}
