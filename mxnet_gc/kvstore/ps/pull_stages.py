@@ -19,7 +19,7 @@ def stage_min_bytes(num_workers):
     """The least pushed payload of a stage with ``num_workers`` workers: PULL_STAGE_MIN_BYTES up to
     MANY_WORKERS, MANY_WORKERS_STAGE_BYTES beyond.  A stage's barrier waits for the slowest worker's pushes
     of the stage, and with more workers one is more often late: on emulated hosts at 100 Mbit/s with W/2
-    servers, 4bit both ways, mlp10m's step at 8 workers took 1937 ms with stages of 64 KiB and 1424 ms
+    servers, 4bit both ways, mlp10m's step at 8 workers took 1959 ms with stages of 64 KiB and 1405 ms
     with 1 MiB, while at 2 and 4 workers the small stages were the faster (docs/kvstore.md, "Protocol")."""
     return PULL_STAGE_MIN_BYTES if num_workers <= MANY_WORKERS else MANY_WORKERS_STAGE_BYTES
 
