@@ -56,3 +56,46 @@ def test_the_code_hash_follows_the_code_only(tmp_path):
         (tmp_path / folder / "a.py").write_text("x = 1\n")
     (tmp_path / "src_cpp" / "k.cc").write_text("int k;")
     assert provenance.code_hash(str(tmp_path)) != first
+
+
+def test_the_step_profile_sorts_a_recorded_step_into_lanes(tmp_path):
+    """A step recorded by MXNet's profiler as the benchmark's worker records it (worker.record_trace):
+    its operators and the Python thread's waits land in their lanes, times from the step's start divided
+    by the dilation; nothing outside the step counts."""
+    import mxnet as mx
+
+    from tools import profile_pipeline
+    from tools.netbench import worker
+
+    trace = str(tmp_path / "trace.json")
+    x = mx.nd.ones((64, 64))
+
+    def step(i):
+        y = mx.nd.dot(x, x) + i
+        y.wait_to_read()
+
+    worker.record_trace(step, 0, trace, steps=2)
+    found, step_ms = profile_pipeline.spans(trace, 2.0)
+    lanes = {lane for lane, *_ in found}
+    assert "compute" in lanes and "wait" in lanes, found
+    assert all(0 <= s <= e <= step_ms + 1e-6 for *_, s, e in found)
+    assert {name for lane, name, *_ in found if lane == "compute"} >= {"dot"}
+    assert abs(profile_pipeline.spans(trace, 1.0)[1] - 2 * step_ms) < 1e-6  # undilated: twice as long
+
+
+def test_the_step_profile_knows_each_lane_and_counts_overlaps_once():
+    from tools import profile_pipeline
+
+    main = 7
+    cases = {("Convolution", "operator", 3): "compute", ("ImperativeBulk", "operator", 3): "compute",
+             ("mxgc_message_encode", "operator", 3): "encode", ("mxgc_message_decode", "operator", 3): "decode",
+             ("KVStoreDistDefaultPush", "operator", 9): "push", ("horovod_allreduce", "operator", 9): "push",
+             ("KVStoreDistDefaultStoragePull", "operator", 9): "pull", ("multi_sgd_mom_update", "operator", 3): "update",
+             ("CopyCPU2CPU", "operator", 3): "copy", ("MXKVStoreBarrier", "MXNET_C_API", main): "barrier",
+             ("MXNDArrayWaitToRead", "MXNET_C_API", main): "wait", ("MXNDArrayWaitToRead", "MXNET_C_API", 3): None,
+             ("DeleteVariable", "operator", 3): None, ("MXNDArrayFree", "MXNET_C_API", main): None,
+             ("LeakyReLU,Convolution,LeakyReLU", "operator", 3): "autoencoder"}
+    for (name, category, thread), lane in cases.items():
+        assert profile_pipeline.lane_of({"name": name, "cat": category, "tid": thread}, main) == lane, name
+    assert profile_pipeline.busy([(0, 2), (1, 3), (5, 6)]) == 4
+    assert profile_pipeline.busy([]) == 0

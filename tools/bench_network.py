@@ -106,7 +106,7 @@ def parse_args():
     parser.add_argument("--markdown", help="put the tables between the benchmark's markers in this file")
     parser.add_argument("--section", default="", help="with --markdown: the markers <!-- bench_network:SECTION:begin "
                                                       "--> and :end (default: <!-- bench_network:begin -->)")
-    jobfiles.add_worker_arguments(parser, "--model", "--mode")
+    jobfiles.add_worker_arguments(parser, "--model", "--mode", "--trace")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -231,7 +231,7 @@ def main():
     args = parse_args()
     if args.worker:
         rank, result = worker.run(MODES[args.mode], args.model, int(args.steps), int(args.warmup),
-                                  int(args.bucket_bytes))
+                                  int(args.bucket_bytes), args.trace)
         return jobfiles.save(args.out, rank, result)
 
     def interrupted(signum, _frame):

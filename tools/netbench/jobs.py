@@ -33,12 +33,14 @@ def hosts_of(mode, workers, servers):
     return workers if mode.horovod else 1 + servers + workers
 
 
-def run(model, mode, rate, workers, servers, dilation, args, tag, codec):
+def run(model, mode, rate, workers, servers, dilation, args, tag, codec, trace=None):
     """One job (``servers`` parameter servers; none for Horovod) on hosts dilated by ``dilation`` (a
     factor, 'auto' or 'none'); returns its row.  ``codec``: (encode, decode) seconds of the model's
-    gradients."""
+    gradients.  ``trace``: a path where rank 0 writes MXNet's profiler trace of a step after the timed
+    ones (worker.record_trace); the row then also has 'threads', rank 0's CPU per thread."""
     worker_argv = jobfiles.worker_command(BENCH, model=model, mode=mode.name, steps=args.steps, warmup=args.warmup,
                                           bucket_bytes=args.bucket_bytes)
+    worker_argv += ["--trace", trace] if trace else []
     hosts = hosts_of(mode, workers, servers)
     asked, dilation = dilation, netns_cluster.dilation_for(hosts, dilation)
     slower = dilation or 1  # (every wait of the job, D times longer)
@@ -76,8 +78,11 @@ def run(model, mode, rate, workers, servers, dilation, args, tag, codec):
             model, mode.name, rate, workers, servers, code))
         ranks = jobfiles.load(out, workers)
         processes = [] if mode.horovod else jobfiles.load_json(report)
-    return dict(row(model, mode, rate, workers, 0 if mode.horovod else servers, ranks, processes, traffic, codec,
-                    slower), dilation_asked=str(asked), **emulation(rate, dilation, throttled))
+    result = dict(row(model, mode, rate, workers, 0 if mode.horovod else servers, ranks, processes, traffic, codec,
+                      slower), dilation_asked=str(asked), **emulation(rate, dilation, throttled))
+    if trace:
+        result["threads"] = ranks[0]["threads"]
+    return result
 
 
 def emulation(rate, dilation, throttled):

@@ -8,6 +8,7 @@ from .models import model_and_batches
 from .modes import CALIBRATION_STEPS
 
 COMPUTE_STEPS = 3  # forward + backward alone, after the timed steps (the compute column)
+TRACE_STEPS = 3  # steps after them with a trace: the profiler records the last
 
 
 def interface_bytes():
@@ -67,8 +68,57 @@ def make_trainer(mode, kv, params, bucket_bytes):
                                   merge=bucket_bytes if mode.merge == "fixed" else mode.merge, pipeline=mode.pipeline)
 
 
-def run(mode, model, steps, warmup, bucket_bytes):
-    """Trains and measures; returns (rank, result)."""
+def thread_ticks():
+    """{thread id: (name, CPU clock ticks so far)} of this process's threads (Linux /proc; a tick is 10 ms:
+    over a few steps, a thread's time per step is known to 10 ms / steps)."""
+    ticks = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/stat" % tid) as f:
+                stat = f.read()
+        except OSError:  # (a thread that ended meanwhile)
+            continue
+        fields = stat.rpartition(")")[2].split()
+        ticks[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[11]) + int(fields[12]))
+    return ticks
+
+
+def thread_cpu(before, after, steps):
+    """Each thread's CPU milliseconds per step between two ``thread_ticks``, busiest first: [(ms, role)]
+    with role 'main' for the main thread (the script, its autograd calls and the stores' Python), else
+    'other' (MXNet's engine workers, OpenMP's, ps-lite's and Horovod's threads, all named after the
+    program)."""
+    tick_ms = 1e3 / os.sysconf("SC_CLK_TCK")
+    rows = [((ticks - before.get(tid, ("", 0))[1]) * tick_ms / steps, "main" if tid == os.getpid() else "other")
+            for tid, (_, ticks) in after.items()]
+    return sorted((r for r in rows if r[0] > 0), reverse=True)
+
+
+def record_trace(step, first, path, steps=TRACE_STEPS):
+    """Runs ``steps`` steps from step ``first``, the last one under MXNet's profiler (every operation with
+    its thread), and writes its trace to ``path`` (None: no trace, the steps alone); the step's bounds
+    are a task 'step' of domain 'bench'."""
+    import mxnet as mx
+
+    domain = mx.profiler.Domain("bench")
+    for i in range(steps - 1 if path else steps):  # (the other workers' steps: the same, unrecorded)
+        step(first + i)
+    if not path:
+        return
+    mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=path)
+    mx.profiler.set_state("run")
+    task = mx.profiler.Task(domain, "step")
+    task.start()
+    step(first + steps - 1)
+    task.stop()
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+
+
+def run(mode, model, steps, warmup, bucket_bytes, trace=None):
+    """Trains and measures; returns (rank, result).  With ``trace`` (a path), every worker then runs
+    TRACE_STEPS more steps and rank 0 records the last with MXNet's profiler into ``trace`` (result
+    'threads': each of its threads' CPU time per timed step)."""
     import mxnet as mx
     from mxnet import autograd, gluon
     import mxnet_gc
@@ -119,13 +169,15 @@ def run(mode, model, steps, warmup, bucket_bytes):
         step(i)
     server0 = server_cpu_seconds() if kv.rank == 0 else None
     bytes0, cpu0, wall0 = interface_bytes(), time.process_time(), time.perf_counter()
-    machine0 = machine_ticks(nice=False)
+    machine0, threads0 = machine_ticks(nice=False), thread_ticks()
     totals = [step(warmup + i) for i in range(steps)]
     bytes1, cpu1, wall1 = interface_bytes(), time.process_time(), time.perf_counter()
-    machine1 = machine_ticks(nice=False)
+    machine1, threads1 = machine_ticks(nice=False), thread_ticks()
     server1 = server_cpu_seconds() if server0 is not None else None
     compute_s = statistics.median(step(i, update=False) for i in range(COMPUTE_STEPS))
-    return kv.rank, {
+    if trace:
+        record_trace(step, warmup + steps, trace if kv.rank == 0 else None)
+    return kv.rank, {"threads": thread_cpu(threads0, threads1, steps),
         "parameters": sum(p.data().size for p in trained), "step_s": totals, "window_s": wall1 - wall0,
         "compute_s": compute_s, "comm_s": max(0.0, statistics.median(totals) - compute_s),
         "sent_per_step": (bytes1[0] - bytes0[0]) / steps, "received_per_step": (bytes1[1] - bytes0[1]) / steps,
