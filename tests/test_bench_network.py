@@ -1,5 +1,6 @@
 """tools/bench_network.py: one small run of the network benchmark; its measurements and its outputs."""
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -214,3 +215,36 @@ def test_pages_are_made_again_from_the_csv(tmp_path):
     (tmp_path / "old.csv").write_text("model,step_ms\nfmnist-cnn,1.0\n")
     with pytest.raises(SystemExit, match="predates --from-csv"):
         bench_network.read_rows(str(tmp_path / "old.csv"))
+
+
+@pytest.mark.system  # a job of the benchmark on emulated hosts, one step recorded
+@pytest.mark.root
+@pytest.mark.host_cpu
+def test_the_step_profile_records_a_job_step_by_lane(tmp_path):
+    """tools/profile_pipeline.py on one parameter-server job (the CNN, 4bit both ways): the recorded step's
+    spans in their lanes, in order (a push after backward's first operations, a pull after the first
+    push, all within the step), rank 0's threads' CPU per step, and the page and picture made from the CSV."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- profile_pipeline:t:begin -->\nold\n<!-- profile_pipeline:t:end -->\n")
+    out = tmp_path / "p.csv"
+    proc = subprocess.run([sys.executable, "-m", "tools.profile_pipeline", "--model", "fmnist-cnn", "--rate", "100mbit",
+                           "--modes", "4bit-cpull", "--steps", "2", "--warmup", "1", "--csv", str(out),
+                           "--plot", str(tmp_path / "p.png"), "--markdown", str(doc), "--section", "t"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, output_of(proc)
+    rows = list(csv.DictReader(open(out)))
+    step = [r for r in rows if r["kind"] == "step"]
+    spans = [r for r in rows if r["kind"] == "span"]
+    assert [r["mode"] for r in step] == ["4bit-cpull"] and float(step[0]["dilation"]) == 3.0
+    threads = json.loads(step[0]["threads"])
+    assert [name for _, name in threads].count("main") == 1 and all(ms > 0 for ms, _ in threads)
+    first = {}
+    for r in spans:
+        assert 0 <= float(r["start_ms"]) <= float(r["end_ms"]) <= float(step[0]["step_ms"]) + 1e-3
+        first.setdefault(r["lane"], float(r["start_ms"]))
+    assert {"compute", "encode", "push", "barrier", "pull", "decode", "update", "wait"} <= set(first)
+    assert first["compute"] < first["encode"] <= first["push"] < first["pull"]
+    assert all(r["commit"] and r["command"].startswith("python -m tools.profile_pipeline") for r in rows)
+    text = doc.read_text()
+    assert "old" not in text and "| 4bit-cpull | 2 | 3 | " in text, text
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"

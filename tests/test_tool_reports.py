@@ -97,5 +97,10 @@ def test_the_step_profile_knows_each_lane_and_counts_overlaps_once():
              ("LeakyReLU,Convolution,LeakyReLU", "operator", 3): "autoencoder"}
     for (name, category, thread), lane in cases.items():
         assert profile_pipeline.lane_of({"name": name, "cat": category, "tid": thread}, main) == lane, name
+    row = lambda name, start, end: {"name": name, "start_ms": str(start), "end_ms": str(end)}
+    assert profile_pipeline.is_backward(row("_backward_Convolution", 1, 1.1))
+    assert profile_pipeline.is_backward(row("ImperativeBulk", 1, 12))
+    assert not profile_pipeline.is_backward(row("ImperativeBulk", 40, 40.1))  # (the stores' small bulked operations)
+    assert not profile_pipeline.is_backward(row("Convolution", 1, 9))
     assert profile_pipeline.busy([(0, 2), (1, 3), (5, 6)]) == 4
     assert profile_pipeline.busy([]) == 0

@@ -46,6 +46,7 @@ from tools.netbench.modes import MODES, RATES_BITS
 
 LANES = ["compute", "autoencoder", "encode", "push", "barrier", "pull", "decode", "update", "copy", "wait"]
 IGNORED = {"DeleteVariable", "WaitForVar"}  # the engine's own bookkeeping
+BULK_MS = 0.5
 WAITS = {"MXNDArrayWaitToWrite", "MXNDArrayWaitToRead", "MXNDArraySyncCopyToCPU", "MXNDArrayWaitAll"}
 SPAN_FIELDS = ["mode", "lane", "name", "thread", "start_ms", "end_ms"]
 STEP_FIELDS = ["mode", "model", "rate", "workers", "servers", "dilation", "step_ms", "timed_step_ms",
@@ -108,6 +109,15 @@ def spans(trace_path, dilation):
     return sorted(out, key=lambda s: s[3]), (stop - start) / 1e3 / dilation
 
 
+def is_backward(span):
+    """Whether a span (a CSV row) is backward's: an operator '_backward...' (unbulked), or a bulk of
+    operators (MXNet bulks backward's, not forward's) of at least BULK_MS (the stores' few small
+    operations after backward are bulked too)."""
+    if span["name"].startswith("_backward"):
+        return True
+    return span["name"] == "ImperativeBulk" and float(span["end_ms"]) - float(span["start_ms"]) >= BULK_MS
+
+
 def busy(intervals):
     """The time covered by a list of (start, end) intervals (their union)."""
     total, reach = 0.0, float("-inf")
@@ -121,7 +131,7 @@ def busy(intervals):
 def summary(steps, span_rows):
     """The markdown table of a run: per mode, the recorded step, when its phases started and ended, and
     where rank 0's CPU went."""
-    lines = ["| mode | W | D | step ms (recorded; timed median) | compute ends | first push | last pull ends | "
+    lines = ["| mode | W | D | step ms (recorded; timed median) | backward ends | first push | last pull ends | "
              "busy ms: compute / autoencoder / encode / push / barrier / pull / decode / update | Python thread "
              "blocked in MXNet ms | "
              "worker CPU ms/step: all workers' mean / rank 0's main thread / its busiest other threads |",
@@ -132,8 +142,9 @@ def summary(steps, span_rows):
         for r in mine:
             by_lane[r["lane"]].append((float(r["start_ms"]), float(r["end_ms"])))
 
-        def at(lane, which):
-            values = [iv[which] for iv in by_lane[lane]]
+        def at(lane, which, backward=False):
+            values = [float(r["end_ms" if which else "start_ms"]) for r in mine
+                      if r["lane"] == lane and (not backward or is_backward(r))]
             if not values:
                 return "–"
             return "%.1f" % (max(values) if which else min(values))
@@ -141,7 +152,7 @@ def summary(steps, span_rows):
         others = [t for t in json.loads(step["threads"]) if t[1] != "main"][:3]
         lines.append("| %s | %s | %s | %.1f; %.1f | %s | %s | %s | %s | %.1f | %.1f / %.1f / %s |" % (
             step["mode"], step["workers"], step["dilation"], float(step["step_ms"]), float(step["timed_step_ms"]),
-            at("compute", 1), at("push", 0), at("pull", 1),
+            at("compute", 1, backward=True), at("push", 0), at("pull", 1),
             " / ".join("%.1f" % busy(by_lane[lane]) for lane in LANES[:8]),
             busy(by_lane["wait"] + by_lane["barrier"]), float(step["worker_cpu_ms_per_step"]),
             float(step["python_cpu_ms_per_step"]), " ".join("%.1f" % ms for ms, _ in others) or "–"))
