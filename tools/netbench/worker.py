@@ -36,14 +36,22 @@ def server_cpu_seconds():
     job = ["%s=%s" % (name, os.environ.get(name, "")) for name in ("DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT")]
     total, found = 0.0, False
     for pid in processes_with_env("DMLC_ROLE=server", *job):
-        try:
-            with open("/proc/%d/stat" % pid) as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:  # (a process that ended meanwhile)
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-        found = True
+        ticks = cpu_ticks("/proc/%d/stat" % pid)
+        if ticks is not None:  # (else a process that ended meanwhile)
+            total += ticks / os.sysconf("SC_CLK_TCK")
+            found = True
     return total if found else None
+
+
+def cpu_ticks(stat_path):
+    """The CPU clock ticks (user + system) so far of a process or thread from its /proc stat file; None
+    if it has ended."""
+    try:
+        with open(stat_path) as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
 
 
 def make_trainer(mode, kv, params, bucket_bytes):
@@ -69,18 +77,10 @@ def make_trainer(mode, kv, params, bucket_bytes):
 
 
 def thread_ticks():
-    """{thread id: (name, CPU clock ticks so far)} of this process's threads (Linux /proc; a tick is 10 ms:
-    over a few steps, a thread's time per step is known to 10 ms / steps)."""
-    ticks = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open("/proc/self/task/%s/stat" % tid) as f:
-                stat = f.read()
-        except OSError:  # (a thread that ended meanwhile)
-            continue
-        fields = stat.rpartition(")")[2].split()
-        ticks[int(tid)] = (stat[stat.index("(") + 1:stat.rindex(")")], int(fields[11]) + int(fields[12]))
-    return ticks
+    """{thread id: CPU clock ticks so far} of this process's threads (Linux /proc; a tick is 10 ms: over a
+    few steps, a thread's time per step is known to 10 ms / steps)."""
+    ticks = {int(tid): cpu_ticks("/proc/self/task/%s/stat" % tid) for tid in os.listdir("/proc/self/task")}
+    return {tid: t for tid, t in ticks.items() if t is not None}  # (not the threads that ended meanwhile)
 
 
 def thread_cpu(before, after, steps):
@@ -89,8 +89,8 @@ def thread_cpu(before, after, steps):
     'other' (MXNet's engine workers, OpenMP's, ps-lite's and Horovod's threads, all named after the
     program)."""
     tick_ms = 1e3 / os.sysconf("SC_CLK_TCK")
-    rows = [((ticks - before.get(tid, ("", 0))[1]) * tick_ms / steps, "main" if tid == os.getpid() else "other")
-            for tid, (_, ticks) in after.items()]
+    rows = [((ticks - before.get(tid, 0)) * tick_ms / steps, "main" if tid == os.getpid() else "other")
+            for tid, ticks in after.items()]
     return sorted((r for r in rows if r[0] > 0), reverse=True)
 
 
