@@ -59,7 +59,6 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from mxnet_gc import launch_processes
 from tools import jobfiles, netns_cluster, progress, provenance
 from tools.netbench import jobs, models, report, worker
 from tools.netbench.modes import DEFAULT_MODES, DEFAULT_RATES, MODES, RATES_BITS
@@ -137,12 +136,8 @@ def run_all(args, tag):
                                          codec[model, mode]))
                 print(done.step(report.table(runs[-1][-1:]).splitlines()[-1]), flush=True)
     finally:
-        left = launch_processes.processes_with_env(tag)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        namespaces = netns_cluster.leftovers()
-        print("left behind: %d processes, namespaces %s" % (len(left), namespaces or "none"), flush=True)
-    return runs, bool(left or namespaces)
+        left = jobs.end_leftovers(tag)
+    return runs, left
 
 
 def summary(rows, head):

@@ -39,7 +39,6 @@ import time
 import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from mxnet_gc import launch_processes
 from tools import jobfiles, netns_cluster, provenance
 from tools.netbench import jobs
 from tools.netbench.modes import MODES, RATES_BITS
@@ -257,12 +256,7 @@ def main():
         try:
             steps, span_rows = profile(args, tag)
         finally:
-            left = launch_processes.processes_with_env(tag)
-            namespaces = netns_cluster.leftovers()
-            for pid in left:
-                os.kill(pid, 9)
-            if left or namespaces:
-                print("left behind: %d processes, namespaces %s" % (len(left), namespaces), flush=True)
+            left = jobs.end_leftovers(tag)
         if args.csv:
             write(args.csv, steps, span_rows, made)
         head = "Command: `%s` (%.0f minutes; %s)" % (made["command"], (time.time() - started) / 60,
@@ -275,7 +269,8 @@ def main():
             args.markdown))) if args.markdown else os.path.basename(args.plot))
     if args.markdown:
         jobfiles.write_section(args.markdown, section, text)
+    return 1 if not args.from_csv and left else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,10 +1,12 @@
 """One benchmark job on its own shaped hosts (tools/netns_cluster.py), as a table row; and the pooling
 of a job's repeated runs into one row."""
 import os
+import signal
 import statistics
 import sys
 import tempfile
 
+from mxnet_gc import launch_processes
 from .. import jobfiles, netns_cluster
 from .modes import RATES_BITS
 
@@ -83,6 +85,17 @@ def run(model, mode, rate, workers, servers, dilation, args, tag, codec, trace=N
     if trace:
         result["threads"] = ranks[0]["threads"]
     return result
+
+
+def end_leftovers(tag):
+    """At the end of a run: ends every process still alive whose environment holds ``tag`` (the run's),
+    says what was left behind (processes, namespaces), and returns whether anything was."""
+    left = launch_processes.processes_with_env(tag)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    namespaces = netns_cluster.leftovers()
+    print("left behind: %d processes, namespaces %s" % (len(left), namespaces or "none"), flush=True)
+    return bool(left or namespaces)
 
 
 def emulation(rate, dilation, throttled):
