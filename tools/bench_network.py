@@ -64,19 +64,6 @@ from tools.netbench import jobs, models, report, worker
 from tools.netbench.modes import DEFAULT_MODES, DEFAULT_RATES, MODES, RATES_BITS
 
 
-def servers_value(text):
-    """--servers' values: a positive number, or 'half'."""
-    if text == "half":
-        return text
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError("a positive number of servers or 'half', not %r" % text)
-    return int(text)
-
-
-def servers_of(value, workers):
-    return max(1, workers // 2) if value == "half" else value
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="modes: " + "; ".join("%s: %s" % (m.name, m.description)
@@ -85,7 +72,7 @@ def parse_args():
     parser.add_argument("--modes", nargs="+", default=DEFAULT_MODES, choices=list(MODES))
     parser.add_argument("--rates", nargs="+", default=DEFAULT_RATES, choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--servers", type=servers_value, nargs="+", default=[1],
+    parser.add_argument("--servers", type=jobs.servers_value, nargs="+", default=[1],
                         help="parameter servers per job, a number or 'half' (half the workers, at least 1; Horovod "
                              "modes: the first value only, they have none)")
     parser.add_argument("--steps", type=int, default=6, help="timed steps per job")
@@ -123,10 +110,10 @@ def run_all(args, tag):
     jobs_list = []
     for model in args.models:
         for workers in args.workers:
-            for servers in dict.fromkeys(servers_of(s, workers) for s in args.servers):
+            for servers in dict.fromkeys(jobs.servers_of(s, workers) for s in args.servers):
                 jobs_list += [(model, mode, rate, workers, servers, dilation) for rate in args.rates
                               for mode in args.modes for dilation in args.dilation
-                              if servers == servers_of(args.servers[0], workers) or not MODES[mode].horovod]
+                              if servers == jobs.servers_of(args.servers[0], workers) or not MODES[mode].horovod]
     runs, done = [], progress.Progress(args.repeats * len(jobs_list))
     try:
         for _ in range(args.repeats):

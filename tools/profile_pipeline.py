@@ -136,14 +136,17 @@ def summary(steps, span_rows):
              "worker CPU ms/step: all workers' mean / rank 0's main thread / its busiest other threads |",
              "|---|---:|---:|---|---:|---:|---:|---|---:|---|"]
     for step in steps:
-        mine = [r for r in span_rows if r["mode"] == step["mode"]]
-        by_lane = collections.defaultdict(list)
-        for r in mine:
-            by_lane[r["lane"]].append((float(r["start_ms"]), float(r["end_ms"])))
+        by_lane = collections.defaultdict(list)  # lane -> its spans (CSV rows)
+        for r in span_rows:
+            if r["mode"] == step["mode"]:
+                by_lane[r["lane"]].append(r)
+
+        def intervals(lane):
+            return [(float(r["start_ms"]), float(r["end_ms"])) for r in by_lane[lane]]
 
         def at(lane, which, backward=False):
-            values = [float(r["end_ms" if which else "start_ms"]) for r in mine
-                      if r["lane"] == lane and (not backward or is_backward(r))]
+            values = [float(r["end_ms" if which else "start_ms"]) for r in by_lane[lane]
+                      if not backward or is_backward(r)]
             if not values:
                 return "–"
             return "%.1f" % (max(values) if which else min(values))
@@ -152,8 +155,8 @@ def summary(steps, span_rows):
         lines.append("| %s | %s | %s | %.1f; %.1f | %s | %s | %s | %s | %.1f | %.1f / %.1f / %s |" % (
             step["mode"], step["workers"], step["dilation"], float(step["step_ms"]), float(step["timed_step_ms"]),
             at("compute", 1, backward=True), at("push", 0), at("pull", 1),
-            " / ".join("%.1f" % busy(by_lane[lane]) for lane in LANES[:8]),
-            busy(by_lane["wait"] + by_lane["barrier"]), float(step["worker_cpu_ms_per_step"]),
+            " / ".join("%.1f" % busy(intervals(lane)) for lane in LANES[:8]),
+            busy(intervals("wait") + intervals("barrier")), float(step["worker_cpu_ms_per_step"]),
             float(step["python_cpu_ms_per_step"]), " ".join("%.1f" % ms for ms, _ in others) or "–"))
     return "\n".join(lines)
 
@@ -186,8 +189,8 @@ def profile(args, tag):
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes:
             trace = os.path.join(tmp, "%s.json" % mode)
-            servers = max(1, args.workers // 2) if args.servers == "half" else int(args.servers)
-            row = jobs.run(args.model, MODES[mode], args.rate, args.workers, servers, args.dilation, args, tag,
+            row = jobs.run(args.model, MODES[mode], args.rate, args.workers, jobs.servers_of(args.servers, args.workers),
+                           args.dilation, args, tag,
                            (None, None), trace=trace)
             found, step_ms = spans(trace, row["dilation"])
             threads = [(round(ms, 2), name) for ms, name in row["threads"]]
@@ -229,7 +232,8 @@ def main():
     parser.add_argument("--modes", nargs="+", default=["topk-pipelined", "topk-merged"], choices=list(MODES))
     parser.add_argument("--rate", default="1gbit", choices=list(RATES_BITS))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--servers", default="1", help="parameter servers, a number or 'half'")
+    parser.add_argument("--servers", type=jobs.servers_value, default=1, help="parameter servers, a number or 'half' "
+                        "(half the workers, at least 1)")
     parser.add_argument("--dilation", type=netns_cluster.dilation_value, default="auto")
     parser.add_argument("--steps", type=int, default=6, help="timed steps (the CPU per thread) before the recorded one")
     parser.add_argument("--warmup", type=int, default=2)

@@ -1,5 +1,6 @@
 """One benchmark job on its own shaped hosts (tools/netns_cluster.py), as a table row; and the pooling
 of a job's repeated runs into one row."""
+import argparse
 import os
 import signal
 import statistics
@@ -28,6 +29,20 @@ def codec_seconds(mode, workers, encode, decode):
     if mode.sparse:  # sparse pull: the server packs the sum, the worker decodes it once more
         seconds += decode
     return seconds
+
+
+def servers_value(text):
+    """--servers' values: a positive number, or 'half'."""
+    if text == "half":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("a positive number of servers or 'half', not %r" % text)
+    return int(text)
+
+
+def servers_of(value, workers):
+    """The servers of a job of ``workers`` workers for a --servers value."""
+    return max(1, workers // 2) if value == "half" else value
 
 
 def hosts_of(mode, workers, servers):
