@@ -33,6 +33,7 @@ def check_emulated_row(r, dilation, asked, hosts):
     assert float(r["rate_nominal_bits"]) == 100e6 and float(r["rate_applied_bits"]) == 100e6 / dilation
     throttled = [float(t) for t in r["throttled_s_per_host"].split()]
     assert len(throttled) == hosts and max(throttled) > 0
+    assert r["tcp_congestion"] == "cubic"
     check_wire_bounds(r)
     assert float(r["step_ms_min"]) <= float(r["step_ms"]) <= float(r["step_ms_max"])
     assert float(r["worker_cpu_ms_per_step"]) > 0

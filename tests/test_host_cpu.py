@@ -54,7 +54,8 @@ cpu0, wall0 = time.process_time(), time.perf_counter()
 while time.process_time() - cpu0 < 0.3:
     pass
 print(json.dumps({"wall": time.perf_counter() - wall0, "cpu": time.process_time() - cpu0,
-                  "cgroups": open("/proc/self/cgroup").read(), "cores": sorted(os.sched_getaffinity(0))}))
+                  "cgroups": open("/proc/self/cgroup").read(), "cores": sorted(os.sched_getaffinity(0)),
+                  "tcp": open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip()}))
 """
 
 RUN_ON_HOST = """
@@ -71,7 +72,9 @@ print(json.dumps({"code": code, "throttled": throttled}))
 @pytest.mark.host_cpu
 def test_a_process_on_a_dilated_host_gets_its_quota_and_one_core():
     """0.3 s of CPU on a host of 1/4 core takes at least 4 x 0.3 s, less a period's slice; the process
-    is in the host's cgroups, on one core, and the cgroups are gone afterwards."""
+    is in the host's cgroups, on one core, its TCP is cubic; the cgroups are gone afterwards, and the
+    machine's allowed congestion controls as they were."""
+    allowed = open("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read()
     proc = subprocess.run([sys.executable, "-c", RUN_ON_HOST, BUSY], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, output_of(proc)
@@ -79,7 +82,8 @@ def test_a_process_on_a_dilated_host_gets_its_quota_and_one_core():
     assert outcome["code"] == 0
     prefix = os.environ.get("MXNET_GC_NETNS", "mxgc") + "-h1"
     assert ":cpu:/%s\n" % prefix in busy["cgroups"] and ":cpuset:/%s\n" % prefix in busy["cgroups"]
-    assert len(busy["cores"]) == 1
+    assert len(busy["cores"]) == 1 and busy["tcp"] == "cubic"
+    assert open("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read() == allowed
     assert busy["wall"] >= 4 * busy["cpu"] - 2 * host_cpu.QUOTA_US / 1e6
     assert outcome["throttled"][1][0] >= 0.5 * busy["cpu"] and outcome["throttled"][0][0] == 0
     assert host_cpu.leftovers(prefix[:-1]) == []

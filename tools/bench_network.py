@@ -156,8 +156,8 @@ def summary(rows, head):
     return text
 
 
-TEXTS = ("model", "mode", "rate", "dilation_asked", "throttled_s_per_host", "commit", "code", "date", "machine",
-         "command")
+TEXTS = ("model", "mode", "rate", "dilation_asked", "throttled_s_per_host", "tcp_congestion", "commit", "code", "date",
+         "machine", "command")
 
 
 RUN_STEP = re.compile(r"run(\d+)_step_ms$")  # each run's median step: a column per run

@@ -19,6 +19,11 @@ first host, then servers and workers, one host each), prints each host's bytes s
 (its interface's counters) and the packets its link's queues dropped, and removes every namespace it
 made, also on failure and Ctrl-C.
 
+Every host's TCP uses cubic, Linux's default congestion control, whatever this machine's default is (a
+machine set to BBR shapes its flows by timers in real time, which dilation does not stretch: its
+200 ms probes of the path's RTT with a window of 4 packets stall a transfer 200 / D ms of the emulated
+cluster's); the machine's list of allowed controls gets cubic for as long as the hosts exist.
+
 Each host's /etc/hosts (/etc/netns/NS/hosts, which `ip netns exec` mounts) resolves this machine's name
 to the host's own address, as on a real cluster (Gloo advertises that address to its peers).  Needs root
 and iproute2 (ip, tc); without them it refuses with a message.  MXNET_GC_NETNS=NAME (default
@@ -54,6 +59,8 @@ PREFIX = NAME + "-h"
 SWITCH = NAME + "-sw"
 SUBNET = "198.18.0.%d"
 LAUNCHER = "launcher"  # (run_command's on_host: a namespace of its own, without a CPU share)
+CONGESTION = "cubic"  # every host's TCP congestion control (Linux's default)
+SYSCTL_TCP = "/proc/sys/net/ipv4/"
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (host_cpu, also when run by its path)
@@ -111,12 +118,13 @@ class Cluster:
         bits = rate_bits(rate)
         self.rate = rate if bits is None or dilation is None else "%dbit" % round(bits / dilation)
         self.latency_ms = 100 * (dilation or 1)  # the queue's bound in time: the same bytes at rate / D
-        self.made, self.cpu = [], None
+        self.made, self.cpu, self.allowed_before = [], None, None
 
     def __enter__(self):
         try:
             if self.dilation is not None:
                 self.cpu = host_cpu.Hosts(PREFIX, self.hosts, self.dilation)
+            self.allowed_before = allow_congestion(CONGESTION)
             self._ns(SWITCH)
             run("ip", "netns", "exec", SWITCH, "ip", "link", "add", "br0", "type", "bridge")
             run("ip", "netns", "exec", SWITCH, "ip", "link", "set", "br0", "up")
@@ -131,6 +139,8 @@ class Cluster:
                 run("ip", "netns", "exec", ns, "ip", "addr", "add", address(i) + "/24", "dev", "eth0")
                 run("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
                 run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+                run("ip", "netns", "exec", ns, "sh", "-c",
+                    "echo %s > %stcp_congestion_control" % (CONGESTION, SYSCTL_TCP))
                 if self.rate != "unlimited":  # egress of the host, and egress towards it from the switch
                     for where, dev in ((ns, "eth0"), (SWITCH, "p%d" % i)):
                         run("ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
@@ -187,9 +197,30 @@ class Cluster:
         if self.cpu is not None:
             self.cpu.close()
             self.cpu = None
+        if self.allowed_before is not None:
+            with open(SYSCTL_TCP + "tcp_allowed_congestion_control", "w") as f:
+                f.write(self.allowed_before)
+            self.allowed_before = None
 
     def __exit__(self, *exc):
         self.close()
+
+
+def allow_congestion(name):
+    """Lets network namespaces choose the congestion control ``name`` (a namespace other than the machine's
+    may set only the controls of its allowed list); returns the list as it was if it had to change, else
+    None.  Refuses a kernel without ``name``."""
+    with open(SYSCTL_TCP + "tcp_available_congestion_control") as f:
+        if name not in f.read().split():
+            sys.exit("netns_cluster.py: this kernel has no TCP congestion control %r, which the emulated hosts "
+                     "use (Linux's default)" % name)
+    with open(SYSCTL_TCP + "tcp_allowed_congestion_control") as f:
+        allowed = f.read().strip()
+    if name in allowed.split():
+        return None
+    with open(SYSCTL_TCP + "tcp_allowed_congestion_control", "w") as f:
+        f.write(" ".join(allowed.split() + [name]))
+    return allowed
 
 
 def leftovers():

@@ -115,8 +115,8 @@ def end_leftovers(tag):
 
 def emulation(rate, dilation, throttled):
     """The columns that say how the hosts were emulated: D, each host's CPU quota, the nominal and the
-    applied link rates, and each host's time held back by its quota over the whole job (host order:
-    scheduler, servers, workers; Horovod: the ranks)."""
+    applied link rates, each host's time held back by its quota over the whole job (host order:
+    scheduler, servers, workers; Horovod: the ranks) and the hosts' TCP congestion control."""
     bits = RATES_BITS[rate]
     cpu = netns_cluster.host_cpu
     return {"dilation": dilation or 1.0, "emulated": dilation is not None,
@@ -124,7 +124,8 @@ def emulation(rate, dilation, throttled):
             "cpu_period_us": float(cpu.period_us(dilation)) if dilation else None,
             "rate_nominal_bits": bits, "rate_applied_bits": bits / dilation if bits and dilation else bits,
             "throttled_s_per_host": " ".join("%.2f" % t for t, _ in throttled) if throttled else "",
-            "throttled_s_max": max(t for t, _ in throttled) if throttled else None}
+            "throttled_s_max": max(t for t, _ in throttled) if throttled else None,
+            "tcp_congestion": netns_cluster.CONGESTION}
 
 
 def row(model, mode, rate, workers, servers, ranks, processes, traffic, codec, slower=1):
