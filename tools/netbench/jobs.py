@@ -73,16 +73,8 @@ def run(model, mode, rate, workers, servers, dilation, args, tag, codec, trace=N
     with tempfile.TemporaryDirectory() as out:
         report = os.path.join(out, "launch.json")
         if mode.horovod:
-            hosts = ",".join("%s:1" % netns_cluster.address(i) for i in range(workers))
-            argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
-                    "--gloo", "--network-interface", "eth0", "--start-timeout", "120",
-                    # (Gloo's default 30 s is less than a float32 collective of mlp10m on 8 workers at 25 Mbit/s)
-                    "--gloo-timeout-seconds", str(timeout),
-                    # (Horovod's background thread coordinates the ranks once a cycle, 1 ms by default: dilated,
-                    # 1 ms of the emulated cluster's time)
-                    "--cycle-time-ms", "%g" % (HOROVOD_CYCLE_MS * slower)] + worker_argv + ["--out", out]
-            code, traffic, throttled = netns_cluster.run_command(workers, rate, argv, on_host=netns_cluster.LAUNCHER,
-                                                                 env=env, timeout=timeout, dilation=dilation)
+            code, traffic, throttled = run_horovod(workers, rate, dilation, worker_argv + ["--out", out], env,
+                                                   timeout)
         else:
             launch = ["-n", str(workers), "-s", str(servers), "--timeout", str(timeout), "--report", report]
             launch += ["--mxnet-servers"] if mode.store == "mxnet" else []
@@ -100,6 +92,22 @@ def run(model, mode, rate, workers, servers, dilation, args, tag, codec, trace=N
     if trace:
         result["threads"] = ranks[0]["threads"]
     return result
+
+
+def run_horovod(workers, rate, dilation, command, env, timeout):
+    """horovodrun of ``command`` on ``workers`` new hosts (a rank each) shaped to ``rate`` and dilated by
+    ``dilation``, itself in a namespace of its own without a CPU share; returns what
+    netns_cluster.run_command returns."""
+    hosts = ",".join("%s:1" % netns_cluster.address(i) for i in range(workers))
+    argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
+            "--gloo", "--network-interface", "eth0", "--start-timeout", "120",
+            # (Gloo's default 30 s is less than a float32 collective of mlp10m on 8 workers at 25 Mbit/s)
+            "--gloo-timeout-seconds", str(timeout),
+            # (Horovod's background thread coordinates the ranks once a cycle, 1 ms by default: dilated,
+            # 1 ms of the emulated cluster's time)
+            "--cycle-time-ms", "%g" % (HOROVOD_CYCLE_MS * (dilation or 1))] + list(command)
+    return netns_cluster.run_command(workers, rate, argv, on_host=netns_cluster.LAUNCHER, env=env, timeout=timeout,
+                                     dilation=dilation)
 
 
 def end_leftovers(tag):
