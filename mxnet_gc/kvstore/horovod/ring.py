@@ -44,18 +44,8 @@ class Ring(Transport):
         self._collectives.wait(names)
 
     def allgather(self, name, what, array, priority=0):
-        """Every worker's ``array``, end to end in rank order (returns once complete).  Two workers exchange
-        their arrays by an alltoall instead: Gloo's allgather of two workers moves a few megabytes each way at
-        about 0.6 of the link's rate, its alltoall at about 0.9 (tools/bench_collectives.py)."""
-        if self.num_workers != 2:
-            return self.start(name, what, lambda: self._hvd.allgather(array, name=name, priority=priority),
-                              blocking=True)
-        rows = array.shape[0]
-        other = self.alltoall(name, what, array, [0, rows] if self.rank == 0 else [rows, 0], priority)
-        parts = [a for a in ((array, other) if self.rank == 0 else (other, array)) if a.shape[0]]
-        if len(parts) == 2:
-            return mx.nd.concat(*parts, dim=0)
-        return parts[0].copy() if parts else other  # (MXNet's concat refuses an empty part)
+        """Every worker's ``array``, end to end in rank order (returns once complete)."""
+        return self.start(name, what, lambda: self._hvd.allgather(array, name=name, priority=priority), blocking=True)
 
     def allreduce(self, name, what, array, priority=0):
         """The sum over the workers of ``array`` (started; ``wait`` for it)."""
