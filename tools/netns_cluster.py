@@ -198,28 +198,33 @@ class Cluster:
             self.cpu.close()
             self.cpu = None
         if self.allowed_before is not None:
-            with open(SYSCTL_TCP + "tcp_allowed_congestion_control", "w") as f:
-                f.write(self.allowed_before)
+            tcp_setting("tcp_allowed_congestion_control", self.allowed_before)
             self.allowed_before = None
 
     def __exit__(self, *exc):
         self.close()
 
 
+def tcp_setting(name, value=None):
+    """This machine's TCP setting ``name`` (/proc/sys/net/ipv4), after writing ``value`` if given."""
+    if value is not None:
+        with open(SYSCTL_TCP + name, "w") as f:
+            f.write(value)
+    with open(SYSCTL_TCP + name) as f:
+        return f.read().strip()
+
+
 def allow_congestion(name):
     """Lets network namespaces choose the congestion control ``name`` (a namespace other than the machine's
     may set only the controls of its allowed list); returns the list as it was if it had to change, else
     None.  Refuses a kernel without ``name``."""
-    with open(SYSCTL_TCP + "tcp_available_congestion_control") as f:
-        if name not in f.read().split():
-            sys.exit("netns_cluster.py: this kernel has no TCP congestion control %r, which the emulated hosts "
-                     "use (Linux's default)" % name)
-    with open(SYSCTL_TCP + "tcp_allowed_congestion_control") as f:
-        allowed = f.read().strip()
+    if name not in tcp_setting("tcp_available_congestion_control").split():
+        sys.exit("netns_cluster.py: this kernel has no TCP congestion control %r, which the emulated hosts "
+                 "use (Linux's default)" % name)
+    allowed = tcp_setting("tcp_allowed_congestion_control")
     if name in allowed.split():
         return None
-    with open(SYSCTL_TCP + "tcp_allowed_congestion_control", "w") as f:
-        f.write(" ".join(allowed.split() + [name]))
+    tcp_setting("tcp_allowed_congestion_control", " ".join(allowed.split() + [name]))
     return allowed
 
 
