@@ -73,8 +73,10 @@ class Ring(Transport):
     def alltoall(self, name, what, array, splits, priority=0):
         """``array``'s parts (``splits`` words each, in rank order) to each worker; returns the parts every
         worker sent this one, in rank order, once complete."""
-        return self.start(name, what, lambda: self._hvd.alltoall(array, splits=splits, name=name,
-                                                                 priority=priority)[0], blocking=True)
+        out = self.start(name, what, lambda: self._hvd.alltoall(array, splits=splits, name=name,
+                                                                priority=priority)[0], blocking=True)
+        self.wait([name])
+        return out
 
     def alltoall_in_rounds(self, name, what, array, splits, priority=0):
         """``alltoall`` in rounds of K peers (MXNET_GC_ALLTOALL_PEERS): in round j this worker sends its parts

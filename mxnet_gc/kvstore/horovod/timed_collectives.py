@@ -6,7 +6,6 @@ helper thread).  When one fails or times out, the error says which collectives t
 """
 import collections
 import json
-import threading
 import time
 
 import mxnet as mx
@@ -22,26 +21,16 @@ class TimedCollectives:
 
     def __init__(self, hvd, timeout, describe):
         self.hvd, self.timeout, self.describe = hvd, timeout, describe
-        self._waiters = threading.local()  # each calling thread's Waiter (the store's, the sender's)
+        self.waiter = Waiter()
         self.started = collections.Counter()  # collective name -> how often this worker started it
         self.inflight = {}  # collective name -> (its output, what it carries) until waited for
-
-    @property
-    def waiter(self):
-        """The calling thread's Waiter: a wait on one thread does not queue behind another's blocking call."""
-        if not hasattr(self._waiters, "waiter"):
-            self._waiters.waiter = Waiter()
-        return self._waiters.waiter
 
     def start(self, name, what, start, blocking=False):
         """Starts a collective: ``start()`` (a Horovod call) returns its output, written when it completes;
         ``what``: what it carries, for messages.  ``wait`` waits for it.  ``blocking``: the call returns
-        only once complete (Horovod's allgather), so it runs within the collective timeout (and needs no
-        wait)."""
+        only once complete (Horovod's allgather), so it runs within the collective timeout."""
         self.started[name] += 1
-        if blocking:
-            return self.timed(start, lambda: (name, what))
-        output = start()
+        output = self.timed(start, lambda: (name, what)) if blocking else start()
         self.inflight[name] = (output, what)
         return output
 
