@@ -109,9 +109,9 @@ class TrainerBase(mx.gluon.Trainer):
     """gluon.Trainer with the state a subclass needs under public names.
 
     gluon.Trainer keeps its store, its parameters' keys and its optimizer's updaters in private
-    attributes, and calls three private hooks (``_init_params``, ``_allreduce_grads``, ``_update``);
-    mxnet_gc's Trainer replaces the hooks (``init_parameters``, ``reduce_gradients``, ``apply_updates``)
-    and reads the state through the properties below.
+    attributes, and calls two private hooks (``_init_params``, ``_allreduce_grads``); mxnet_gc's Trainer
+    replaces the hooks (``init_parameters``, ``reduce_gradients``) and reads the state through the
+    properties below.
     """
 
     def _init_params(self):
@@ -119,39 +119,6 @@ class TrainerBase(mx.gluon.Trainer):
 
     def _allreduce_grads(self):
         self.reduce_gradients()
-
-    def _update(self, ignore_stale_grad=False):
-        self.apply_updates(ignore_stale_grad)
-
-    def apply_updates(self, ignore_stale_grad=False):
-        """Applies the optimizer to every parameter with a gradient (MXNet's way)."""
-        mx.gluon.Trainer._update(self, ignore_stale_grad)
-
-    def update_some(self, indices, ignore_stale_grad=False):
-        """Applies the optimizer on the workers to the parameters at ``indices`` (their store keys) alone, as
-        ``gluon.Trainer._update`` does to all of them: the same updaters, given lists (MXNet has no call for
-        a subset).  The caller has checked the gradients' freshness (``updates_in_parts``)."""
-        updates = [[] for _ in self._updaters]
-        for i in indices:
-            param = self._params[i]
-            for upd, arr, grad in zip(updates, param.list_data(), param.list_grad()):
-                if not ignore_stale_grad or arr._fresh_grad:
-                    upd.append((i, grad, arr))
-                    arr._fresh_grad = False
-        for updater, upd in zip(self._updaters, updates):
-            if upd:
-                index, grads, weights = zip(*upd)
-                updater(index, grads, weights)
-
-    def updates_in_parts(self, ignore_stale_grad=False):
-        """Whether this step's updates may be applied a part at a time (``update_some``) with the result of
-        ``_update``'s: the optimizer runs on the workers, without AMP's loss scaler (which skips a whole step
-        on an overflow) and, unless ``ignore_stale_grad``, with every gradient fresh (``_update`` raises
-        before any update otherwise)."""
-        if self._update_on_kvstore or getattr(self, "_amp_loss_scaler", None) is not None:
-            return False
-        return ignore_stale_grad or all(d._fresh_grad for p in self._params if p.grad_req != "null"
-                                        for d in p.list_data())
 
     def init_parameters(self):
         """Initializes the parameters that are ready in the store (MXNet's way)."""

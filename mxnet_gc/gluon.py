@@ -154,8 +154,6 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         if isinstance(kvstore, StoreBase):
             kvstore.set_nonfinite(nonfinite)
         self._store = kvstore
-        self._stepping = None  # inside step(): (ignore_stale_grad,)
-        self._updated = None  # inside step(): whether its pull applied the updates group by group
         self._profiler = MergeProfiler(self._pipeline)
         self._handlers = self._phase_handlers()
         self._notice, self._announced = WarmupNotice(), compression  # (what rank 0 says of the warm-up)
@@ -210,15 +208,9 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         return isinstance(self.active_store, StoreBase)
 
     def step(self, batch_size, ignore_stale_grad=False):
-        """One training step, as ``gluon.Trainer.step``: pushes the gradients, pulls, updates.  Where the
-        store's results arrive a message at a time (``store.pull_groups``), each message's parameters are
-        updated as soon as it is pulled, while the later ones travel."""
+        """One training step, as ``gluon.Trainer.step``: pushes the gradients, pulls, updates."""
         self._profiler.start_step()
-        self._stepping = (ignore_stale_grad,)
-        try:
-            super().step(batch_size, ignore_stale_grad)
-        finally:
-            self._stepping = self._updated = None
+        super().step(batch_size, ignore_stale_grad)
 
     def allreduce_grads(self):
         self._profiler.start_step()
@@ -272,29 +264,10 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
             for g in grads:
                 g[0].wait_to_read()
         self.active_store.push(keys, grads)
-        self._pull(keys, outs)
+        self.active_store.pull(keys, out=outs)
         entered = self.schedule.advance()
         if entered is not None:
             self._switch(phase, entered)
-
-    def _pull(self, keys, outs):
-        """Pulls the step's ``keys`` into ``outs``: inside ``step``, where the store's results arrive a group
-        of keys at a time and the updates may be applied in parts (``updates_in_parts``), each group is
-        pulled and its parameters updated before the next group's pull waits (``apply_updates`` then skips
-        them); otherwise in one pull."""
-        groups = self.active_store.pull_groups(keys) if self._stepping else [keys]
-        if len(groups) < 2 or not self.updates_in_parts(*self._stepping):
-            self.active_store.pull(keys, out=outs)
-            return
-        out_of = dict(zip(keys, outs))
-        for group in groups:
-            self.active_store.pull(group, out=[out_of[k] for k in group])
-            self.update_some(group, *self._stepping)
-        self._updated = True
-
-    def apply_updates(self, ignore_stale_grad=False):
-        if not self._updated:  # (the step's pull applied them group by group)
-            super().apply_updates(ignore_stale_grad)
 
     def _switch(self, left, entered):
         """What changes between two phases (a collective call: every worker switches at the same step)."""

@@ -76,12 +76,6 @@ class StoreBase(CheckedArguments, ClockCalls, StoreMessages, StoreMonitors, Resi
         self._receive(targets, keys, method_step, priority)
         self._order.pulled(targets)
 
-    def pull_groups(self, keys):
-        """``keys`` (pushed) in the groups whose pulls may be made one after another, in the order their
-        results arrive, so that a trainer can apply each group's update while the later ones travel.  One
-        group where a pull returns at once, its results written by MXNet's engine as they arrive."""
-        return [list(keys)]
-
     def _before_push(self):
         """The transport's checks before anything of a push is read (an error a past call left)."""
 

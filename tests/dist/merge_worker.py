@@ -6,8 +6,7 @@ Odd steps call ``allreduce_grads`` and ``update`` instead of ``step``.
                                                            bytes; STORE: any name of mxnet_gc's stores,
                                                            default dist_sync; WARMUP: dense warm-up steps)
 
-Each rank also saves the phase of the trainer's schedule at every step, the weights before the first step
-and after each one, and how many pulls each step's trainer made.
+Each rank also saves the phase of the trainer's schedule at every step.
 """
 import json
 import os
@@ -46,16 +45,9 @@ def main():
     kv = trainer.store
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     rng = np.random.default_rng(kv.rank)
-    saved = {"weights/init/%d" % i: p.data().asnumpy() for i, p in enumerate(params)}
-    phases, pulls = [], []
-    pull = kv.pull
-
-    def counted_pull(*args, **kwargs):  # (counts the trainer's pulls; the store's own pull does the work)
-        pulls[-1] += 1
-        return pull(*args, **kwargs)
-    kv.pull = counted_pull
+    saved = {}
+    phases = []
     for step in range(warmup + STEPS):
-        pulls.append(0)
         phases.append(trainer.schedule.current.name)
         x = mx.nd.array(rng.standard_normal((16, 20)).astype(np.float32))
         y = mx.nd.array(rng.integers(0, 4, 16).astype(np.float32))
@@ -71,8 +63,7 @@ def main():
             trainer.step(16)
         for i, p in enumerate(params):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
-            saved["weights/%d/%d" % (step, i)] = p.data().asnumpy()
-    np.savez(os.path.join(out, "rank%d.npz" % kv.rank), phases=np.array(phases), pulls=np.array(pulls), **saved)
+    np.savez(os.path.join(out, "rank%d.npz" % kv.rank), phases=np.array(phases), **saved)
     if kv.rank == 0:
         with open(os.path.join(out, "plan.json"), "w") as f:
             json.dump({"groups": trainer.merge_plan.groups, "names": [p.name for p in params],

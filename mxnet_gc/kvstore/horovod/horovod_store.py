@@ -10,12 +10,9 @@ key, or one merge group of keys, see ``init(groups=)`` and ``regroup``) is one c
   ``allgather`` of the parts), whose bytes per worker do not grow with W;
 - uncompressed: ``allreduce`` (sum).
 
-A push returns at once: the encodes, the allreduces and the decodes are engine operations ordered by
-their inputs, so a message goes out as soon as backward has written its gradients; Horovod's allgather
-and alltoall, which return only once complete, run message by message on the sender's thread
-(sender.py), and a pull waits for its own messages' collectives only.  There is no optimizer on this
-store (Gluon: update_on_kvstore=False); workers apply the summed gradients themselves, mxnet_gc's Trainer
-each message's as soon as it is pulled (``pull_groups``), while the later messages travel.
+A push returns at once: encode, the collective and the decode are engine operations ordered by their
+inputs, so a message goes out as soon as backward has written its gradients.  There is no optimizer
+on this store (Gluon: update_on_kvstore=False); workers apply the summed gradients themselves.
 Payloads have their codec's fixed size (for 'layerwise_topk': its capacity), so the collectives need
 no size exchange.  Keys, chunks and messages are the dist store's (layout.py), one chunk per key.
 With 'lgc', its train and lgc phases send the coded keys by the ring rounds of lgc_ring.py.
@@ -26,8 +23,6 @@ since the last pull, and a regroup or compression change between a push and its 
 each owner's part) carries the step its worker pushed it in, and dense values one word per worker: a pull
 raises on every worker when a collective paired different steps (a worker skipped a key in a step).
 """
-import functools
-
 import mxnet as mx
 
 from ... import _mx, config, log
@@ -77,7 +72,6 @@ class HorovodStore(StoreBase):
         self._decoding = set()  # message plans of the last pull's decodes
         self._send = {}  # Message -> the array its pushes send (its payload words, or its values when dense)
         self._results = {}  # Message -> its last collective's result
-        self._tickets = {}  # Message -> the Ticket of its collectives on the sender's thread, until pulled
         self._scatter = {}  # Message -> its RingScatter, when it travels by the compressed allreduce
         self._layout = Layout(1, NO_SPLIT)
         # the settings that change which collectives a message makes (agreed before any is made)
@@ -143,49 +137,27 @@ class HorovodStore(StoreBase):
         return [self._send[m] for m in messages]
 
     def _send_messages(self, messages, payloads, priority):
-        """Starts each message's collectives and returns at once (the encodes are engine operations: those of
-        later messages run during the collectives).  On the sender's thread, in push order: a coded message's
-        allgather; the compressed allreduce's alltoall of a message, then the allgather of the message before
-        it (whose owner's sum ran on the engine meanwhile)."""
+        """Starts each message's collective (the encodes are engine operations: those of later messages run
+        during the collectives); returns at once."""
         step = self._order.step % STEPS
-        waiting = None  # (message, the Ticket of its alltoall) whose allgather follows the next alltoall
+        # the compressed allreduce: every message's alltoall (each owner's sum runs on the engine during the
+        # next one's), then every message's allgather
+        parts = {m: self._scatter_parts(m, priority, step) for m in messages if m in self._scatter}
+        for m, part in parts.items():
+            self._results[m] = self._gather_parts(m, part, priority)
         for m, send in zip(messages, payloads):
             if m in self._scatter:
-                part = self._ring.later(functools.partial(self._scatter_parts, m, priority, step))
-                if waiting is not None:
-                    self._tickets[waiting[0]] = self._ring.later(functools.partial(self._gather_parts, *waiting,
-                                                                                   priority))
-                waiting = (m, part)
                 continue
             at = m.payload_words if m.coded else m.size + self.rank  # (this worker's step word)
             send[at:at + 1] = step
-            what = "key(s) %s" % [c.key for c in m.chunks]
-            if m.coded:
-                self._tickets[m] = self._ring.later(functools.partial(self._ring.allgather, self._name(m), what,
-                                                                      send, priority))
-            else:
-                self._results[m] = self._ring.allreduce(self._name(m), what, send, priority)
-        if waiting is not None:
-            self._tickets[waiting[0]] = self._ring.later(functools.partial(self._gather_parts, *waiting, priority))
-
-    def pull_groups(self, keys):
-        """One group per message, in push order (a pull waits for its messages' collectives alone), unless
-        the compression method sends rounds of its own (LGC's, whose results come with the step's last
-        pull)."""
-        if self._method.rounds is not None:
-            return [list(keys)]
-        wanted = set(keys)
-        groups = [[k for k in dict.fromkeys(c.key for c in m.chunks) if k in wanted]
-                  for m in self._layout.messages_of(list(keys))]
-        return [g for g in groups if g]
+            collective = self._ring.allgather if m.coded else self._ring.allreduce
+            self._results[m] = collective(self._name(m), "key(s) %s" % [c.key for c in m.chunks], send, priority)
 
     def _receive(self, targets, keys, method_step, priority):
         """Each key's sum over the workers of its last push (its initial value before any push), decoded
         from its message's collective."""
         messages = self._layout.messages_of(keys)
         for m in messages:
-            if m in self._tickets:  # (its collectives on the sender's thread)
-                self._results[m] = self._tickets.pop(m).result()
             result = self._results.get(m)
             outputs = [targets[c.key][0] if c.key in targets else None for c in m.chunks]
             if result is None:
@@ -232,10 +204,9 @@ class HorovodStore(StoreBase):
             raise _corrupt(m, e) from None
 
     def _gather_parts(self, m, part, priority):
-        """The second half: once this worker's part (``part``: the Ticket of the first half, run before) is
-        summed and no part was corrupt, the allgather of every owner's; returns its output."""
+        """The second half: once this worker's ``part`` is summed (and no part was corrupt), the allgather
+        of every owner's; returns its output."""
         scatter, name = self._scatter[m], self._name(m)
-        part = part.result()
         part.wait_to_read()
         try:
             scatter.check_reduced()
@@ -297,7 +268,6 @@ class HorovodStore(StoreBase):
         owners = self._pull_residuals()  # (the new messages' parts have other owners)
         gone, messages = self._relayout(groups)
         for m in gone:
-            self._tickets.pop(m, None)
             self._send.pop(m, None)
             self._results.pop(m, None)
             self._scatter.pop(m, None)

@@ -2,8 +2,7 @@
 
 A collective is started by name (Horovod pairs the workers' calls by name) and waited for within
 MXNET_GC_COLLECTIVE_TIMEOUT (timed_collectives.py); ``what`` says what it carries, for the errors.
-A push's chains of collectives run on the sender's thread (``later``, sender.py).  Nothing else of the
-store calls Horovod.
+Nothing else of the store calls Horovod.
 """
 import mxnet as mx
 import numpy as np
@@ -13,7 +12,6 @@ from .. import agreement
 from ..failure import PeerFailure
 from ..transport import Transport
 from .collective_wait import CollectiveError
-from .sender import Sender
 from .timed_collectives import TimedCollectives
 
 
@@ -24,7 +22,6 @@ class Ring(Transport):
     def __init__(self, hvd, describe):
         self._hvd = hvd
         self._collectives = TimedCollectives(hvd, config.settings().collective_timeout, describe)
-        self._sender = Sender()
 
     @property
     def rank(self):
@@ -38,15 +35,8 @@ class Ring(Transport):
 
     def start(self, name, what, start, blocking=False):
         """Starts a collective: ``start()`` (a Horovod call) returns its output; ``blocking``: the call returns
-        once complete (Horovod's allgather and alltoall), after the sender's chains (sender.py)."""
-        if blocking:
-            self._sender.drain()
+        once complete (Horovod's allgather and alltoall)."""
         return self._collectives.start(name, what, start, blocking)
-
-    def later(self, chain):
-        """Runs ``chain()`` (collectives of this ring) on the sender's thread after those submitted before;
-        returns its Ticket (``result()``)."""
-        return self._sender.submit(chain)
 
     def wait(self, names):
         """Returns once the collectives ``names`` this worker started have completed, or raises on every
@@ -114,7 +104,6 @@ class Ring(Transport):
 
     def agree(self, what, config):
         """Every worker gathers every worker's ``config`` (a collective within the timeout) and compares."""
-        self._sender.drain()
         try:
             configs = self._collectives.gather_json("mxgc.agree.%s" % what, config)
         except TimeoutError:
