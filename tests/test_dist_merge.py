@@ -48,11 +48,26 @@ def check_sums(saved, workers, steps=5, dense_steps=0):
                                               err_msg="param %d step %d rank %d" % (i, step, r))
 
 
+def check_updates(saved, steps=5, dense_steps=0, lr=0.1, batch=16):
+    """Every step's weights: the last step's less SGD's step of the pulled sum (float32, as MXNet's
+    sgd_update computes it), on every worker, after ``step`` and after ``allreduce_grads`` and ``update``."""
+    n_params = len({k.split("/")[2] for k in saved[0] if k.startswith("local/")})
+    for s in saved:
+        for i in range(n_params):
+            weights = s["weights/init/%d" % i]
+            for step in range(dense_steps + steps):
+                expected = weights - np.float32(lr) * (np.float32(1.0 / batch) * s["pulled/%d/%d" % (step, i)])
+                weights = s["weights/%d/%d" % (step, i)]
+                np.testing.assert_allclose(weights, expected, rtol=1e-6, atol=1e-7,
+                                           err_msg="param %d step %d" % (i, step))
+
+
 @pytest.mark.job  # a real job (tools/launch.py); the last two tests run in-process
 @pytest.mark.parametrize("merge, pipeline", [("dp", True), ("layerwise", False), ("one", True), (2000, True)])
 def test_merged_training_sums_match_the_reference(tmp_path, merge, pipeline):
     proc, plan, saved = run(tmp_path, merge, pipeline)
     check_sums(saved, 2)
+    check_updates(saved)
     # pipelined: each message pulled after its own barrier, as soon as every worker's push of it is summed
     assert plan["pull_each_message"] is pipeline
     names = plan["names"]

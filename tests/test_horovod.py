@@ -18,7 +18,7 @@ from dist.horovod_worker import label
 from dist.job import HERE, LAUNCH, ROOT, gradient, initial_value, output_of, split_scenarios
 from dist import step_worker
 from test_dist_kvstore import fitted_levels, simulate
-from test_dist_merge import check_sums
+from test_dist_merge import check_sums, check_updates
 
 pytestmark = pytest.mark.job  # every test a real job (horovodrun)
 
@@ -166,15 +166,18 @@ def test_different_compression_on_the_workers_fails_on_all(tmp_path):
         proc.stderr.count("the workers set different gradient compression parameters") >= 2
 
 
-@pytest.mark.parametrize("merge", ["dp", "one"])
+@pytest.mark.parametrize("merge", ["dp", "one", "layerwise"])
 def test_merged_training_on_horovod(tmp_path, merge):
-    """The parameter server's merged-training job, unchanged but for the store: the same exact sums."""
+    """The parameter server's merged-training job, unchanged but for the store: the same exact sums, and
+    the SGD steps of them."""
     proc = horovodrun("merge_worker.py", tmp_path, merge, 1, "horovod")
     assert proc.returncode == 0, output_of(proc)
     with open(tmp_path / "plan.json") as f:
         plan = json.load(f)
-    assert len(plan["groups"]) == 1 if merge == "one" else len(plan["groups"]) >= 1
-    check_sums([dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)], 2)
+    assert len(plan["groups"]) == {"one": 1, "layerwise": len(plan["names"])}.get(merge, len(plan["groups"]))
+    saved = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
+    check_sums(saved, 2)
+    check_updates(saved)
     assert "merge plan (%s)" % merge in proc.stdout
 
 

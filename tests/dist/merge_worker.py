@@ -6,7 +6,8 @@ Odd steps call ``allreduce_grads`` and ``update`` instead of ``step``.
                                                            bytes; STORE: any name of mxnet_gc's stores,
                                                            default dist_sync; WARMUP: dense warm-up steps)
 
-Each rank also saves the phase of the trainer's schedule at every step.
+Each rank also saves the phase of the trainer's schedule at every step, and the weights before the first
+step and after each one.
 """
 import json
 import os
@@ -45,7 +46,7 @@ def main():
     kv = trainer.store
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     rng = np.random.default_rng(kv.rank)
-    saved = {}
+    saved = {"weights/init/%d" % i: p.data().asnumpy() for i, p in enumerate(params)}
     phases = []
     for step in range(warmup + STEPS):
         phases.append(trainer.schedule.current.name)
@@ -63,6 +64,7 @@ def main():
             trainer.step(16)
         for i, p in enumerate(params):
             saved["pulled/%d/%d" % (step, i)] = p.grad().asnumpy()
+            saved["weights/%d/%d" % (step, i)] = p.data().asnumpy()
     np.savez(os.path.join(out, "rank%d.npz" % kv.rank), phases=np.array(phases), **saved)
     if kv.rank == 0:
         with open(os.path.join(out, "plan.json"), "w") as f:

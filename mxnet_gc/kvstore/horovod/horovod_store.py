@@ -10,8 +10,10 @@ key, or one merge group of keys, see ``init(groups=)`` and ``regroup``) is one c
   ``allgather`` of the parts), whose bytes per worker do not grow with W;
 - uncompressed: ``allreduce`` (sum).
 
-A push returns at once: encode, the collective and the decode are engine operations ordered by their
-inputs, so a message goes out as soon as backward has written its gradients.  There is no optimizer
+The encodes, the allreduces and the decodes are engine operations ordered by their inputs, so a message
+goes out as soon as backward has written its gradients; Horovod's MXNet allgather and alltoall return
+only once complete, so a push of coded messages returns once their collectives have run (a helper
+thread makes each wait, within the collective timeout).  There is no optimizer
 on this store (Gluon: update_on_kvstore=False); workers apply the summed gradients themselves.
 Payloads have their codec's fixed size (for 'layerwise_topk': its capacity), so the collectives need
 no size exchange.  Keys, chunks and messages are the dist store's (layout.py), one chunk per key.
