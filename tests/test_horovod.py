@@ -174,7 +174,9 @@ def test_merged_training_on_horovod(tmp_path, merge):
     assert proc.returncode == 0, output_of(proc)
     with open(tmp_path / "plan.json") as f:
         plan = json.load(f)
-    assert len(plan["groups"]) == {"one": 1, "layerwise": len(plan["names"])}.get(merge, len(plan["groups"]))
+    assert len(plan["groups"]) >= 1
+    if merge != "dp":  # (one message for all, one per parameter)
+        assert len(plan["groups"]) == (1 if merge == "one" else len(plan["names"]))
     saved = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
     check_sums(saved, 2)
     check_updates(saved)
