@@ -57,6 +57,13 @@ VARIABLES = (
      "K, the peers each worker sends parts to in each round of the compressed allreduce's `rounds`: fewer "
      "rounds (each costs a negotiation of Horovod's), more flows into each link at once; every worker must "
      "use the same"),
+    ("MXNET_GC_HOROVOD_MESSAGE_BYTES", 64 << 20,
+     "the horovod store's messages under the Gluon trainer's default `merge=None`: consecutive parameters (in "
+     "backward's order) fill messages of up to this many bytes of float32 values.  The default, Horovod's own "
+     "fusion threshold (64 MiB), sends most models as one message a step: each message costs collectives of "
+     "its own (the compressed allreduce: W rounds, each a negotiation of Horovod's), while a smaller size "
+     "lets messages start during backward.  The parameter-server store fills messages of up to 1 MiB (each "
+     "message goes to one server).  Every worker must use the same"),
     ("MXNET_GC_PULL_STATS", 0,
      "0: off; every this many rounds of a message, the servers log a `pull stats` line: the norms of the "
      "summed gradient, of the compressed pull and of the servers' residual, and the shares of values sent "
@@ -189,6 +196,7 @@ class Settings:
     pull_stats: int  # rounds between two samples of a compressed pull's norms (0: none)
     alltoall: str  # 'rounds' or 'at_once'
     alltoall_peers: int  # peers per round with 'rounds'
+    horovod_message_bytes: int  # the horovod store's message size under the trainer's default merge
     job_secret: str  # '' when neither variable gives one
     join_timeout: float
     checkpoint_dir: str  # absolute
@@ -218,6 +226,8 @@ class Settings:
                    pull_stats=_int(environ, "MXNET_GC_PULL_STATS", DEFAULT["MXNET_GC_PULL_STATS"], 0),
                    alltoall=alltoall,
                    alltoall_peers=_int(environ, "MXNET_GC_ALLTOALL_PEERS", DEFAULT["MXNET_GC_ALLTOALL_PEERS"], 1),
+                   horovod_message_bytes=_int(environ, "MXNET_GC_HOROVOD_MESSAGE_BYTES",
+                                              DEFAULT["MXNET_GC_HOROVOD_MESSAGE_BYTES"], 4),
                    job_secret=_secret(environ),
                    join_timeout=_number(environ, "MXNET_GC_JOIN_TIMEOUT", DEFAULT["MXNET_GC_JOIN_TIMEOUT"], float, 0),
                    checkpoint_dir=os.path.realpath(environ.get("MXNET_GC_CHECKPOINT_DIR") or os.getcwd()),

@@ -22,7 +22,8 @@ the trainer advances it after each step's pull.  Rank 0 prints every phase switc
   gives each parameter a ladder above its largest gradient values in the calibration steps
   (level_fit.py), so that gradients of any scale fit; a store without this trainer does it in its own
   warm-up.
-- ``merge`` (merge_policy.py): None, the default, fills messages of up to 1 MiB of float32 at init;
+- ``merge`` (merge_policy.py): None, the default, fills messages of up to the store's ``message_bytes``
+  of float32 at init (1 MiB on the parameter server, 64 MiB on Horovod);
   'dp', 'layerwise', 'one' or a number of payload bytes plan the messages from the profile phase (the
   plan is ``trainer.merge_plan``; needs update_on_kvstore=False).
 - ``pipeline`` (default True) pushes each message as soon as its gradients are ready, through the
@@ -93,7 +94,8 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         Dense steps before the compression starts; by default the compression's own ``'warmup_steps'``
         (50 for mxnet_gc's codecs) less the calibration steps; 0 compresses from the first step.
     merge : None, 'dp', 'layerwise', 'one' or int, optional
-        How parameters share messages: None fills messages of up to 1 MiB at init; the others plan them
+        How parameters share messages: None fills messages of up to the store's ``message_bytes`` at init
+        (1 MiB on the parameter server, 64 MiB on Horovod); the others plan them
         after ``profile_steps`` measured steps (an int: a bucket of that many payload bytes).
     pipeline : bool, default True
         Push each message as soon as backward produced its gradients.
@@ -235,7 +237,7 @@ class Trainer(TrainerCheckpoints, _mx.TrainerBase):
         trained = [p for p in ready if p.grad_req != "null"]
         order = sorted(trained, key=lambda p: -self._definition_rank[p.name])  # backward's
         groups = self._merge_policy.initial_groups([self.key_of(p.name) for p in order],
-                                                   [p.data().size for p in order])
+                                                   [p.data().size for p in order], self.active_store.message_bytes)
         for group, grouping in ((order, groups), ([p for p in ready if p.grad_req == "null"], None)):
             if group:
                 keys = [self.key_of(p.name) for p in group]

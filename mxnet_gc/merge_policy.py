@@ -1,8 +1,8 @@
 """Which parameters share a message: the Gluon trainer's ``merge`` option, one mechanism on both stores.
 
-- ``None`` (the default): consecutive parameters (in backward's order) fill messages of up to
-  ``DEFAULT_BUCKET_BYTES`` of float32 values, fixed when the store is initialized; fewer, larger
-  messages cost less per step than one per parameter.
+- ``None`` (the default): consecutive parameters (in backward's order) fill messages of up to the
+  store's ``message_bytes`` of float32 values (1 MiB on the parameter server, 64 MiB on Horovod),
+  fixed when the store is initialized; fewer, larger messages cost less per step than one per parameter.
 - ``'layerwise'`` (each parameter alone), ``'one'`` (one message), an int (consecutive parameters
   filling messages of that many payload bytes) or ``'dp'`` (the dynamic program of merge_planner.py):
   a plan made once the compression runs, from what the schedule's 'profile' phase measured
@@ -14,7 +14,6 @@ import dataclasses
 
 from . import merge_planner
 
-DEFAULT_BUCKET_BYTES = 1 << 20  # 262144 float32 values
 STRATEGIES = ("dp", "layerwise", "one")
 
 
@@ -33,11 +32,12 @@ class MergePolicy:
         """True when the messages follow a plan made after the profile phase."""
         return self.option is not None
 
-    def initial_groups(self, keys, sizes):
-        """Groups of ``keys`` (in backward's order, with their sizes in values) for the store's init."""
+    def initial_groups(self, keys, sizes, max_bytes):
+        """Groups of ``keys`` (in backward's order, with their sizes in values) for the store's init; by
+        default, messages of up to ``max_bytes`` of float32 values."""
         if self.planned:
             return [[k] for k in keys]
-        return fixed_groups(keys, sizes, DEFAULT_BUCKET_BYTES)
+        return fixed_groups(keys, sizes, max_bytes)
 
     def make_plan(self, layers, cost):
         """The plan of this policy for ``layers`` (merge_planner.Layer, in backward's order)."""

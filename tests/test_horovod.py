@@ -12,6 +12,7 @@ import pytest
 
 import reference
 import topk_reference as ref
+from mxnet_gc.config import Settings
 from mxnet_gc.kvstore.horovod.ring_scatter import PAIRWISE_WORDS
 from mxnet_gc.kvstore.step_order import RULE
 from dist.horovod_worker import label
@@ -183,6 +184,33 @@ def test_merged_training_on_horovod(tmp_path, merge):
     assert "merge plan (%s)" % merge in proc.stdout
 
 
+def test_default_messages_on_horovod_fill_message_bytes(tmp_path):
+    """With the trainer's default merge, the horovod store's messages are consecutive parameters (in backward's
+    order) filling MXNET_GC_HOROVOD_MESSAGE_BYTES of float32 (64 MiB by default: most models in one message);
+    the sums and SGD steps are exact with them."""
+    proc = horovodrun("merge_worker.py", tmp_path, "none", 1, "horovod",
+                      env={"MXNET_GC_HOROVOD_MESSAGE_BYTES": "1024"})
+    assert proc.returncode == 0, output_of(proc)
+    with open(tmp_path / "plan.json") as f:
+        plan = json.load(f)
+    expected, size = [], 0
+    for name, n in reversed(list(zip(plan["names"], plan["sizes"]))):  # backward's order
+        if expected and size + 4 * n <= 1024:
+            expected[-1].append(name)
+            size += 4 * n
+        else:
+            expected.append([name])
+            size = 4 * n
+    assert 1 < len(expected) < len(plan["names"])  # (some parameters share messages, and not all)
+    assert sorted(map(sorted, plan["messages"])) == sorted(map(sorted, expected))
+    saved = [dict(np.load(tmp_path / ("rank%d.npz" % r))) for r in range(2)]
+    check_sums(saved, 2)
+    check_updates(saved)
+    assert Settings.from_environ({}).horovod_message_bytes == 64 << 20
+    with pytest.raises(ValueError, match="MXNET_GC_HOROVOD_MESSAGE_BYTES must be >= 4, got '0'"):
+        Settings.from_environ({"MXNET_GC_HOROVOD_MESSAGE_BYTES": "0"})
+
+
 def test_int_and_str_keys_of_the_same_digits_are_different_keys(tmp_path):
     """Int key 3 and str key '3' in one init call: their init broadcasts have names of their own, and each
     key's sums are its own."""
@@ -199,17 +227,21 @@ def test_int_and_str_keys_of_the_same_digits_are_different_keys(tmp_path):
                                           err_msg="rank %d %r %d" % (r, key, step))
 
 
-def test_workers_with_different_alltoall_settings_fail_naming_it(tmp_path):
-    """MXNET_GC_ALLTOALL decides which collectives a compressed allreduce makes: the store compares it when it
-    starts, and every worker names the variable and both values (not keys "not pushed")."""
+@pytest.mark.parametrize("variable, value, shown", [
+    ("MXNET_GC_ALLTOALL", "at_once", '"rounds" / "at_once"'),
+    ("MXNET_GC_HOROVOD_MESSAGE_BYTES", "4096", "67108864 / 4096")])
+def test_workers_with_different_settings_fail_naming_it(tmp_path, variable, value, shown):
+    """The settings that decide which collectives a worker makes (MXNET_GC_ALLTOALL, the default messages'
+    size): the store compares them when it starts, and every worker names the variable and both values (not
+    keys "not pushed")."""
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps({"keys": [["w", [10]]], "steps": 1, "scale": 1.0, "seed": 1, "out": str(tmp_path),
                                      "compression": {"type": "4bit", "thresholds": POW2, "compressed_pull": True}}))
-    proc = horovodrun("horovod_worker.py", spec_path, rank_env={1: {"MXNET_GC_ALLTOALL": "at_once"}}, timeout=120)
+    proc = horovodrun("horovod_worker.py", spec_path, rank_env={1: {variable: value}}, timeout=120)
     assert proc.returncode != 0
     for r in range(2):
-        assert 'the workers set different environment settings (rank 0 / rank 1): MXNET_GC_ALLTOALL: "rounds" / ' \
-               '"at_once"' in lines_of(proc, r), output_of(proc)
+        assert "the workers set different environment settings (rank 0 / rank 1): %s: %s" % (variable, shown) \
+            in lines_of(proc, r), output_of(proc)
     assert "not pushed" not in proc.stdout + proc.stderr
 
 

@@ -14,7 +14,7 @@ gradient for every parameter and pulls the result, once per step, all keys in on
     4bit-cpull   the same, and the servers send the sum 4bit-encoded too (compressed pull)
 
 mxnet_gc's store runs with consecutive keys sharing messages of up to --bucket-bytes of float32
-(default 1 MiB, as the Gluon trainer's default merge policy).
+(default 1 MiB, as the Gluon trainer's default messages on the parameter server).
 
 Bytes are measured from the traffic itself: each worker reads the kernel's counters of its own TCP
 connections (``ss -tinp``: bytes acknowledged by the peer, bytes received) before and after the
@@ -146,7 +146,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--models", nargs="+", choices=MODELS, default=MODELS)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=MODES)
-    parser.add_argument("--bucket-bytes", type=int, default=1 << 20,  # merge_policy.DEFAULT_BUCKET_BYTES
+    parser.add_argument("--bucket-bytes", type=int, default=1 << 20,  # the parameter-server store's message_bytes
                         help="mxnet_gc's store: consecutive keys share messages of up to this many bytes of float32 "
                              "(0: one message per key)")
     parser.add_argument("--repeats", type=int, default=1, help="run every job this many times, in rounds, and pool")

@@ -36,6 +36,9 @@ class StoreBase(CheckedArguments, ClockCalls, StoreMessages, StoreMonitors, Resi
         self._order = StepOrder()  # each key's pushes and pulls paired, step by step (step_order.py)
 
     asynchronous = False  # (dist_async: each push applied on its own, no rounds to pair)
+    # the largest message (bytes of float32 values) the Gluon trainer's default merge fills: on the parameter
+    # server each message goes to one server, and 1 MiB spreads a model over them
+    message_bytes = 1 << 20
 
     # ---- push and pull: the same steps on every transport, the transport's in its hooks ----
 

@@ -2,9 +2,10 @@
 sparse pulls and a merge plan; saves each step's local gradients and the pulled sums it applied.
 Odd steps call ``allreduce_grads`` and ``update`` instead of ``step``.
 
-    merge_worker.py OUT MERGE PIPELINE [STORE [WARMUP]]   (MERGE: dp, layerwise, one or a bucket size in
-                                                           bytes; STORE: any name of mxnet_gc's stores,
-                                                           default dist_sync; WARMUP: dense warm-up steps)
+    merge_worker.py OUT MERGE PIPELINE [STORE [WARMUP]]   (MERGE: dp, layerwise, one, a bucket size in
+                                                           bytes or none (the store's default messages);
+                                                           STORE: any name of mxnet_gc's stores, default
+                                                           dist_sync; WARMUP: dense warm-up steps)
 
 Each rank also saves the phase of the trainer's schedule at every step, and the weights before the first
 step and after each one.
@@ -30,7 +31,7 @@ STEPS = 5  # (+ the warm-up steps)
 
 def main():
     out, merge, pipeline = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
-    merge = int(merge) if merge.isdigit() else merge
+    merge = int(merge) if merge.isdigit() else None if merge == "none" else merge
     mx.random.seed(1)
     net = gluon.nn.HybridSequential()
     for width in (64, 3, 48, 32, 8, 8, 8, 8, 8, 8):  # 11 layers: names that sort as text (dense10 < dense2)
@@ -68,7 +69,11 @@ def main():
     np.savez(os.path.join(out, "rank%d.npz" % kv.rank), phases=np.array(phases), **saved)
     if kv.rank == 0:
         with open(os.path.join(out, "plan.json"), "w") as f:
-            json.dump({"groups": trainer.merge_plan.groups, "names": [p.name for p in params],
+            messages = {}  # each message's parameters, as the store sends them
+            for p in params:
+                messages.setdefault(kv.chunks_of(trainer.key_of(p.name))[0].message, []).append(p.name)
+            json.dump({"groups": trainer.merge_plan and trainer.merge_plan.groups, "messages": list(messages.values()),
+                       "names": [p.name for p in params],
                        "sizes": [p.data().size for p in params], "pull_each_message": kv.pull_each_message,
                        "type": kv.type}, f)
 

@@ -108,7 +108,11 @@ HOROVOD_MODES = [dataclasses.replace(m, name=HOROVOD_PREFIX + m.name, transport=
          "it, the parts by allgather", transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True)),
     Mode(HOROVOD_PREFIX + "4bit-cpull-at-once", "the same, its alltoall to every peer at once instead of W - 1 "
          "pairwise rounds (MXNET_GC_ALLTOALL=at_once)", transport="horovod",
-         compression=dict(FOUR_BIT, compressed_pull=True), env=(("MXNET_GC_ALLTOALL", "at_once"),))]
+         compression=dict(FOUR_BIT, compressed_pull=True), env=(("MXNET_GC_ALLTOALL", "at_once"),)),
+    Mode(HOROVOD_PREFIX + "4bit-cpull-1mib", "the same, in messages of up to 1 MiB of float32 "
+         "(MXNET_GC_HOROVOD_MESSAGE_BYTES=1048576; the default, 64 MiB, sends most models as one message)",
+         transport="horovod", compression=dict(FOUR_BIT, compressed_pull=True),
+         env=(("MXNET_GC_HOROVOD_MESSAGE_BYTES", str(1 << 20)),))]
 # every registered codec with its class's example parameters, on both transports: a new codec is benchmarked
 # with no change here
 CODEC_PREFIX = "codec-"

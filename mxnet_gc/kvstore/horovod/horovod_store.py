@@ -78,7 +78,10 @@ class HorovodStore(StoreBase):
         self._layout = Layout(1, NO_SPLIT)
         # the settings that change which collectives a message makes (agreed before any is made)
         self.agree("settings", {"MXNET_GC_ALLTOALL": settings.alltoall,
-                                "MXNET_GC_ALLTOALL_PEERS": settings.alltoall_peers})
+                                "MXNET_GC_ALLTOALL_PEERS": settings.alltoall_peers,
+                                "MXNET_GC_HOROVOD_MESSAGE_BYTES": settings.horovod_message_bytes})
+        # (every message costs collectives of its own, so by default most models travel as one)
+        self.message_bytes = settings.horovod_message_bytes
 
     # ---- the KVStoreBase interface ----
 
