@@ -61,9 +61,9 @@ VARIABLES = (
      "the horovod store's messages under the Gluon trainer's default `merge=None`: consecutive parameters (in "
      "backward's order) fill messages of up to this many bytes of float32 values.  The default, Horovod's own "
      "fusion threshold (64 MiB), sends most models as one message a step: each message costs collectives of "
-     "its own (the compressed allreduce: W rounds, each a negotiation of Horovod's), while a smaller size "
-     "lets messages start during backward.  The parameter-server store fills messages of up to 1 MiB (each "
-     "message goes to one server).  Every worker must use the same"),
+     "its own (the compressed allreduce: W - 1 alltoall rounds and an allgather, each a negotiation of "
+     "Horovod's), while a smaller size lets messages start during backward.  The parameter-server store fills "
+     "messages of up to 1 MiB (each message goes to one server).  Every worker must use the same"),
     ("MXNET_GC_PULL_STATS", 0,
      "0: off; every this many rounds of a message, the servers log a `pull stats` line: the norms of the "
      "summed gradient, of the compressed pull and of the servers' residual, and the shares of values sent "
