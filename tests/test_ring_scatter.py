@@ -49,7 +49,7 @@ def test_large_parts_go_by_pairwise_rounds_from_three_workers():
     assert not any(RingScatter(small, w, 0, rounds=True).pairwise for w in (2, 3, 4))
 
 
-def test_alltoall_setting():
+def test_horovod_settings():
     from mxnet_gc.config import Settings
 
     assert Settings.from_environ({}).alltoall == "rounds"
@@ -60,6 +60,10 @@ def test_alltoall_setting():
     assert Settings.from_environ({"MXNET_GC_ALLTOALL_PEERS": "3"}).alltoall_peers == 3
     with pytest.raises(ValueError, match="MXNET_GC_ALLTOALL_PEERS must be >= 1, got '0'"):
         Settings.from_environ({"MXNET_GC_ALLTOALL_PEERS": "0"})
+    assert Settings.from_environ({}).horovod_message_bytes == 64 << 20
+    assert Settings.from_environ({"MXNET_GC_HOROVOD_MESSAGE_BYTES": "1024"}).horovod_message_bytes == 1024
+    with pytest.raises(ValueError, match="MXNET_GC_HOROVOD_MESSAGE_BYTES must be >= 4, got '0'"):
+        Settings.from_environ({"MXNET_GC_HOROVOD_MESSAGE_BYTES": "0"})
 
 
 def test_the_owners_sum_refuses_parts_of_the_wrong_size():
