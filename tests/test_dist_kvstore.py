@@ -197,6 +197,21 @@ def test_a_layer_over_a_servers_fair_share_is_spread_over_two_servers(tmp_path):
     assert received == {0: 2 * 3 * 4 * (words(3000) + words(8500)), 1: 2 * 3 * 4 * words(11500)}
 
 
+def test_a_regroup_that_cuts_a_key_elsewhere_keeps_every_residual(tmp_path):
+    """The job above regrouped after step 1 with 'dense' first: placed on empty servers, it is now cut
+    10,000 / 10,000 (each server's bytes say so), so its parts' residuals go with its next push.  4bit
+    encodes each value on its own, so every pulled sum is still the reference's: a residual lost, or put
+    back at other values, changes them."""
+    spec = {"keys": [["dense", [20000]], ["conv", [3000]]], "steps": 4, "scale": 1.0, "seed": 4, "lists": True,
+            "compression": {"type": "4bit", "thresholds": POW2}, "regroup_at": [1, [["dense"], ["conv"]]]}
+    proc, results = run_job(tmp_path, spec, workers=2, servers=2)
+    check(results, simulate(spec, 2), 2, spec)
+    received = {int(s): int(b) for s, b in re.findall(r"mxnet_gc server (\d): \d+ pushes, (\d+) bytes", proc.stdout)}
+    words = mxnet_gc.codecs.create(spec["compression"]).payload_size
+    assert received == {0: 2 * 2 * 4 * (words(3000) + words(8500) + words(10000) + words(3000)),
+                        1: 2 * 2 * 4 * (words(11500) + words(10000))}
+
+
 def test_gc_2bit_equals_mxnet_builtin_2bit(shared):
     """Our 2bit and MXNet's built-in 2bit (MXNet's kernels on workers and servers) pull the same values."""
     pulled = {}

@@ -90,26 +90,32 @@ class StoreMessages:
         return None
 
     def _owe(self, chunk):
-        """Drops a chunk's error-feedback state that no longer fits its codec (the compression changed):
-        the residual (its first values, for every codec), the part of the gradient not yet sent, is added
-        to the key's next push instead of being lost."""
+        """Drops a chunk's error-feedback state that no longer fits its codec (the compression changed) or
+        its range (a regroup cut its key elsewhere): the residual (its first values, for every codec), the
+        part of the gradient not yet sent, is added to the key's next push instead of being lost."""
         owed = self._owed.setdefault(chunk.key, np.zeros(int(np.prod(self._shapes[chunk.key])), np.float32))
         owed[chunk.begin:chunk.end] += chunk.residual.asnumpy().reshape(-1)[:chunk.size]
         chunk.residual = None
 
     def _relayout(self, groups):
-        """Moves initialized keys into one message per group; each chunk keeps its state (the chunks are
-        the same: splits depend on the size only).  Returns (messages gone, new messages)."""
+        """Moves initialized keys into one message per group.  A chunk of the same range as before keeps
+        its state; the layout may cut a key at other places than before (a key spread over the least loaded
+        servers, or cut for the pull's stages, depends on what was placed before it), and a state whose
+        range is gone is owed to the key's next push (``_owe``).  Returns (messages gone, new messages)."""
         keys = [k for g in groups for k in g]
         for k in keys:
             self._check_initialized(k)
-        states = {k: [c.residual for c in self._layout.chunks[k]] for k in keys}
+        before = {k: self._layout.chunks[k] for k in keys}
         gone = self._layout.remove(keys)
         for m in gone:
             self._plans.pop(m, None)
             self._counts.pop(m, None)
         messages = self._layout.add(keys, [self._shapes[k] for k in keys], groups, self.payload_per_value)
         for k in keys:
-            for c, state in zip(self._layout.chunks[k], states[k]):
-                c.residual = state
+            kept = {(c.begin, c.end): c for c in before[k] if c.residual is not None}
+            for c in self._layout.chunks[k]:
+                old = kept.pop((c.begin, c.end), None)
+                c.residual = None if old is None else old.residual
+            for old in kept.values():
+                self._owe(old)
         return gone, messages

@@ -12,6 +12,7 @@ save_states_at / load_states_at: steps after which the servers' optimizer states
 checkpoint_at: the step after which this worker saves its residuals (OUT/ckpt.rank<r>.residuals), the servers
 their optimizer states (OUT/ckpt.opt.server<s>) and rank 0 the weights pulled (OUT/ckpt.weights.npz);
 nonfinite: [[rank, step, key index, flat position, "nan" or "inf"], ...]: that value in that gradient.
+regroup_at: [step, groups]: after that step's pulls, the keys regrouped (kv.regroup(groups)).
 grid: gradients rounded to multiples of 1/grid (sums of 3 or more workers exact in any order).
 resume_from: such a checkpoint's folder and step: a new job initializes the keys with its weights, pulls
 them, loads the residuals and the servers' states and goes on from the next step.
@@ -123,6 +124,8 @@ def run(kv, spec, named, out):
                 kv.pushpull(k, g, out=o)
         for k, o in zip(names, outs):
             saved["%s/%d" % (k, step)] = o.asnumpy()
+        if step == (spec.get("regroup_at") or [None])[0]:
+            kv.regroup(spec["regroup_at"][1])
         if step == spec.get("save_states_at"):
             kv.save_optimizer_states(os.path.join(out, "states"))
         if step == spec.get("load_states_at"):

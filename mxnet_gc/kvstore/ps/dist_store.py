@@ -174,7 +174,9 @@ class DistSyncStore(StagedPulls, ServerOptimizerCalls, StoreBase):
     def regroup(self, groups):
         """Sends initialized keys as one message per group from now on (a collective call, between steps).
 
-        Each key keeps its codec state (residual).  Only without an optimizer on the servers: the new
+        Each key keeps the workers' codec states (residuals): a part of a key that the new layout cuts at
+        other places sends its residual with the key's next push.  The servers' residuals of compressed
+        pulls start from zero, as after a resume.  Only without an optimizer on the servers: the new
         messages start from zero values, as a sum does.
         """
         if self._optimizer_on_servers:
