@@ -12,6 +12,7 @@ import mxnet as mx
 import pytest
 
 from dist.job import LAUNCH, ROOT, output_of
+from tools import horovodrun as hvdrun
 
 EXAMPLE = os.path.join(ROOT, "examples", "train_fashion_mnist.py")
 # 10 steps an epoch, no warm-up, 1000 test images (10k would take rank 0 longer than the epoch's training)
@@ -183,11 +184,10 @@ def test_checkpoint_moves_between_transports(tmp_path, topk_run):
     """A checkpoint saved on the parameter server resumes on Horovod, and Horovod's back on the parameter
     server.  With 2 workers both transports add the same two sparse payloads (lossless sparse pulls), so
     the moved runs must end bit for bit where the runs that stayed end (the merge plan moves with them)."""
-    horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
     sparse = TOPK
     moved, stay3, back3 = (str(tmp_path / n) for n in ("moved", "stay3", "back3"))
     first, stay = (str(topk_run[-1] / ("whole-%d" % e)) for e in (1, 2))  # epoch 1's checkpoint, epoch 2's
-    proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", "--start-timeout", "60",
+    proc = subprocess.run(hvdrun.ARGV + ["-np", "2", "-H", "localhost:2", "--gloo", "--start-timeout", "60",
                            sys.executable, EXAMPLE, "--kvstore", "horovod"] + QUICK +
                           ["--epochs", "2", "--resume", first, "--checkpoint", moved] + sparse,
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -17,12 +17,12 @@ from mxnet_gc.kvstore.step_order import RULE
 from dist.horovod_worker import label
 from dist.job import HERE, LAUNCH, ROOT, gradient, initial_value, output_of, split_scenarios
 from dist import step_worker
+from tools import horovodrun as hvdrun
 from test_dist_kvstore import fitted_levels, simulate
 from test_dist_merge import check_sums, check_updates
 
 pytestmark = pytest.mark.job  # every test a real job (horovodrun)
 
-HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 POW2 = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 
 
@@ -33,7 +33,7 @@ def horovodrun(script, *args, np_=2, timeout=180, env=None, rank_env=None):
         exports = "".join('[ "$HOROVOD_RANK" = %d ] && export %s; ' % (r, " ".join(
             "%s=%s" % (k, shlex.quote(v)) for k, v in e.items())) for r, e in rank_env.items())
         command = ["sh", "-c", exports + 'exec "$@"', "sh"] + command
-    argv = [HOROVODRUN, "-np", str(np_), "-H", "localhost:%d" % np_, "--gloo", "--start-timeout", "60"] + command
+    argv = hvdrun.ARGV + ["-np", str(np_), "-H", "localhost:%d" % np_, "--gloo", "--start-timeout", "60"] + command
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, **env) if env else None)
 

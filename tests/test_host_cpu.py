@@ -92,8 +92,8 @@ def test_a_process_on_a_dilated_host_gets_its_quota_and_one_core():
 HOROVOD_ON_HOSTS = """
 import json, os, shlex, sys
 from tools import netns_cluster
-horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
-ranks = shlex.join([horovodrun, "-np", "2", "-H", "198.18.0.1:1,198.18.0.2:1", "--gloo", "--network-interface", "eth0",
+from tools import horovodrun as hvdrun
+ranks = shlex.join(hvdrun.ARGV + ["-np", "2", "-H", "198.18.0.1:1,198.18.0.2:1", "--gloo", "--network-interface", "eth0",
                     "--start-timeout", "60", "sh", "-c", 'echo "rank $HOROVOD_RANK $(grep :cpu: /proc/self/cgroup)"'])
 argv = ["sh", "-c", 'echo "launcher $(grep :cpu: /proc/self/cgroup)"; exec ' + ranks]
 code, traffic, throttled = netns_cluster.run_command(2, "100mbit", argv, on_host=netns_cluster.LAUNCHER, timeout=150,

@@ -28,11 +28,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 from tools.jobfiles import write_section
 from tools.planted import Planted
-from tools import provenance
+from tools import horovodrun as hvdrun, provenance
 
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "fault_worker.py")
-HOROVODRUN = os.path.join(os.path.dirname(sys.executable), "horovodrun")
 LIMIT = 60.0  # seconds a faulty job may take to end with its error
 ENV = {"MXNET_GC_COLLECTIVE_TIMEOUT": "8"}  # the horovod store's wait for collectives, shortened
 
@@ -75,7 +74,7 @@ def run(case, settings, workers=2, servers=1, out=None, env=None, launcher_args=
     full_env = dict(os.environ, **ENV, **(env or {}), MXGC_FAULT_JOB=out,  # (a tag every process inherits)
                     MXNET_GC_CHECKPOINT_DIR=out)
     if settings.get("store") == "horovod":
-        argv = [HOROVODRUN, "-np", str(workers), "-H", "localhost:%d" % workers, "--gloo", "--start-timeout", "30"]
+        argv = hvdrun.ARGV + ["-np", str(workers), "-H", "localhost:%d" % workers, "--gloo", "--start-timeout", "30"]
     else:
         argv = [sys.executable, os.path.join(HERE, "launch.py"), "-n", str(workers), "-s", str(servers),
                 "--timeout", str(int(2 * LIMIT))] + list(launcher_args)

@@ -34,7 +34,11 @@ import sys
 import time
 
 import numpy as np
-import mxnet as mx
+
+# MXNet imports scipy when it is installed, for features no case uses; hiding it saves about 0.45 s of CPU
+# per process (the launcher's servers do the same: mxnet_gc/kvstore/ps/server_start.py)
+sys.modules.setdefault("scipy", None)
+import mxnet as mx  # noqa: E402
 
 import mxnet_gc
 from planted import Planted  # (tools/, this script's folder)

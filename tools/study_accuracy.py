@@ -37,7 +37,7 @@ import tempfile
 
 import numpy as np
 
-from tools import plots, study_runs
+from tools import horovodrun as hvdrun, plots, study_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARMUP = "50"  # dense steps before the compression starts, for every compressed configuration
@@ -116,7 +116,7 @@ def job_command(argv, workers=2, example="train_fashion_mnist.py", pull_stats=0,
     """The command line of one job of an example writing its JSON log to ``log``: horovodrun with
     ``--kvstore horovod`` in ``argv`` (no servers), else the launcher with one server."""
     if "horovod" in argv:
-        launcher = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H",
+        launcher = hvdrun.ARGV + ["-np", str(workers), "-H",
                     "localhost:%d" % workers, "--gloo", "--start-timeout", "60"]
     else:
         launcher = [sys.executable, os.path.join(ROOT, "tools", "launch.py"), "-n", str(workers), "-s", "1",

@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 from mxnet_gc import launch_processes
-from .. import jobfiles, netns_cluster
+from .. import horovodrun as hvdrun, jobfiles, netns_cluster
 from .modes import RATES_BITS
 
 BENCH = "tools.bench_network"  # (its worker mode)
@@ -99,7 +99,7 @@ def run_horovod(workers, rate, dilation, command, env, timeout):
     ``dilation``, itself in a namespace of its own without a CPU share; returns what
     netns_cluster.run_command returns."""
     hosts = ",".join("%s:1" % netns_cluster.address(i) for i in range(workers))
-    argv = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(workers), "-H", hosts,
+    argv = hvdrun.ARGV + ["-np", str(workers), "-H", hosts,
             "--gloo", "--network-interface", "eth0", "--start-timeout", "120",
             # (Gloo's default 30 s is less than a float32 collective of mlp10m on 8 workers at 25 Mbit/s)
             "--gloo-timeout-seconds", str(timeout),
