@@ -5,7 +5,7 @@ without its check of how Horovod was built.
 
 ``horovodrun --gloo`` first asks whether Horovod has Gloo by importing each framework's Horovod extension
 in a forked process; with MXNet that import costs about 2.5 s of CPU and 3 s before any rank starts, in
-every job, and the test suite starts about a hundred Horovod jobs.  This repository's install builds
+every job, and the test suite starts dozens of Horovod jobs.  This repository's install builds
 Horovod with Gloo (the Makefile's ``horovod`` target), and a rank of a Horovod without it fails in
 ``hvd.init()`` all the same.  Everything else is horovodrun's own: its options, rendezvous server,
 environment, output and exit codes.  Users start their jobs with horovodrun itself, as
