@@ -90,9 +90,8 @@ def test_a_process_on_a_dilated_host_gets_its_quota_and_one_core():
 
 
 HOROVOD_ON_HOSTS = """
-import json, os, shlex, sys
-from tools import netns_cluster
-from tools import horovodrun as hvdrun
+import json, shlex
+from tools import horovodrun as hvdrun, netns_cluster
 ranks = shlex.join(hvdrun.ARGV + ["-np", "2", "-H", "198.18.0.1:1,198.18.0.2:1", "--gloo", "--network-interface", "eth0",
                     "--start-timeout", "60", "sh", "-c", 'echo "rank $HOROVOD_RANK $(grep :cpu: /proc/self/cgroup)"'])
 argv = ["sh", "-c", 'echo "launcher $(grep :cpu: /proc/self/cgroup)"; exec ' + ranks]

@@ -4,7 +4,6 @@ import argparse
 import os
 import signal
 import statistics
-import sys
 import tempfile
 
 from mxnet_gc import launch_processes
