@@ -11,10 +11,21 @@ from tools import bench_collectives
 
 def test_wire_bytes_of_each_collective():
     """A worker's link carries (W - 1) n for an allgather, (W - 1) / W n for an alltoall, twice that for a
-    ring allreduce."""
+    ring allreduce, n between pairs (one way or both; with W even only)."""
     assert bench_collectives.wire_bytes("allgather", 4, 100) == 300
     assert bench_collectives.wire_bytes("alltoall", 4, 100) == 75
     assert bench_collectives.wire_bytes("allreduce", 4, 100) == 150
+    assert [bench_collectives.wire_bytes(c, 4, 100) for c in ("pairs one way", "pairs both ways")] == [100, 100]
+    assert "pairs both ways" in bench_collectives.collectives(4)
+    assert "pairs one way" not in bench_collectives.collectives(3)
+
+
+def test_pairs_send_to_the_other_worker_of_their_pair():
+    """Both ways every worker sends its n bytes to rank ^ 1; one way the even workers do, the odd ones keep them."""
+    assert [bench_collectives.pair_splits(r, 4, 9, True) for r in range(4)] == [[0, 9, 0, 0], [9, 0, 0, 0],
+                                                                               [0, 0, 0, 9], [0, 0, 9, 0]]
+    assert [bench_collectives.pair_splits(r, 4, 9, False) for r in range(4)] == [[0, 9, 0, 0], [0, 9, 0, 0],
+                                                                                [0, 0, 0, 9], [0, 0, 0, 9]]
 
 
 @pytest.mark.system  # horovodrun across network namespaces with shaped links and CPU shares

@@ -118,9 +118,9 @@ def test_pulled_sums_match_the_reference(sums, name):
 # sizes not divisible by W, a key of fewer values than W payload words (parts of it empty), 4bit and 2bit,
 # 4bit with 5-bit pulls (parts cut where a word starts in both payloads).
 SMALL_KEYS = [["w", [30, 4]], ["b", [4]], ["c", [257]]]
-# parts of at least ring_scatter.PAIRWISE_WORDS payload words with 3 and 4 workers: pairwise rounds (unless
+# parts of at least ring_scatter.PAIRWISE_WORDS payload words with 4 and 6 workers: pairwise rounds (unless
 # MXNET_GC_ALLTOALL=at_once)
-LARGE_KEYS = [["big", [4 * 8 * PAIRWISE_WORDS + 1000]], ["b", [4]]]
+LARGE_KEYS = [["big", [6 * 8 * PAIRWISE_WORDS + 1000]], ["b", [4]]]
 SCATTER = {
     "4bit-one-message-per-key": ({"type": "4bit", "thresholds": POW2}, None, SMALL_KEYS),
     "4bit-merged": ({"type": "4bit", "thresholds": POW2}, [["w", "b"], ["c"]], SMALL_KEYS),
@@ -135,11 +135,12 @@ SCATTER = {name: {"keys": keys, "steps": 5, "scale": 1.0, "seed": 21,
            for name, (compression, groups, keys) in SCATTER.items()}
 
 
-@pytest.mark.parametrize("workers, alltoall, peers", [(2, "rounds", 1), (3, "rounds", 1), (4, "rounds", 2),
+@pytest.mark.parametrize("workers, alltoall, peers", [(2, "rounds", 1), (6, "rounds", 1), (4, "rounds", 2),
                                                      (4, "at_once", 1)])
 def test_compressed_allreduce_pulls_the_owners_re_encoded_sum(tmp_path, workers, alltoall, peers):
     """Each worker's payload cut into W parts (alltoall, or rounds of 1 or 2 peers: with 4 workers and 2,
-    rounds of ranks +1 and +2, then +3), each part summed and re-encoded
+    rounds of ranks +1 and +2, then +3; with 6 workers and 1, round_schedule.py's rounds, in which no two
+    workers send to each other), each part summed and re-encoded
     on the levels times W by the worker owning it with its own residual (allgather): every pulled value
     equals the numpy simulation of the parameter server's compressed pull (the servers' residual is the
     owners'), on every worker."""

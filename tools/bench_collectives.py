@@ -8,10 +8,13 @@ sends through them can be.
 Each job runs horovodrun across W hosts of tools/netns_cluster.py (each 1/D of a core, links at the rate / D,
 D 'auto': as the network benchmark's Horovod rows) and times, --repeats times each and after a barrier,
 Horovod's allgather and alltoall of uint8 payloads of each size a worker (the compressed allreduce's two
-phases) and its allreduce of float32 ones; every time is divided by D.  A row gives each repeat's time,
-their median, minimum and maximum, and the wire time: the bytes the collective must move through a
-worker's link at the nominal rate, (W - 1) n for an allgather, (W - 1) / W n for an alltoall (n split
-evenly) and 2 (W - 1) / W n for a ring allreduce, for n bytes a worker.
+phases) and its allreduce of float32 ones, and with W even, two alltoalls between pairs of workers (2k and
+2k + 1): 'pairs one way', from the even worker of each pair to the odd one, and 'pairs both ways', each to
+the other at once (a round of the compressed allreduce's alltoall in which workers send to each other),
+each timed until a barrier after it; every time is divided by D.  A row gives each repeat's time, their
+median, minimum and maximum, and the wire time: the bytes the collective must move through a worker's
+link at the nominal rate, (W - 1) n for an allgather, (W - 1) / W n for an alltoall (n split evenly),
+2 (W - 1) / W n for a ring allreduce and n for the pairs, for n bytes a worker.
 """
 import argparse
 import csv
@@ -26,7 +29,7 @@ from tools import jobfiles, netns_cluster, provenance
 from tools.netbench import jobs
 from tools.netbench.modes import RATES_BITS
 
-COLLECTIVES = ("allgather", "alltoall", "allreduce")
+COLLECTIVES = ("allgather", "alltoall", "allreduce", "pairs one way", "pairs both ways")
 ROW_FIELDS = ["collective", "workers", "megabytes", "rate", "dilation", "repeats_ms", "ms", "ms_min", "ms_max",
               "wire_ms", "ratio", "tcp_congestion"]
 
@@ -34,7 +37,19 @@ ROW_FIELDS = ["collective", "workers", "megabytes", "rate", "dilation", "repeats
 def wire_bytes(collective, workers, n):
     """The bytes a collective of ``n`` bytes a worker must move through one worker's link (each way)."""
     return {"allgather": (workers - 1) * n, "alltoall": (workers - 1) / workers * n,
-            "allreduce": 2 * (workers - 1) / workers * n}[collective]
+            "allreduce": 2 * (workers - 1) / workers * n, "pairs one way": n, "pairs both ways": n}[collective]
+
+
+def collectives(workers):
+    """The collectives timed with ``workers`` workers (the pairs need an even number)."""
+    return COLLECTIVES if workers % 2 == 0 else COLLECTIVES[:3]
+
+
+def pair_splits(rank, size, n, both_ways):
+    """An alltoall's splits of ``n`` bytes from ``rank`` to its pair's other worker (rank ^ 1); one way, the odd
+    worker keeps its bytes (its own part: no traffic)."""
+    to = rank ^ 1 if both_ways or rank % 2 == 0 else rank
+    return [n if r == to else 0 for r in range(size)]
 
 
 def worker(args):
@@ -52,16 +67,22 @@ def worker(args):
         payload = mx.nd.array(np.random.RandomState(rank).randint(0, 255, n), dtype="uint8")
         values = mx.nd.ones(n // 4)
         splits = mx.nd.array([n // size] * size, dtype="int32")
+        pairs = [mx.nd.array(pair_splits(rank, size, n, both), dtype="int32") for both in (False, True)]
         start = {"allgather": lambda name: hvd.allgather(payload, name=name),
                  "alltoall": lambda name: hvd.alltoall(payload, splits=splits, name=name)[0],
-                 "allreduce": lambda name: hvd.allreduce(values, name=name)}
-        for collective in COLLECTIVES:
+                 "allreduce": lambda name: hvd.allreduce(values, name=name),
+                 "pairs one way": lambda name: hvd.alltoall(payload, splits=pairs[0], name=name)[0],
+                 "pairs both ways": lambda name: hvd.alltoall(payload, splits=pairs[1], name=name)[0]}
+        for collective in collectives(size):
             seconds = []
             for i in range(args.repeats):
                 name = "%s.%g.%d" % (collective, megabytes, i)
                 hvd.allreduce(mx.nd.zeros(1), name="barrier." + name).wait_to_read()
                 began = time.perf_counter()
                 start[collective](name).wait_to_read()
+                if collective.startswith("pairs"):  # (until every receiver has its part: a sender's alltoall
+                    # returns once its bytes are in its socket)
+                    hvd.allreduce(mx.nd.zeros(1), name="received." + name).wait_to_read()
                 seconds.append(time.perf_counter() - began)
             times["%s %g" % (collective, megabytes)] = seconds
     if rank == 0:
@@ -82,7 +103,7 @@ def measure(args, workers, tag):
             raise SystemExit("bench_collectives.py: the job of %d workers failed (exit %d)" % (workers, code))
         times = jobfiles.load(out, 1)[0]
     rows = []
-    for collective in COLLECTIVES:
+    for collective in collectives(workers):
         for megabytes in args.megabytes:
             ms = [s * 1e3 / slower for s in times["%s %g" % (collective, megabytes)]]
             wire_ms = 1e3 * 8 * wire_bytes(collective, workers, megabytes * 1e6) / RATES_BITS[args.rate]

@@ -11,6 +11,7 @@ from ... import _mx, config
 from .. import agreement
 from ..failure import PeerFailure
 from ..transport import Transport
+from . import round_schedule
 from .collective_wait import CollectiveError
 from .timed_collectives import TimedCollectives
 
@@ -69,13 +70,13 @@ class Ring(Transport):
         return out
 
     def alltoall_in_rounds(self, name, what, array, splits, priority=0):
-        """``alltoall`` in rounds of K peers (MXNET_GC_ALLTOALL_PEERS): in round j this worker sends its parts
-        for ranks rank + jK + 1 ... rank + (j + 1)K and receives from as many ranks below it (one alltoall
-        whose other splits are 0), so each link carries K flows each way (with K = 1 as in a ring).  Gloo's
-        alltoall sends to every peer at once: W - 1 flows into each link, which overflow a switch's queue
-        and lose packets (at 25 Mbit/s with 8 workers, 3 to 9% of them, and twice the wire time); each round
-        costs a negotiation of Horovod's.  Returns every worker's part for this worker (numpy), in rank order;
-        every worker's part for it has the same size."""
+        """``alltoall`` in rounds of K peers (MXNET_GC_ALLTOALL_PEERS): K rounds of round_schedule.py at a
+        time, in each of which this worker sends its part for one peer and receives one part (one alltoall
+        whose other splits are 0), so each link carries K flows each way, and with K = 1 no two workers send
+        to each other at once.  Gloo's alltoall sends to every peer at once: W - 1 flows into each link,
+        which overflow a switch's queue and lose packets (at 25 Mbit/s with 8 workers, 3 to 9% of them, and
+        twice the wire time); each round costs a negotiation of Horovod's.  Returns every worker's part for
+        this worker (numpy), in rank order; every worker's part for it has the same size."""
         rank, workers = self.rank, self.num_workers
         starts = np.cumsum([0] + list(splits))
         words = splits[rank]
@@ -83,13 +84,14 @@ class Ring(Transport):
         array.wait_to_read()
         received[rank * words:(rank + 1) * words] = _mx.host_view(array)[starts[rank]:starts[rank + 1]]
         peers = min(config.settings().alltoall_peers, workers - 1)
-        for first in range(1, workers, peers):
-            offsets = range(first, min(first + peers, workers))
-            to = sorted((rank + i) % workers for i in offsets)  # (an alltoall's parts go in rank order)
-            sources = sorted((rank - i) % workers for i in offsets)
+        schedule = round_schedule.rounds(workers)
+        for first in range(0, workers - 1, peers):
+            group = range(first, min(first + peers, workers - 1))
+            to = sorted(schedule[j][rank] for j in group)  # (an alltoall's parts go in rank order)
+            sources = sorted(round_schedule.receives_from(workers, rank, j) for j in group)
             pieces = [array[int(starts[r]):int(starts[r + 1])] for r in to]
             piece = pieces[0] if len(pieces) == 1 else mx.nd.concat(*pieces, dim=0)
-            out = self.alltoall("%s.%d" % (name, first), what, piece,
+            out = self.alltoall("%s.%d" % (name, first + 1), what, piece,
                                 [splits[r] if r in to else 0 for r in range(workers)], priority)
             host = _mx.host_view(out)
             for k, source in enumerate(sources):
