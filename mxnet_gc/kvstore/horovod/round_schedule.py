@@ -4,13 +4,12 @@ workers once, and in no round two workers that send to each other.
 
 Why the last condition: Gloo carries a transfer between two workers on one TCP connection.  One way it
 runs at about the link's rate; when both workers send to each other at once, often at half of it.  On
-emulated hosts at 100 Mbit/s (tools/netns_cluster.py), 2.6 MB from one worker to the other took 220-232 ms
-in 8 runs, the same 2.6 MB both ways (an allgather of 2 workers) 235-434 ms; plain TCP sockets both ways on
-the same links, 224-241.  With 8 workers, rounds of 0.7 MB parts took 61-98 ms where each worker's peer
-sends elsewhere, 98-136 ms in the round where the workers pair up (tools/bench_collectives.py's
-"pairs" rows measure both).  Rounds by peer distance (worker r sends
-to r + d) have that round whenever W is even (d = W/2); the rounds here have none, except for 2 and 4
-workers, where every schedule has one (there is only one peer, or for 4 the rounds cannot avoid it).
+emulated hosts at 100 Mbit/s (tools/netns_cluster.py), pairs of workers moved 1 and 4 MB one way in
+1.06x-1.21x their wire time and both ways in 2.11x-2.16x with 4 and 8 workers (tools/bench_collectives.py,
+its "pairs" rows), where plain TCP sockets both ways on the same links take about 1.1x.  Rounds by peer
+distance (worker r sends to r + d) have such a round whenever W is even (d = W/2); the rounds here have
+none, except for 2 and 4 workers, where every schedule has one (there is only one peer, or for 4 the
+rounds cannot avoid it).
 """
 import functools
 
