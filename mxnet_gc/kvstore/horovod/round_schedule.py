@@ -6,10 +6,9 @@ Why the last condition: Gloo carries a transfer between two workers on one TCP c
 runs at about the link's rate; when both workers send to each other at once, often at half of it.  On
 emulated hosts at 100 Mbit/s (tools/netns_cluster.py), pairs of workers moved 1 and 4 MB one way in
 1.06x-1.21x their wire time and both ways in 2.11x-2.16x with 4 and 8 workers (tools/bench_collectives.py,
-its "pairs" rows), where plain TCP sockets both ways on the same links take about 1.1x.  Rounds by peer
-distance (worker r sends to r + d) have such a round whenever W is even (d = W/2); the rounds here have
-none, except for 2 and 4 workers, where every schedule has one (there is only one peer, or for 4 the
-rounds cannot avoid it).
+its "pairs" rows).  Rounds by peer distance (worker r sends to r + d) have such a round whenever W is
+even (d = W/2); the rounds here have none, except for 2 and 4 workers, where every schedule has one
+(there is only one peer, or for 4 the rounds cannot avoid it).
 """
 import functools
 
